@@ -1,0 +1,335 @@
+"""The ``Runtime``: sequential task flow, dependency inference, workers, waits and errors."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+
+from numtile.config import Config
+from numtile.runtime.access import READING, WRITING, Access
+from numtile.runtime.blas_threads import limit_kernel_blas_threads
+from numtile.runtime.codelet import Codelet
+from numtile.runtime.handle import HOST, DataHandle, InvalidatedError
+from numtile.runtime.perfmodel import PerfModels, footprint
+from numtile.runtime.scheduler import SCHEDULER_CLASSES
+from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState, task_error
+from numtile.runtime.trace import Tracer
+
+R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
+_PRUNE_READERS = 64  # drop finished readers of a handle once this many pile up
+
+
+class RuntimeShutdownError(RuntimeError):
+    """Raised when work is submitted to a runtime that was shut down."""
+
+
+class Runtime:
+    """Runs tasks submitted in program order as soon as their inputs are ready.
+
+    Each ``submit`` names the handles a task touches and how; the runtime infers
+    read-after-write, write-after-read and write-after-write dependencies and hands ready
+    tasks to the scheduler, whose workers (one thread per core) run them.
+
+    >>> import numpy as np
+    >>> rt = Runtime(Config(ncpu=2, scheduler="eager"))
+    >>> h = DataHandle((3,), np.float64, np.zeros(3))
+    >>> inc = Codelet("doctest_inc", cpu=lambda x: np.add(x, 1, out=x))
+    >>> for _ in range(5):
+    ...     rt.submit(inc, [(h, Access.RW)])
+    >>> rt.wait_handles([h]); h.host_array().tolist()
+    [5.0, 5.0, 5.0]
+    >>> rt.shutdown()
+    """
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.ncpu = self.config.ncpu
+        self.models = PerfModels(self.config.cache_dir)
+        self.scheduler = SCHEDULER_CLASSES[self.config.scheduler](self.ncpu, self.models)
+        if self.scheduler.inline:
+            self.scheduler.runtime = self
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        self._waiters = 0
+        self._seq = itertools.count()
+        self._unfinished = 0
+        self._errors: list[TaskError] = []
+        self.tracer: Tracer | None = None
+        self.busy = [0.0] * self.ncpu
+        self.started_at = time.perf_counter()
+        self.closed = False
+        self._blas_limit = limit_kernel_blas_threads(1)
+        self._old_switch = sys.getswitchinterval()
+        self._workers: list[threading.Thread] = []
+        if not self.scheduler.inline:
+            sys.setswitchinterval(self.config.switch_interval)
+            for worker in range(self.ncpu):
+                thread = threading.Thread(
+                    target=self._worker_loop, args=(worker,), name=f"numtile-cpu{worker}", daemon=True
+                )
+                thread.start()
+                self._workers.append(thread)
+
+    # -- submission -------------------------------------------------------------------------
+
+    def submit(
+        self,
+        codelet: Codelet,
+        accesses: Sequence[tuple[DataHandle, Access]],
+        args: tuple = (),
+        priority: int = 0,
+        name: str | None = None,
+    ) -> Task:
+        """Submit ``codelet(*tiles, *args)`` touching ``accesses`` [(handle, mode), ...]."""
+        if self.closed:
+            raise RuntimeShutdownError(
+                "the numtile runtime was shut down; call numtile.init() to start a new one"
+            )
+        handles = [h for h, _ in accesses]
+        modes = [m for _, m in accesses]
+        task = Task(codelet, handles, modes, args, priority, next(self._seq), name)
+        with self._lock:
+            predecessors = self._infer_dependencies(task)
+            self._unfinished += 1
+            pending = 0
+            for pred in predecessors:
+                if pred.state >= TaskState.DONE:
+                    if pred.state is TaskState.FAILED and task.cancelled_by is None:
+                        task.cancelled_by = _root(pred.error)
+                else:
+                    pred.successors.append(task)
+                    pending += 1
+            task.n_pending = pending
+            if pending == 0:
+                task.state = TaskState.READY
+        if pending == 0:
+            self.scheduler.push(task)
+        return task
+
+    def _infer_dependencies(self, task: Task) -> set[Task]:
+        """Sequential task flow: update each handle's writer/reader lists, return predecessors."""
+        predecessors: set[Task] = set()
+        for handle, mode in zip(task.handles, task.modes):
+            if handle.invalidated and mode in READING:
+                raise InvalidatedError(
+                    f"{handle!r} was invalidated; its contents are gone and cannot be read "
+                    f"by {task.describe()}"
+                )
+            if mode is R:
+                predecessors.update(handle.writers)
+                if len(handle.readers) >= _PRUNE_READERS:
+                    handle.readers = [t for t in handle.readers if not t.finished]
+                handle.readers.append(task)
+            elif mode is ACC:
+                if not (handle.accumulating and not handle.readers):
+                    handle.accumulate_base = handle.writers + handle.readers
+                    handle.writers = []
+                    handle.readers = []
+                    handle.accumulating = True
+                predecessors.update(handle.accumulate_base)
+                handle.writers.append(task)
+            else:  # W or RW
+                predecessors.update(handle.writers)
+                predecessors.update(handle.readers)
+                handle.writers = [task]
+                handle.readers = []
+                handle.accumulating = False
+                handle.accumulate_base = []
+                handle.invalidated = False
+        predecessors.discard(task)  # a task touching one handle twice does not wait on itself
+        return predecessors
+
+    # -- execution --------------------------------------------------------------------------
+
+    def _worker_loop(self, worker: int) -> None:
+        pop = self.scheduler.pop
+        run = self._run
+        while True:
+            task = pop(worker)
+            if task is None:
+                return
+            run(task, worker)
+
+    def _run(self, task: Task, worker: int) -> None:
+        """Execute one ready task on ``worker`` and release its successors."""
+        task.worker = worker
+        task.state = TaskState.RUNNING
+        error = None
+        locks = None
+        if task.cancelled_by is not None:
+            error = TaskCancelled(
+                f"{task.describe()} was cancelled because a task it depends on failed: "
+                f"{task.cancelled_by}",
+                root=task.cancelled_by,
+            )
+        else:
+            if ACC in task.modes:
+                locks = sorted(
+                    {h.id: h.lock for h, m in zip(task.handles, task.modes) if m is ACC}.items()
+                )
+                for _, lock in locks:
+                    lock.acquire()
+            try:
+                buffers = [
+                    h.acquire(HOST, m in WRITING, m in READING)
+                    for h, m in zip(task.handles, task.modes)
+                ]
+                task.start = time.perf_counter()
+                task.codelet.cpu(*buffers, *task.args)
+                task.end = time.perf_counter()
+            except Exception as exc:  # re-raised at the next wait, naming the task
+                task.end = time.perf_counter()
+                error = task_error(f"{task.describe()} raised {type(exc).__name__}: {exc}", exc)
+            finally:
+                if locks is not None:
+                    for _, lock in locks:
+                        lock.release()
+        self._complete(task, worker, error)
+
+    def _complete(self, task: Task, worker: int, error: BaseException | None) -> None:
+        elapsed = task.end - task.start
+        codelet = task.codelet
+        ready = []
+        with self._lock:
+            if error is None:
+                task.state = TaskState.DONE
+                codelet.calls += 1
+                codelet.seconds += elapsed
+                self.busy[worker] += elapsed
+                for handle, mode in zip(task.handles, task.modes):
+                    if mode is W or mode is RW:
+                        handle.error = None
+            else:
+                task.state = TaskState.FAILED
+                task.error = error
+                self._errors.append(error)
+                for handle, mode in zip(task.handles, task.modes):
+                    if mode in WRITING:
+                        handle.error = error
+            for succ in task.successors:
+                if error is not None and succ.cancelled_by is None:
+                    succ.cancelled_by = _root(error)
+                succ.n_pending -= 1
+                if succ.n_pending == 0:
+                    succ.state = TaskState.READY
+                    ready.append(succ)
+            task.successors = []
+            self._unfinished -= 1
+            if self._waiters:
+                self._done.notify_all()
+        self.scheduler.finished(task, worker)
+        if error is None:
+            if codelet.flops is not None:
+                codelet.total_flops += codelet.flops(*[h.shape for h in task.handles], *task.args)
+            if self.scheduler.name == "dmda":
+                self.models.record(footprint(task), elapsed)
+        if self.tracer is not None:
+            self.tracer.record(task)
+        for succ in ready:
+            if self.closed:  # nothing runs any more: cancel what became ready
+                succ.end = succ.start
+                self._complete(succ, worker, RuntimeShutdownError(
+                    f"{succ.describe()} cancelled by runtime shutdown"))
+            else:
+                self.scheduler.push(succ)
+
+    # -- waiting ----------------------------------------------------------------------------
+
+    def wait_all(self) -> None:
+        """Block until every submitted task has finished; re-raise the first task error."""
+        with self._lock:
+            self._waiters += 1
+            try:
+                while self._unfinished:
+                    self._done.wait()
+            finally:
+                self._waiters -= 1
+        self.raise_errors()
+
+    def wait_handles(self, handles: Iterable[DataHandle]) -> None:
+        """Block until the tasks that write ``handles`` have finished (not other tasks)."""
+        with self._lock:
+            pending = [t for h in handles for t in h.writers if not t.finished]
+            if pending:
+                self._waiters += 1
+                try:
+                    for task in pending:
+                        while not task.finished:
+                            self._done.wait()
+                finally:
+                    self._waiters -= 1
+        for handle in handles:
+            if handle.invalidated:
+                raise InvalidatedError(f"{handle!r} was invalidated; its contents are gone")
+            if handle.error is not None:
+                root = _root(handle.error)
+                self._forget_error(handle.error)
+                self._forget_error(root)
+                raise root
+
+    def raise_errors(self) -> None:
+        """Raise (and clear) the first recorded task error, counting the others."""
+        with self._lock:
+            errors, self._errors = self._errors, []
+        if errors:
+            roots = [e for e in errors if not isinstance(e, TaskCancelled)] or errors
+            first = roots[0]
+            if len(errors) > 1:
+                first.add_note(f"{len(errors) - 1} more task(s) failed or were cancelled")
+            raise first
+
+    def _forget_error(self, error: BaseException) -> None:
+        with self._lock:
+            self._errors = [e for e in self._errors if e is not error]
+
+    # -- hints ------------------------------------------------------------------------------
+
+    def invalidate(self, handle: DataHandle) -> None:
+        """Contents no longer needed: drop every replica once pending readers are done."""
+        self.submit(_INVALIDATE, [(handle, W)], args=(handle,))
+        handle.invalidated = True
+
+    def wont_use(self, handle: DataHandle) -> None:
+        """Hint that ``handle`` will not be used soon: first in line for eviction."""
+        handle.wont_use_hint = True
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the workers (finishing queued work if ``wait``) and persist the models."""
+        if self.closed:
+            return
+        if wait:
+            try:
+                self.wait_all()
+            except TaskError:
+                pass  # errors not yet waited for are dropped with the runtime
+        self.closed = True
+        left = self.scheduler.stop()
+        for task in left:
+            error = RuntimeShutdownError(f"{task.describe()} cancelled by runtime shutdown")
+            self._complete(task, max(task.worker, 0), error)
+        for thread in self._workers:
+            thread.join(timeout=5.0)
+        self._workers = []
+        self._blas_limit.restore_original_limits()
+        if not self.scheduler.inline:
+            sys.setswitchinterval(self._old_switch)
+        self.models.save()
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started_at
+
+
+def _root(error: BaseException) -> BaseException:
+    """The failure that caused ``error``: itself unless it is a cancellation."""
+    if isinstance(error, TaskCancelled) and error.root is not None:
+        return error.root
+    return error
+
+
+_INVALIDATE = Codelet("invalidate", cpu=lambda tile, handle: handle.drop_replicas())

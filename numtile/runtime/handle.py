@@ -1,0 +1,110 @@
+"""``DataHandle``: one logical tile, with a replica per memory node and a coherency state."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from numtile.runtime.task import Task
+
+HOST = 0  # memory node id of host RAM
+
+
+class ReplicaState(enum.Enum):
+    """MSI coherency state of one replica."""
+
+    MODIFIED = "M"  # the only valid copy, newer than any other replica
+    SHARED = "S"  # valid, other valid copies may exist
+    INVALID = "I"  # stale or never written
+
+
+class InvalidatedError(RuntimeError):
+    """Raised when a tile is read after ``invalidate()`` dropped its contents."""
+
+
+_handle_ids = itertools.count()
+
+
+class DataHandle:
+    """One tile of data that the runtime tracks and moves.
+
+    A handle owns its replicas (one array per memory node) and the dependency state that
+    sequential task flow needs: the tasks that produced its current value (``writers``)
+    and the tasks that read that value since (``readers``).
+
+    >>> h = DataHandle((2, 3), np.float32)
+    >>> h.nbytes
+    24
+    """
+
+    __slots__ = (
+        "id",
+        "shape",
+        "dtype",
+        "nbytes",
+        "replicas",
+        "states",
+        "writers",
+        "readers",
+        "accumulating",
+        "accumulate_base",
+        "lock",
+        "invalidated",
+        "error",
+        "wont_use_hint",
+    )
+
+    def __init__(self, shape: tuple[int, ...], dtype, data: np.ndarray | None = None) -> None:
+        self.id = next(_handle_ids)
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.replicas: dict[int, np.ndarray] = {}
+        self.states: dict[int, ReplicaState] = {}
+        if data is not None:
+            assert data.shape == self.shape and data.dtype == self.dtype
+            assert data.flags.c_contiguous
+            self.replicas[HOST] = data
+            self.states[HOST] = ReplicaState.MODIFIED
+        self.writers: list[Task] = []  # tasks whose completion defines the current value
+        self.readers: list[Task] = []  # tasks reading the current value
+        self.accumulating = False  # True while ``writers`` is a group of ACCUMULATE tasks
+        self.accumulate_base: list[Task] = []  # what every task of that group waits for
+        self.lock = threading.Lock()  # mutual exclusion of ACCUMULATE tasks at run time
+        self.invalidated = False
+        self.error: BaseException | None = None  # set when the task writing it failed
+        self.wont_use_hint = False
+
+    def acquire(self, node: int, writes: bool, reads: bool) -> np.ndarray:
+        """Return a valid replica on ``node`` (allocating it), updating coherency states."""
+        data = self.replicas.get(node)
+        if data is None:
+            data = np.empty(self.shape, self.dtype)
+            self.replicas[node] = data
+            if reads and any(s is not ReplicaState.INVALID for s in self.states.values()):
+                source = next(n for n, s in self.states.items() if s is not ReplicaState.INVALID)
+                np.copyto(data, self.replicas[source])
+        if writes:
+            for other in self.states:
+                self.states[other] = ReplicaState.INVALID
+            self.states[node] = ReplicaState.MODIFIED
+        elif self.states.get(node) is not ReplicaState.MODIFIED:
+            self.states[node] = ReplicaState.SHARED
+        return data
+
+    def host_array(self) -> np.ndarray:
+        """The host replica, for reading once the tasks that write it are done."""
+        return self.acquire(HOST, writes=False, reads=True)
+
+    def drop_replicas(self) -> None:
+        """Forget every replica (after ``invalidate``): memory is released, nothing written back."""
+        self.replicas.clear()
+        self.states.clear()
+
+    def __repr__(self) -> str:
+        return f"DataHandle(#{self.id}, shape={self.shape}, dtype={self.dtype})"

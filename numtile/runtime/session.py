@@ -1,0 +1,112 @@
+"""The process-wide runtime: started on first use, replaced by ``init``, stopped at exit."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+from numtile.config import Config
+from numtile.runtime.engine import Runtime, RuntimeShutdownError
+from numtile.runtime.trace import Tracer, summary
+
+_runtime: Runtime | None = None
+_stopped = False  # shutdown() was called and init() not since
+_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """The current runtime, started with ``Config()`` on first use."""
+    global _runtime
+    runtime = _runtime
+    if runtime is not None and not runtime.closed:
+        return runtime
+    with _lock:
+        if _stopped:
+            raise RuntimeShutdownError(
+                "the numtile runtime was shut down; call numtile.init() to start a new one"
+            )
+        if _runtime is None or _runtime.closed:
+            _runtime = Runtime(Config())
+        return _runtime
+
+
+def init(ncpu: int | None = None, scheduler: str | None = None) -> Runtime:
+    """(Re)start the runtime with ``ncpu`` workers and a scheduler (``eager|dmda|sync``).
+
+    Tensors made before keep their data once their tasks have finished.
+
+    >>> import numtile as nt
+    >>> nt.init(ncpu=1, scheduler="sync").scheduler.name
+    'sync'
+    >>> _ = nt.init()
+    """
+    global _runtime, _stopped
+    config = Config()
+    if ncpu is not None:
+        config.ncpu = ncpu
+    if scheduler is not None:
+        config.scheduler = scheduler
+    config.__post_init__()
+    with _lock:
+        if _runtime is not None:
+            _runtime.shutdown(wait=True)
+        _runtime = Runtime(config)
+        _stopped = False
+        return _runtime
+
+
+def shutdown(wait: bool = True) -> None:
+    """Finish (``wait``) or cancel queued work, stop the workers; ``init()`` starts again."""
+    global _stopped
+    with _lock:
+        if _runtime is not None:
+            _runtime.shutdown(wait=wait)
+        _stopped = True
+
+
+def wait_all() -> None:
+    """Block until every submitted task has run; re-raise the first task error."""
+    get_runtime().wait_all()
+
+
+def runtime_summary(file=None) -> str:
+    """Print and return busy time per worker and GFLOP/s per codelet.
+
+    >>> import numtile as nt
+    >>> "worker" in nt.runtime_summary(file=open("/dev/null", "w"))
+    True
+    """
+    text = summary(get_runtime())
+    print(text, file=file)
+    return text
+
+
+@contextlib.contextmanager
+def trace(path: str) -> Iterator[Tracer]:
+    """Record every task run inside the block and write a Chrome/Perfetto trace to ``path``.
+
+    >>> import numtile as nt, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+    >>> with nt.trace(path):
+    ...     _ = (nt.ones((4, 4), tile_shape=(2, 2)) + 1).to_numpy()
+    >>> os.path.getsize(path) > 0
+    True
+    """
+    runtime = get_runtime()
+    tracer = Tracer(time.perf_counter())
+    runtime.tracer = tracer
+    try:
+        yield tracer
+        runtime.wait_all()
+    finally:
+        runtime.tracer = None
+        tracer.write(path)
+
+
+@atexit.register
+def _shutdown_at_exit() -> None:
+    if _runtime is not None:
+        _runtime.shutdown(wait=False)

@@ -1,0 +1,87 @@
+"""Task traces (Chrome/Perfetto JSON) and the per-worker / per-codelet summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from typing import TYPE_CHECKING
+
+from numtile.runtime.codelet import REGISTRY
+
+if TYPE_CHECKING:
+    from numtile.runtime.engine import Runtime
+    from numtile.runtime.task import Task
+
+
+class Tracer:
+    """Collects one event per finished task: worker, codelet, start, end, tiles."""
+
+    def __init__(self, origin: float) -> None:
+        self.origin = origin
+        self.events: list[tuple] = []
+        self._lock = threading.Lock()
+
+    def record(self, task: Task) -> None:
+        event = (
+            task.worker,
+            task.name or task.codelet.name,
+            task.start,
+            task.end,
+            task.seq,
+            [h.id for h in task.handles],
+            task.error is None,
+        )
+        with self._lock:
+            self.events.append(event)
+
+    def chrome_trace(self) -> dict:
+        """The events in Chrome trace-event format (load in Perfetto or chrome://tracing)."""
+        events = [
+            {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "numtile"}},
+        ]
+        for worker in sorted({e[0] for e in self.events}):
+            events.append(
+                {"name": "thread_name", "ph": "M", "pid": 0, "tid": worker,
+                 "args": {"name": f"cpu{worker}"}}
+            )
+        for worker, name, start, end, seq, tiles, ok in self.events:
+            events.append(
+                {
+                    "name": name,
+                    "cat": "task" if ok else "failed",
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": worker,
+                    "ts": (start - self.origin) * 1e6,
+                    "dur": max(end - start, 0.0) * 1e6,
+                    "args": {"task": seq, "tiles": tiles},
+                }
+            )
+        return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+    def write(self, path: str) -> None:
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.chrome_trace(), f)
+        os.replace(tmp, path)
+
+
+def summary(runtime: Runtime) -> str:
+    """Busy time per worker and time / GFLOP/s per codelet since the runtime started."""
+    elapsed = max(runtime.elapsed, 1e-12)
+    lines = [f"numtile runtime: {runtime.ncpu} CPU worker(s), scheduler {runtime.scheduler.name}, "
+             f"{elapsed:.3f} s since start"]
+    lines.append(f"{'worker':<10}{'busy s':>10}{'busy %':>9}")
+    for worker, busy in enumerate(runtime.busy):
+        lines.append(f"{'cpu' + str(worker):<10}{busy:>10.3f}{100 * busy / elapsed:>8.1f}%")
+    lines.append(f"{'codelet':<22}{'calls':>9}{'seconds':>10}{'GFLOP/s':>10}")
+    for codelet in sorted(REGISTRY.values(), key=lambda c: -c.seconds):
+        if codelet.calls == 0:
+            continue
+        rate = codelet.total_flops / codelet.seconds / 1e9 if codelet.seconds and codelet.total_flops else 0.0
+        rate_text = f"{rate:>10.1f}" if codelet.total_flops else f"{'-':>10}"
+        lines.append(f"{codelet.name:<22}{codelet.calls:>9}{codelet.seconds:>10.3f}{rate_text}")
+    return "\n".join(lines)

@@ -1,0 +1,305 @@
+"""Tiled linear algebra: matmul, Cholesky, triangular and SPD solves, norms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from numtile import ops_cpu
+from numtile.runtime import Access, Codelet, get_runtime
+from numtile.tiletensor import codelets
+from numtile.tiletensor.creation import fill_tiles
+from numtile.tiletensor.dtypes import bool_, result_type
+from numtile.tiletensor.elementwise import astype
+from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.reduction import max as tensor_max
+from numtile.tiletensor.reduction import sum as tensor_sum
+from numtile.tiletensor.reduction import vector_norm
+from numtile.tiletensor.tensor import TileTensor
+
+R, W, RW = Access.R, Access.W, Access.RW
+
+
+def _gemm_tiles(a, b, c, trans_a, trans_b, alpha, beta):
+    if c.ndim == 2:
+        ops_cpu.gemm(a, b, c, trans_a, trans_b, alpha, beta)
+        return
+    batch = c.shape[:-2]
+    if a.shape[:-2] in (batch, (1,) * len(batch)) and b.shape[:-2] in (batch, (1,) * len(batch)):
+        ops_cpu.gemm_batched(
+            a.reshape((-1,) + a.shape[-2:]),
+            b.reshape((-1,) + b.shape[-2:]),
+            c.reshape((-1,) + c.shape[-2:]),
+            trans_a,
+            trans_b,
+            alpha,
+            beta,
+        )
+        return
+    for index in np.ndindex(batch):  # batch axes broadcast one at a time
+        ia = tuple(0 if s == 1 else i for s, i in zip(a.shape[:-2], index))
+        ib = tuple(0 if s == 1 else i for s, i in zip(b.shape[:-2], index))
+        ops_cpu.gemm(a[ia], b[ib], c[index], trans_a, trans_b, alpha, beta)
+
+
+def _gemm_flops(a, b, c, trans_a, trans_b, alpha, beta) -> float:
+    return 2.0 * math.prod(c) * (a[-2] if trans_a else a[-1])
+
+
+def _potrf(a, offset):
+    info = ops_cpu.potrf(a)
+    if info > 0:
+        raise np.linalg.LinAlgError(
+            f"matrix is not positive definite: the leading minor of order {offset + info} "
+            f"is not positive"
+        )
+
+
+gemm = Codelet("gemm", cpu=_gemm_tiles, flops=_gemm_flops)
+potrf = Codelet("potrf", cpu=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0)
+trsm = Codelet(
+    "trsm",
+    cpu=lambda a, b, left, lower, trans, unit, alpha: ops_cpu.trsm(
+        a, b, left, lower, trans, unit, alpha
+    ),
+    flops=lambda a, b, left, *args: float(a[0]) * a[0] * (b[1] if left else b[0]),
+)
+syrk = Codelet(
+    "syrk",
+    cpu=lambda a, c, trans, alpha, beta: ops_cpu.syrk(a, c, trans, alpha, beta),
+    flops=lambda a, c, trans, *args: float(c[0]) * c[0] * (a[0] if trans else a[1]),
+)
+
+
+def _float_operands(name, *tensors):
+    for t in tensors:
+        if not isinstance(t, TileTensor):
+            raise TypeError(f"{name} expects TileTensors, got {type(t).__name__}")
+    dtype = result_type(*(t.dtype for t in tensors))
+    if dtype == bool_:
+        raise TypeError(f"{name} of boolean tensors is not supported")
+    return [t if t.dtype == dtype else astype(t, dtype) for t in tensors], dtype
+
+
+def matmul(x1: TileTensor, x2: TileTensor) -> TileTensor:
+    """Matrix product with NumPy semantics: 2-D, batched (broadcast batch axes) and 1-D.
+
+    Tile (i, j) of the result is a chain of GEMM tasks over the inner tiles; different
+    result tiles run in parallel.
+
+    >>> import numtile as nt, numpy as np
+    >>> a = nt.from_numpy(np.arange(6.0).reshape(2, 3), tile_shape=(1, 2))
+    >>> (a @ a.T).to_numpy().tolist()
+    [[5.0, 14.0], [14.0, 50.0]]
+    """
+    (x1, x2), dtype = _float_operands("matmul", x1, x2)
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ValueError("matmul does not accept 0-d tensors; use *")
+    vector1, vector2 = x1.ndim == 1, x2.ndim == 1
+    if vector1:
+        x1 = reshape(x1, (1, x1.shape[0]))
+    if vector2:
+        x2 = reshape(x2, (x2.shape[0], 1))
+    if x1.shape[-1] != x2.shape[-2]:
+        raise ValueError(
+            f"matmul: inner dimensions differ: shapes {x1.shape} and {x2.shape} "
+            f"({x1.shape[-1]} != {x2.shape[-2]})"
+        )
+    try:
+        batch = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: batch shapes of {x1.shape} and {x2.shape} cannot be broadcast"
+        ) from None
+    nb = len(batch)
+    if x1.ndim - 2 < nb:
+        x1 = reshape(x1, (1,) * (nb - x1.ndim + 2) + x1.shape)
+    if x2.ndim - 2 < nb:
+        x2 = reshape(x2, (1,) * (nb - x2.ndim + 2) + x2.shape)
+    batch_tiles, x2_tiles = [], list(x2.tile_shape)
+    for axis in range(nb):
+        if x1.shape[axis] == batch[axis] and batch[axis] != 1:
+            batch_tiles.append(x1.tile_shape[axis])
+            if x2.shape[axis] == batch[axis]:
+                x2_tiles[axis] = x1.tile_shape[axis]
+        else:
+            batch_tiles.append(x2.tile_shape[axis])
+    x2_tiles[-2] = x1.tile_shape[-1]  # inner tiles must meet
+    if tuple(x2_tiles) != x2.tile_shape:
+        x2 = retile(x2, tuple(x2_tiles))
+    layout = Layout(
+        tuple(batch) + (x1.shape[-2], x2.shape[-1]),
+        tuple(batch_tiles) + (x1.tile_shape[-2], x2.tile_shape[-1]),
+    )
+    out = TileTensor(layout, dtype)
+    inner = x1.grid[-1]
+    runtime = get_runtime()
+    if inner == 0:
+        fill_tiles(out, 0)
+    for index, c in zip(layout.indices(), out.handles):
+        bi = index[:nb]
+        b1 = tuple(0 if g == 1 else i for g, i in zip(x1.grid[:nb], bi))
+        b2 = tuple(0 if g == 1 else i for g, i in zip(x2.grid[:nb], bi))
+        for k in range(inner):
+            a = x1.tile(b1 + (index[-2], k))
+            b = x2.tile(b2 + (k, index[-1]))
+            beta = 0.0 if k == 0 else 1.0
+            runtime.submit(gemm, [(a, R), (b, R), (c, W if k == 0 else RW)],
+                           (False, False, 1.0, beta))
+    if vector1 and vector2:
+        return reshape(out, out.shape[:-2])
+    if vector1:
+        return reshape(out, out.shape[:-2] + out.shape[-1:])
+    if vector2:
+        return reshape(out, out.shape[:-1])
+    return out
+
+
+def _square_tiles(a: TileTensor, name: str) -> TileTensor:
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"{name} needs a square 2-d matrix, got shape {a.shape}")
+    tile = min(a.tile_shape)
+    return a if a.tile_shape == (tile, tile) else retile(a, (tile, tile))
+
+
+def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
+    """Lower Cholesky factor L of a symmetric positive definite matrix (x = L @ L.T).
+
+    Right-looking tiled algorithm: POTRF on the diagonal tile, TRSM below it, then
+    SYRK/GEMM updates of the trailing matrix, all independent updates in parallel. A matrix
+    that is not positive definite raises ``numpy.linalg.LinAlgError`` when the result is
+    read. Only the lower triangle of ``x`` is used.
+
+    >>> import numtile as nt, numpy as np
+    >>> a = nt.from_numpy(np.array([[4.0, 2.0], [2.0, 5.0]]), tile_shape=(1, 1))
+    >>> nt.linalg.cholesky(a).to_numpy().tolist()
+    [[2.0, 0.0], [1.0, 2.0]]
+    """
+    (x,), dtype = _float_operands("cholesky", x)
+    if dtype.kind != "f":
+        (x,), dtype = [astype(x, np.float64)], np.dtype(np.float64)
+    x = _square_tiles(x, "cholesky")
+    out = astype(x, dtype, copy=True)
+    n = out.grid[0]
+    tile = out.tile_shape[0]
+    runtime = get_runtime()
+    for i in range(n):
+        for j in range(i + 1, n):
+            runtime.submit(codelets.fill, [(out.tile((i, j)), W)], (dtype.type(0),))
+    for k in range(n):
+        akk = out.tile((k, k))
+        runtime.submit(potrf, [(akk, RW)], (k * tile,), priority=3 * (n - k))
+        for i in range(k + 1, n):
+            runtime.submit(
+                trsm,
+                [(akk, R), (out.tile((i, k)), RW)],
+                (False, True, True, False, 1.0),
+                priority=2 * (n - k),
+            )
+        for i in range(k + 1, n):
+            aik = out.tile((i, k))
+            runtime.submit(
+                syrk, [(aik, R), (out.tile((i, i)), RW)], (False, -1.0, 1.0),
+                priority=(n - k) + (1 if i == k + 1 else 0),
+            )
+            for j in range(k + 1, i):
+                runtime.submit(
+                    gemm,
+                    [(aik, R), (out.tile((j, k)), R), (out.tile((i, j)), RW)],
+                    (False, True, -1.0, 1.0),
+                    priority=(n - k) + (1 if j == k + 1 else 0),
+                )
+    return out.mT if upper else out
+
+
+def solve_triangular(
+    a: TileTensor, b: TileTensor, /, *, lower: bool = True, trans: bool = False,
+    unit_diagonal: bool = False,
+) -> TileTensor:
+    """Solve op(a) @ x = b for x with a triangular (``op`` transposes when ``trans``).
+
+    Like ``scipy.linalg.solve_triangular`` (but ``lower`` defaults to True); ``b`` may be
+    1-D or 2-D. Tiles of x are solved with TRSM and the rest updated with GEMM.
+
+    >>> import numtile as nt, numpy as np
+    >>> L = nt.from_numpy(np.array([[2.0, 0.0], [1.0, 4.0]]), tile_shape=(1, 1))
+    >>> nt.linalg.solve_triangular(L, nt.from_numpy(np.array([2.0, 9.0]), tile_shape=1)).to_numpy().tolist()
+    [1.0, 2.0]
+    """
+    (a, b), dtype = _float_operands("solve_triangular", a, b)
+    if dtype.kind != "f":
+        (a, b), dtype = [astype(a, np.float64), astype(b, np.float64)], np.dtype(np.float64)
+    a = _square_tiles(a, "solve_triangular")
+    vector = b.ndim == 1
+    if vector:
+        b = reshape(b, (b.shape[0], 1))
+    if b.ndim != 2 or b.shape[0] != a.shape[0]:
+        raise ValueError(
+            f"solve_triangular: a has shape {a.shape} but b has shape {b.shape}; "
+            f"b must have {a.shape[0]} rows"
+        )
+    tile = a.tile_shape[0]
+    b = retile(b, (tile, b.tile_shape[1]))
+    x = astype(b, dtype, copy=True)
+    n = a.grid[0]
+    # op(a) is lower-triangular when exactly one of lower / trans holds: solve top down
+    forward = lower != trans
+    order = range(n) if forward else range(n - 1, -1, -1)
+    runtime = get_runtime()
+
+    def a_tile(i, k):  # tile (i, k) of op(a) and whether to transpose it
+        return (a.tile((k, i)), True) if trans else (a.tile((i, k)), False)
+
+    for c in range(x.grid[1]):
+        for step, k in enumerate(order):
+            xk = x.tile((k, c))
+            runtime.submit(
+                trsm, [(a.tile((k, k)), R), (xk, RW)], (True, lower, trans, unit_diagonal, 1.0),
+                priority=2,
+            )
+            for i in list(order)[step + 1 :]:
+                aik, transposed = a_tile(i, k)
+                runtime.submit(
+                    gemm, [(aik, R), (xk, R), (x.tile((i, c)), RW)],
+                    (transposed, False, -1.0, 1.0),
+                )
+    return reshape(x, (x.shape[0],)) if vector else x
+
+
+def solve(a: TileTensor, b: TileTensor, /) -> TileTensor:
+    """Solve a @ x = b for a symmetric positive definite ``a`` (Cholesky, two triangular solves).
+
+    >>> import numtile as nt, numpy as np
+    >>> a = nt.from_numpy(np.array([[4.0, 2.0], [2.0, 5.0]]), tile_shape=(1, 1))
+    >>> np.round(nt.linalg.solve(a, nt.from_numpy(np.array([6.0, 7.0]), tile_shape=1)).to_numpy(), 12).tolist()
+    [1.0, 1.0]
+    """
+    factor = cholesky(a)
+    y = solve_triangular(factor, b, lower=True)
+    return solve_triangular(factor, y, lower=True, trans=True)
+
+
+def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileTensor:
+    """Matrix norm over the last two axes: ``'fro'`` (Frobenius), 1 or inf.
+
+    >>> import numtile as nt
+    >>> nt.linalg.matrix_norm(nt.full((2, 2), 2.0)).item()
+    4.0
+    """
+    if x.ndim < 2:
+        raise ValueError(f"matrix_norm needs at least 2 axes, got shape {x.shape}")
+    if ord == "fro":
+        return vector_norm(x, axis=(-2, -1), keepdims=keepdims)
+    from numtile.tiletensor.elementwise import abs as absolute
+
+    if ord == 1:
+        column = tensor_sum(absolute(x), axis=-2, keepdims=True)
+        return tensor_max(column, axis=-1, keepdims=True) if keepdims else reshape(
+            tensor_max(column, axis=-1), x.shape[:-2])
+    if ord in (np.inf, "inf"):
+        row = tensor_sum(absolute(x), axis=-1, keepdims=True)
+        return tensor_max(row, axis=-2, keepdims=True) if keepdims else reshape(
+            tensor_max(row, axis=-2), x.shape[:-2])
+    raise ValueError(f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1 or inf")

@@ -1,0 +1,348 @@
+"""Moving data between tiles: retile, transpose, reshape and indexing with ``[]``."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+
+import numpy as np
+
+from numtile.runtime import Access, get_runtime
+from numtile.tiletensor import codelets
+from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.tensor import TileTensor
+
+R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
+
+
+def _c_strides(shape) -> list[int]:
+    strides, step = [0] * len(shape), 1
+    for axis in range(len(shape) - 1, -1, -1):
+        strides[axis] = step
+        step *= shape[axis]
+    return strides
+
+
+def _runs(src: Layout, axis: int, first: int, count: int, start: int, step: int):
+    """Split out positions [first, first+count) -> src positions start+p*step into per-tile runs.
+
+    Yields (out_begin, out_end, src_tile, src_local_begin).
+    """
+    tile = src.tile_shape[axis]
+    p, end = first, first + count
+    while p < end:
+        q = start + p * step
+        t = q // tile
+        if step > 0:
+            n = -(-((t + 1) * tile - q) // step)
+        else:
+            n = (q - t * tile) // (-step) + 1
+        n = min(n, end - p)
+        yield p, p + n, t, q - t * tile
+        p += n
+
+
+def _copy_regions(src: TileTensor, out: TileTensor, axis_map) -> TileTensor:
+    """Fill ``out`` from ``src`` with strided copy tasks.
+
+    ``axis_map`` has one entry per source axis: an int (a fixed position on that axis) or
+    ``(out_axis, start, step)`` (out position p reads source position start + p * step).
+    Output axes no source axis maps to have length 1.
+    """
+    runtime = get_runtime()
+    layout = out.layout
+    for out_index, dst in zip(layout.indices(), out.handles):
+        bounds = layout.tile_bounds(out_index)
+        per_axis = []
+        for axis, entry in enumerate(axis_map):
+            if isinstance(entry, int):
+                t = src.layout.tile_of(axis, entry)
+                per_axis.append([(None, None, t, entry - src.layout.starts[axis][t])])
+            else:
+                k, start, step = entry
+                o0, o1 = bounds[k]
+                per_axis.append(list(_runs(src.layout, axis, o0, o1 - o0, start, step)))
+        pieces = list(itertools.product(*per_axis))
+        mode = W if len(pieces) == 1 else ACC
+        dst_strides = _c_strides(dst.shape)
+        for piece in pieces:
+            handle = src.tile(tuple(run[2] for run in piece))
+            src_strides = _c_strides(handle.shape)
+            shape = [1] * layout.ndim
+            piece_src_strides = [0] * layout.ndim
+            src_offset = 0
+            dst_offset = 0
+            for axis, (begin, end, _, local) in enumerate(piece):
+                src_offset += local * src_strides[axis]
+                entry = axis_map[axis]
+                if not isinstance(entry, int):
+                    k, _, step = entry
+                    shape[k] = end - begin
+                    piece_src_strides[k] = src_strides[axis] * step
+                    dst_offset += (begin - bounds[k][0]) * dst_strides[k]
+            args = (
+                src_offset,
+                np.array(piece_src_strides, np.int64),
+                dst_offset,
+                np.array(dst_strides, np.int64),
+                np.array(shape, np.int64),
+            )
+            runtime.submit(codelets.copy_strided, [(handle, R), (dst, mode)], args)
+    return out
+
+
+def retile(x: TileTensor, tile_shape) -> TileTensor:
+    """The same values cut into tiles of ``tile_shape`` (an explicit copy).
+
+    >>> import numtile as nt
+    >>> nt.ones((5, 5), tile_shape=(2, 2)).retile((5, 3)).grid
+    (1, 2)
+    """
+    layout = Layout(x.shape, tile_shape)
+    if layout == x.layout:
+        return x
+    out = TileTensor(layout, x.dtype)
+    return _copy_regions(x, out, [(axis, 0, 1) for axis in range(x.ndim)])
+
+
+def permute_dims(x: TileTensor, axes) -> TileTensor:
+    """Permute the axes (array API ``permute_dims``); the tiling is permuted the same way.
+
+    >>> import numtile as nt
+    >>> nt.zeros((2, 3, 4), tile_shape=(1, 2, 3)).permute_dims((2, 0, 1)).tile_shape
+    (3, 1, 2)
+    """
+    axes = tuple(operator.index(a) % max(x.ndim, 1) for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ValueError(f"axes {axes} is not a permutation of the {x.ndim} axes of {x.shape}")
+    layout = Layout(
+        tuple(x.shape[a] for a in axes), tuple(x.tile_shape[a] for a in axes)
+    )
+    out = TileTensor(layout, x.dtype)
+    axis_map = [None] * x.ndim
+    for k, a in enumerate(axes):
+        axis_map[a] = (k, 0, 1)
+    return _copy_regions(x, out, axis_map)
+
+
+def transpose(x: TileTensor, axes=None) -> TileTensor:
+    """Reverse the axes (or permute them as ``axes`` says), like ``numpy.transpose``."""
+    return permute_dims(x, tuple(range(x.ndim))[::-1] if axes is None else axes)
+
+
+def matrix_transpose(x: TileTensor) -> TileTensor:
+    """Swap the last two axes (array API ``matrix_transpose``, the ``.mT`` attribute)."""
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose needs at least 2 axes, got shape {x.shape}")
+    axes = list(range(x.ndim))
+    axes[-2], axes[-1] = axes[-1], axes[-2]
+    return permute_dims(x, axes)
+
+
+def _axis_groups(old, new):
+    """Pair runs of old axes with runs of new axes of equal size (size-1 axes on their own)."""
+    i = j = 0
+    groups = []
+    while i < len(old) or j < len(new):
+        if i < len(old) and old[i] == 1 and (j >= len(new) or new[j] != 1):
+            groups.append(([i], []))
+            i += 1
+        elif j < len(new) and new[j] == 1 and (i >= len(old) or old[i] != 1):
+            groups.append(([], [j]))
+            j += 1
+        elif i < len(old) and j < len(new) and old[i] == 1 and new[j] == 1:
+            groups.append(([i], [j]))
+            i, j = i + 1, j + 1
+        else:
+            gi, gj, po, pn = [i], [j], old[i], new[j]
+            i, j = i + 1, j + 1
+            while po != pn:
+                if po < pn:
+                    gi.append(i)
+                    po *= old[i]
+                    i += 1
+                else:
+                    gj.append(j)
+                    pn *= new[j]
+                    j += 1
+            groups.append((gi, gj))
+    return groups
+
+
+def _chunk_starts(dims, tiles) -> list[int] | None:
+    """Flat starts of the tiles of a group of axes, or None if some tile is not contiguous."""
+    split = next((a for a in range(len(dims)) if tiles[a] < dims[a]), None)
+    if split is not None:
+        if any(tiles[a] != 1 and dims[a] != 1 for a in range(split)):
+            return None
+        if any(tiles[a] < dims[a] for a in range(split + 1, len(dims))):
+            return None
+    starts = []
+    strides = _c_strides(dims)
+    grids = [range(0, d, t) for d, t in zip(dims, tiles)]
+    for corner in itertools.product(*grids):
+        starts.append(sum(c * s for c, s in zip(corner, strides)))
+    return starts
+
+
+def _tiles_for(dims, starts) -> tuple[int, ...] | None:
+    """A tiling of ``dims`` whose tiles start at the flat offsets ``starts``, if one exists."""
+    total = math.prod(dims)
+    first = (starts[1] if len(starts) > 1 else total) - starts[0]
+    for split in range(len(dims)):
+        post = math.prod(dims[split + 1 :])
+        if first % post:
+            continue
+        tile = first // post
+        if not 1 <= tile <= dims[split]:
+            continue
+        tiles = tuple([1] * split + [tile] + list(dims[split + 1 :]))
+        if _chunk_starts(dims, tiles) == starts:
+            return tiles
+    return None
+
+
+def reshape(x: TileTensor, shape, *, copy: bool | None = None) -> TileTensor:
+    """Give ``x`` a new shape where the tiling allows: each tile keeps its elements.
+
+    A tile maps to a tile of the new shape when it is a contiguous run of the flattened
+    axes it spans; otherwise ``ValueError`` tells which retile would allow it.
+
+    >>> import numtile as nt
+    >>> nt.arange(12, tile_shape=4).reshape((3, 4)).tile_shape
+    (1, 4)
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise ValueError(f"only one -1 is allowed in shape {tuple(shape)}")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or x.size % known:
+            raise ValueError(f"cannot reshape a tensor of shape {x.shape} into {tuple(shape)}")
+        shape[shape.index(-1)] = x.size // known
+    shape = tuple(int(s) for s in shape)
+    if math.prod(shape) != x.size:
+        raise ValueError(f"cannot reshape a tensor of shape {x.shape} into {shape}")
+    if shape == x.shape:
+        return x
+    if x.size == 0:
+        return TileTensor(Layout(shape), x.dtype)
+    new_tiles = [1] * len(shape)
+    for old_axes, new_axes in _axis_groups(x.shape, shape):
+        if not new_axes:
+            continue
+        if not old_axes:
+            new_tiles[new_axes[0]] = 1
+            continue
+        dims_old = [x.shape[a] for a in old_axes]
+        starts = _chunk_starts(dims_old, [x.tile_shape[a] for a in old_axes])
+        dims_new = [shape[a] for a in new_axes]
+        tiles = _tiles_for(dims_new, starts) if starts is not None else None
+        if tiles is None:
+            raise ValueError(
+                f"cannot reshape {x.shape} with tile_shape {x.tile_shape} into {shape}: the "
+                f"tiles of axes {old_axes} do not map onto tiles of axes {new_axes}; retile "
+                f"first so that only the first of those axes is cut into tiles"
+            )
+        for a, t in zip(new_axes, tiles):
+            new_tiles[a] = t
+    out = TileTensor(Layout(shape, tuple(new_tiles)), x.dtype)
+    runtime = get_runtime()
+    for src, dst in zip(x.handles, out.handles):
+        assert math.prod(src.shape) == math.prod(dst.shape)
+        flat = np.array([math.prod(src.shape)], np.int64)
+        one = np.ones(1, np.int64)
+        runtime.submit(codelets.copy_strided, [(src, R), (dst, W)], (0, one, 0, one, flat))
+    return out
+
+
+def _normalize_key(key, ndim):
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if isinstance(k, (list, np.ndarray, TileTensor)) or isinstance(k, (bool, np.bool_)):
+            raise TypeError(
+                "numtile supports basic indexing only (integers, slices, None, ...); "
+                f"got {type(k).__name__}"
+            )
+        if not (k is None or k is Ellipsis or isinstance(k, slice) or hasattr(k, "__index__")):
+            raise TypeError(f"invalid index {k!r}")
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > ndim:
+        raise IndexError(f"too many indices: {used} for a tensor with {ndim} axes")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (ndim - used) + key[at + 1 :]
+    else:
+        key = key + (slice(None),) * (ndim - used)
+    return key
+
+
+def getitem(x: TileTensor, key) -> TileTensor:
+    """Basic indexing: tile-aligned slices share tiles, any other slice copies.
+
+    >>> import numtile as nt
+    >>> x = nt.arange(10, tile_shape=4)
+    >>> x[4:].to_numpy().tolist(), x[::-3].to_numpy().tolist()
+    ([4, 5, 6, 7, 8, 9], [9, 6, 3, 0])
+    """
+    key = _normalize_key(key, x.ndim)
+    axis_map, out_shape, out_tiles = [], [], []
+    src_axis = 0
+    aligned = True
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            out_tiles.append(1)
+            aligned = False
+            continue
+        dim, tile = x.shape[src_axis], x.tile_shape[src_axis]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(dim)
+            length = len(range(start, stop, step))
+            axis_map.append((len(out_shape), start, step))
+            out_shape.append(length)
+            out_tiles.append(max(1, min(tile, length)))
+            if step != 1 or start % tile or (stop % tile and stop != dim and length):
+                aligned = False
+        else:
+            position = operator.index(k)
+            if not -dim <= position < dim:
+                raise IndexError(f"index {position} is out of bounds for axis {src_axis} with size {dim}")
+            axis_map.append(position % dim)
+            aligned = False
+        src_axis += 1
+    layout = Layout(tuple(out_shape), tuple(out_tiles))
+    if aligned:
+        ranges = [
+            range(start // x.tile_shape[a], start // x.tile_shape[a] + layout.grid[a])
+            for a, (_, start, _) in enumerate(axis_map)
+        ]
+        handles = [x.tile(index) for index in itertools.product(*ranges)]
+        return TileTensor(layout, x.dtype, handles)
+    out = TileTensor(layout, x.dtype)
+    return _copy_regions(x, out, axis_map)
+
+
+def expand_dims(x: TileTensor, axis: int = 0) -> TileTensor:
+    """Insert an axis of length 1 at ``axis``."""
+    axis = operator.index(axis)
+    if not -x.ndim - 1 <= axis <= x.ndim:
+        raise ValueError(f"axis {axis} out of range for expand_dims of a {x.ndim}-d tensor")
+    axis %= x.ndim + 1
+    return reshape(x, x.shape[:axis] + (1,) + x.shape[axis:])
+
+
+def squeeze(x: TileTensor, axis) -> TileTensor:
+    """Remove the length-1 axes named by ``axis``."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % x.ndim for a in axes)
+    for a in axes:
+        if x.shape[a] != 1:
+            raise ValueError(f"cannot squeeze axis {a} of shape {x.shape}: its length is not 1")
+    return reshape(x, tuple(s for a, s in enumerate(x.shape) if a not in axes))
