@@ -23,12 +23,13 @@ class Access(enum.IntEnum):
 
     @property
     def reads(self) -> bool:
-        return self in READING
+        return READS[self]
 
     @property
     def writes(self) -> bool:
-        return self in WRITING
+        return WRITES[self]
 
 
-READING = frozenset({Access.R, Access.RW, Access.ACCUMULATE})
-WRITING = frozenset({Access.W, Access.RW, Access.ACCUMULATE})
+# indexed by mode (a plain tuple index: Enum hashing is too slow for the per-task path)
+READS = (False, True, False, True, True)
+WRITES = (False, False, True, True, True)

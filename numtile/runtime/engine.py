@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from numtile.config import Config
-from numtile.runtime.access import READING, WRITING, Access
+from numtile.runtime.access import READS, WRITES, Access
 from numtile.runtime.blas_threads import limit_kernel_blas_threads
 from numtile.runtime.codelet import Codelet
 from numtile.runtime.handle import HOST, DataHandle, InvalidatedError
@@ -95,12 +95,12 @@ class Runtime:
             predecessors = self._infer_dependencies(task)
             self._unfinished += 1
             pending = 0
-            for pred in predecessors:
+            for pred, data in predecessors.items():
                 if pred.state >= TaskState.DONE:
-                    if pred.state is TaskState.FAILED and task.cancelled_by is None:
+                    if data and pred.state is TaskState.FAILED and task.cancelled_by is None:
                         task.cancelled_by = _root(pred.error)
                 else:
-                    pred.successors.append(task)
+                    pred.successors.append((task, data))
                     pending += 1
             task.n_pending = pending
             if pending == 0:
@@ -109,37 +109,51 @@ class Runtime:
             self.scheduler.push(task)
         return task
 
-    def _infer_dependencies(self, task: Task) -> set[Task]:
-        """Sequential task flow: update each handle's writer/reader lists, return predecessors."""
-        predecessors: set[Task] = set()
+    def _infer_dependencies(self, task: Task) -> dict[Task, bool]:
+        """Sequential task flow: update each handle's writer/reader lists.
+
+        Returns the predecessors, each mapped to whether ``task`` reads data it produced
+        (only such data dependencies propagate a failure; the others only order tasks).
+        """
+        predecessors: dict[Task, bool] = {}
+
+        def depend(tasks: list[Task], data: bool) -> None:
+            for pred in tasks:
+                predecessors[pred] = predecessors.get(pred, False) or data
+
         for handle, mode in zip(task.handles, task.modes):
-            if handle.invalidated and mode in READING:
+            if handle.invalidated and READS[mode]:
                 raise InvalidatedError(
                     f"{handle!r} was invalidated; its contents are gone and cannot be read "
                     f"by {task.describe()}"
                 )
             if mode is R:
-                predecessors.update(handle.writers)
+                depend(handle.writers, True)
                 if len(handle.readers) >= _PRUNE_READERS:
                     handle.readers = [t for t in handle.readers if not t.finished]
                 handle.readers.append(task)
             elif mode is ACC:
+                if handle.lock is None:
+                    handle.lock = threading.Lock()
                 if not (handle.accumulating and not handle.readers):
-                    handle.accumulate_base = handle.writers + handle.readers
+                    handle.accumulate_base = handle.writers
+                    handle.accumulate_readers = handle.readers
                     handle.writers = []
                     handle.readers = []
                     handle.accumulating = True
-                predecessors.update(handle.accumulate_base)
+                depend(handle.accumulate_base, True)
+                depend(handle.accumulate_readers, False)
                 handle.writers.append(task)
             else:  # W or RW
-                predecessors.update(handle.writers)
-                predecessors.update(handle.readers)
+                depend(handle.writers, mode is RW)
+                depend(handle.readers, False)
                 handle.writers = [task]
                 handle.readers = []
                 handle.accumulating = False
                 handle.accumulate_base = []
+                handle.accumulate_readers = []
                 handle.invalidated = False
-        predecessors.discard(task)  # a task touching one handle twice does not wait on itself
+        predecessors.pop(task, None)  # a task touching one handle twice does not wait on itself
         return predecessors
 
     # -- execution --------------------------------------------------------------------------
@@ -174,7 +188,7 @@ class Runtime:
                     lock.acquire()
             try:
                 buffers = [
-                    h.acquire(HOST, m in WRITING, m in READING)
+                    h.acquire(HOST, WRITES[m], READS[m])
                     for h, m in zip(task.handles, task.modes)
                 ]
                 task.start = time.perf_counter()
@@ -207,10 +221,10 @@ class Runtime:
                 task.error = error
                 self._errors.append(error)
                 for handle, mode in zip(task.handles, task.modes):
-                    if mode in WRITING:
+                    if WRITES[mode]:
                         handle.error = error
-            for succ in task.successors:
-                if error is not None and succ.cancelled_by is None:
+            for succ, data in task.successors:
+                if error is not None and data and succ.cancelled_by is None:
                     succ.cancelled_by = _root(error)
                 succ.n_pending -= 1
                 if succ.n_pending == 0:

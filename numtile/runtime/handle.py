@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 import threading
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,7 @@ class DataHandle:
         "readers",
         "accumulating",
         "accumulate_base",
+        "accumulate_readers",
         "lock",
         "invalidated",
         "error",
@@ -63,7 +65,7 @@ class DataHandle:
         self.id = next(_handle_ids)
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.replicas: dict[int, np.ndarray] = {}
         self.states: dict[int, ReplicaState] = {}
         if data is not None:
@@ -74,8 +76,9 @@ class DataHandle:
         self.writers: list[Task] = []  # tasks whose completion defines the current value
         self.readers: list[Task] = []  # tasks reading the current value
         self.accumulating = False  # True while ``writers`` is a group of ACCUMULATE tasks
-        self.accumulate_base: list[Task] = []  # what every task of that group waits for
-        self.lock = threading.Lock()  # mutual exclusion of ACCUMULATE tasks at run time
+        self.accumulate_base: list[Task] = []  # writers every task of that group waits for
+        self.accumulate_readers: list[Task] = []  # readers every task of that group waits for
+        self.lock: threading.Lock | None = None  # serialises ACCUMULATE tasks (made on demand)
         self.invalidated = False
         self.error: BaseException | None = None  # set when the task writing it failed
         self.wont_use_hint = False

@@ -85,7 +85,7 @@ class Task:
         self.priority = priority
         self.seq = seq
         self.n_pending = 0
-        self.successors: list[Task] = []
+        self.successors: list[tuple[Task, bool]] = []  # (task, reads what this one wrote)
         self.state = TaskState.WAITING
         self.error: BaseException | None = None
         self.cancelled_by: BaseException | None = None

@@ -37,7 +37,7 @@ class Layout:
     ((3, 1), (1, 4), ((2, 4), (0, 4)))
     """
 
-    __slots__ = ("shape", "tile_shape", "grid", "ndim", "starts", "_ntiles")
+    __slots__ = ("shape", "tile_shape", "grid", "ndim", "starts", "_ntiles", "_tile_shapes")
 
     def __init__(self, shape, tile_shape=None) -> None:
         shape = _as_shape(shape, "shape")
@@ -67,6 +67,7 @@ class Layout:
             tuple(range(0, s, t)) + (s,) for s, t in zip(shape, tile_shape)
         )  # per axis: tile start offsets followed by the axis length
         self._ntiles = math.prod(self.grid)
+        self._tile_shapes: list[tuple[int, ...]] | None = None
 
     @property
     def ntiles(self) -> int:
@@ -82,6 +83,13 @@ class Layout:
 
     def tile_shape_at(self, index: Sequence[int]) -> tuple[int, ...]:
         return tuple(st[i + 1] - st[i] for st, i in zip(self.starts, index))
+
+    def tile_shapes(self) -> list[tuple[int, ...]]:
+        """The shape of every tile in C order (computed once per layout)."""
+        if self._tile_shapes is None:
+            sizes = [self.tile_sizes(axis) for axis in range(self.ndim)]
+            self._tile_shapes = list(itertools.product(*sizes))
+        return self._tile_shapes
 
     def indices(self) -> Iterator[tuple[int, ...]]:
         """Every tile index in C order."""

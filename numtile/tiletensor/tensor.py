@@ -32,7 +32,8 @@ class TileTensor:
         self.layout = layout
         self.dtype = check_dtype(dtype)
         if handles is None:
-            handles = [DataHandle(layout.tile_shape_at(i), self.dtype) for i in layout.indices()]
+            dtype = self.dtype
+            handles = [DataHandle(shape, dtype) for shape in layout.tile_shapes()]
         assert len(handles) == layout.ntiles
         self.handles = list(handles)
 

@@ -1,0 +1,86 @@
+"""``numtile`` command line: ``numtile info`` (and more subcommands as they land)."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+
+
+def _blas_lines() -> list[str]:
+    from threadpoolctl import threadpool_info
+
+    lines = []
+    for lib in threadpool_info():
+        if lib.get("user_api") != "blas":
+            continue
+        lines.append(
+            f"  {lib.get('internal_api')} {lib.get('version')} ({lib.get('architecture')}), "
+            f"{lib.get('num_threads')} thread(s): {lib.get('filepath')}"
+        )
+    return lines or ["  (none found)"]
+
+
+def _cuda_line() -> str:
+    try:
+        from numba import cuda
+
+        if cuda.is_available():
+            return f"available: {[d.name for d in cuda.list_devices()]}"
+        return "not available (no CUDA driver or GPU found)"
+    except Exception as exc:  # numba-cuda missing or broken: report, do not fail
+        return f"not available ({type(exc).__name__}: {exc})"
+
+
+def info(args: argparse.Namespace) -> int:
+    """Print versions, workers, scheduler, BLAS and CUDA; optionally compile every kernel."""
+    import numba
+    import numpy
+
+    import numtile
+    from numtile.config import Config
+
+    config = Config()
+    runtime = numtile.get_runtime()
+    print(f"numtile {numtile.__version__} (Python {platform.python_version()}, "
+          f"NumPy {numpy.__version__}, Numba {numba.__version__})")
+    print(f"workers: {runtime.ncpu} CPU (NUMTILE_NCPU), scheduler: {runtime.scheduler.name} "
+          f"(NUMTILE_SCHEDULER)")
+    print(f"default tiles: {config.tile} per axis, {config.tile_1d} for 1-d (NUMTILE_TILE, "
+          f"NUMTILE_TILE_1D)")
+    print(f"performance models: {runtime.models.path}")
+    print("BLAS (kernels run it at 1 thread per worker while the runtime is up):")
+    print("\n".join(_blas_lines()))
+    print(f"CUDA: {_cuda_line()}")
+    if args.warmup:
+        from numtile.warmup import warmup
+
+        start = time.perf_counter()
+        count = warmup(progress=True)
+        print(f"compiled {count} kernel signatures in {time.perf_counter() - start:.1f} s "
+              f"(cached on disk by Numba)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="numtile", description="Tiled tensors on an asynchronous task runtime."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_info = sub.add_parser("info", help="versions, workers, scheduler, BLAS, CUDA")
+    p_info.add_argument(
+        "--warmup", action="store_true", help="compile every kernel now (Numba caches them)"
+    )
+    p_info.set_defaults(func=info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
