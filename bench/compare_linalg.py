@@ -1,0 +1,188 @@
+"""numtile against its peers, timed in the same run on this machine.
+
+Cases (issue targets in brackets, ratio = numtile time / peer time):
+  matmul float32 n x n              vs NumPy ``@`` with all cores          [<= 1.1]
+  cholesky float64 n x n            vs scipy.linalg.cholesky, all cores     [<= 1.0]
+                                    vs dask.array.linalg.cholesky, best chunk, 1 BLAS thread
+                                                                           [<= 0.5]
+  tiny tasks: x + 1 over 20,000 one-element tiles vs Dask threaded, bare ThreadPoolExecutor
+                                                                           [>= 40,000 tasks/s]
+  gelu float32 (64M)                vs one @njit(parallel=True) call       [<= 1.2]
+
+Usage: python bench/compare_linalg.py [--quick] [--repeat N] [--cases matmul,cholesky,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import math
+import os
+import sys
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import median_time, print_table  # noqa: E402
+
+import numtile as nt  # noqa: E402
+
+CORES = os.cpu_count() or 1
+
+
+def _gflops(flops: float, seconds: float) -> str:
+    return f"{flops / seconds / 1e9:.1f} GFLOP/s"
+
+
+def bench_matmul(n: int, tile: int, repeat: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    ta = nt.from_numpy(a, tile_shape=(tile, tile))
+    tb = nt.from_numpy(b, tile_shape=(tile, tile))
+    flops = 2.0 * n**3
+    with threadpool_limits(CORES):
+        t_numpy = median_time(lambda: a @ b, repeat)
+    t_nt = median_time(lambda: (ta @ tb).wait(), repeat)
+    err = np.abs((ta @ tb).to_numpy() - a @ b).max() / np.abs(a @ b).max()
+    assert err < 1e-4, err
+    case = f"matmul f32 {n} (tile {tile})"
+    return [
+        {"case": case, "impl": f"numpy @ ({CORES} threads)", "seconds": t_numpy,
+         "rate": _gflops(flops, t_numpy)},
+        {"case": case, "impl": "numtile", "seconds": t_nt, "rate": _gflops(flops, t_nt),
+         "ratio": t_nt / t_numpy},
+    ]
+
+
+def _spd(n: int) -> np.ndarray:
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal((n, n))
+    return m @ m.T / n + np.eye(n) * 2
+
+
+def bench_cholesky(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> list[dict]:
+    import scipy.linalg
+
+    a = _spd(n)
+    ta = nt.from_numpy(a, tile_shape=(tile, tile))
+    flops = n**3 / 3.0
+    with threadpool_limits(CORES):
+        t_scipy = median_time(lambda: scipy.linalg.cholesky(a, lower=True), repeat)
+    t_nt = median_time(lambda: nt.linalg.cholesky(ta).wait(), repeat)
+    ref = np.linalg.cholesky(a)
+    err = np.abs(nt.linalg.cholesky(ta).to_numpy() - ref).max()
+    assert err < 1e-8 * n, err
+    case = f"cholesky f64 {n} (tile {tile})"
+    rows = [
+        {"case": case, "impl": f"scipy.linalg ({CORES} threads)", "seconds": t_scipy,
+         "rate": _gflops(flops, t_scipy)},
+        {"case": case, "impl": "numtile", "seconds": t_nt, "rate": _gflops(flops, t_nt),
+         "ratio": t_nt / t_scipy},
+    ]
+    try:
+        import dask
+        import dask.array as da
+    except ImportError:
+        print("dask not installed: skipping the dask peer (pip install 'numtile[bench]')")
+        return rows
+    best = None
+    for chunk in dask_chunks:
+        x = da.from_array(a, chunks=(chunk, chunk))
+        with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=CORES):
+            t = median_time(lambda x=x: da.linalg.cholesky(x, lower=True).compute(), repeat)
+        if best is None or t < best[0]:
+            best = (t, chunk)
+    t_dask, chunk = best
+    rows.append({"case": case, "impl": f"dask (chunk {chunk}, BLAS 1 thread)", "seconds": t_dask,
+                 "rate": _gflops(flops, t_dask), "ratio": t_nt / t_dask})
+    return rows
+
+
+def bench_tiny_tasks(ntasks: int, repeat: int) -> list[dict]:
+    x = nt.from_numpy(np.zeros(ntasks), tile_shape=(1,))
+    t_nt = median_time(lambda: (x + 1).wait(), repeat)
+    case = f"x + 1 over {ntasks} one-element tiles"
+    rows = [{"case": case, "impl": "numtile", "seconds": t_nt,
+             "rate": f"{ntasks / t_nt:,.0f} tasks/s"}]
+    values = [np.zeros(1) for _ in range(ntasks)]
+    with concurrent.futures.ThreadPoolExecutor(CORES) as pool:
+        def bare():
+            for f in [pool.submit(np.add, v, 1) for v in values]:
+                f.result()
+        t_pool = median_time(bare, repeat)
+    rows.append({"case": case, "impl": "ThreadPoolExecutor (no deps)", "seconds": t_pool,
+                 "rate": f"{ntasks / t_pool:,.0f} tasks/s", "ratio": t_nt / t_pool})
+    try:
+        import dask
+        import dask.array as da
+    except ImportError:
+        return rows
+    dx = da.from_array(np.zeros(ntasks), chunks=1)
+    with dask.config.set(scheduler="threads", num_workers=CORES):
+        t_dask = median_time(lambda: (dx + 1).compute(), max(1, repeat // 2))
+    rows.append({"case": case, "impl": "dask threaded", "seconds": t_dask,
+                 "rate": f"{ntasks / t_dask:,.0f} tasks/s", "ratio": t_nt / t_dask})
+    return rows
+
+
+def bench_gelu(size: int, repeat: int) -> list[dict]:
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=True)
+    def gelu_parallel(x, out):
+        c = math.sqrt(2.0 / math.pi)
+        for i in prange(x.shape[0]):
+            v = x[i]
+            out[i] = 0.5 * v * (1.0 + math.tanh(c * (v + 0.044715 * v * v * v)))
+
+    x = np.random.default_rng(2).standard_normal(size, dtype=np.float32)
+    out = np.empty_like(x)
+    tx = nt.from_numpy(x)
+    t_peer = median_time(lambda: gelu_parallel(x, out), repeat)
+    t_nt = median_time(lambda: nt.gelu_tanh(tx).wait(), repeat)
+    np.testing.assert_allclose(nt.gelu_tanh(tx).to_numpy()[:1000], out[:1000], rtol=1e-5, atol=1e-6)
+    case = f"gelu f32 {size / 2**20:.0f}M (tile {tx.tile_shape[0]})"
+    gbytes = 2 * x.nbytes / 1e9
+    return [
+        {"case": case, "impl": "@njit(parallel=True)", "seconds": t_peer,
+         "rate": f"{gbytes / t_peer:.1f} GB/s"},
+        {"case": case, "impl": "numtile", "seconds": t_nt, "rate": f"{gbytes / t_nt:.1f} GB/s",
+         "ratio": t_nt / t_peer},
+    ]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cases", default="matmul,cholesky,tiny,gelu")
+    parser.add_argument("--matmul-tile", type=int, default=None)
+    parser.add_argument("--cholesky-tile", type=int, default=None)
+    args = parser.parse_args(argv)
+    cases = set(args.cases.split(","))
+    quick = args.quick
+    nt.init()
+    print(f"numtile {nt.__version__}: {nt.get_runtime().ncpu} workers, "
+          f"scheduler {nt.get_runtime().scheduler.name}, {CORES} cores")
+    rows = []
+    if "matmul" in cases:
+        n = 512 if quick else 4096
+        rows += bench_matmul(n, args.matmul_tile or (256 if quick else 2048), args.repeat)
+    if "cholesky" in cases:
+        n = 512 if quick else 8192
+        tile = args.cholesky_tile or (128 if quick else 1024)
+        chunks = [128, 256] if quick else [1024, 2048, 4096]
+        rows += bench_cholesky(n, tile, args.repeat, chunks)
+    if "tiny" in cases:
+        rows += bench_tiny_tasks(2000 if quick else 20000, args.repeat)
+    if "gelu" in cases:
+        rows += bench_gelu((1 << 20) if quick else (64 << 20), args.repeat)
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
