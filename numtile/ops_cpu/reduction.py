@@ -1,0 +1,205 @@
+"""Reduction kernels along the middle axis of a flat array viewed as (pre, n, post).
+
+Reducing axis k of an N-d tile is the middle axis of (prod(shape[:k]), shape[k],
+prod(shape[k+1:])), so one kernel with runtime sizes serves every axis. Partial results are
+accumulated in float64 (in int64 for integers) whatever the input precision.
+"""
+
+import numba
+import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+from numtile.ops_cpu.elementwise import _abs, _add, _maximum, _minimum, _multiply, _square
+from numtile.ops_cpu.memory import inlined
+
+SUM, MAX, MIN, PROD, SUMSQ, SUMABS, MAXABS = range(7)
+REDUCE_OPS = {
+    "sum": SUM,
+    "max": MAX,
+    "min": MIN,
+    "prod": PROD,
+    "sumsq": SUMSQ,
+    "sumabs": SUMABS,
+    "maxabs": MAXABS,
+}
+
+# Columns handled at once when the reduced axis is not innermost: the wide scratch of one
+# block (8 KiB) stays in L1 cache while the inner loop runs over contiguous memory.
+_BLOCK = 1024
+
+
+def _widen(value):
+    """``value`` as float64 when it is a float, as int64 otherwise (Numba-only)."""
+    raise NotImplementedError("_widen is only callable from numba-compiled code")
+
+
+def _wide_empty(like, size):
+    """Uninitialised 1-D scratch of ``size`` elements of the widened dtype of the array ``like``
+    (Numba-only)."""
+    raise NotImplementedError("_wide_empty is only callable from numba-compiled code")
+
+
+@overload(_widen, inline="always")
+def _widen_overload(value):
+    target = types.float64 if isinstance(value, types.Float) else types.int64
+
+    def convert(value):
+        return target(value)
+
+    return convert
+
+
+@overload(_wide_empty)
+def _wide_empty_overload(like, size):
+    dtype = np.float64 if isinstance(like.dtype, types.Float) else np.int64
+
+    def allocate(like, size):
+        return np.empty(size, dtype)
+
+    return allocate
+
+
+@inlined
+def _identity(value):
+    return value
+
+
+@inlined
+def _reduce(transform, combine, x, out, pre, n, post):
+    """out[p, q] = combine(out[p, q], combine over j of transform(x[p, j, q])), in wide
+    precision."""
+    if n == 0:
+        return
+    if post == 1:
+        for p in range(pre):
+            values = x[p * n : (p + 1) * n]
+            partial = transform(_widen(values[0]))
+            for j in range(1, n):
+                partial = combine(partial, transform(_widen(values[j])))
+            out[p] = combine(_widen(out[p]), partial)
+        return
+    partial = _wide_empty(x, min(post, _BLOCK))
+    for p in range(pre):
+        for first in range(0, post, _BLOCK):
+            width = min(_BLOCK, post - first)
+            start = p * n * post + first
+            values = x[start : start + width]
+            for q in range(width):
+                partial[q] = transform(_widen(values[q]))
+            for j in range(1, n):
+                values = x[start + j * post : start + j * post + width]
+                for q in range(width):
+                    partial[q] = combine(partial[q], transform(_widen(values[q])))
+            target = out[p * post + first : p * post + first + width]
+            for q in range(width):
+                target[q] = combine(_widen(target[q]), partial[q])
+
+
+# reassoc lets LLVM vectorise sums by splitting them over SIMD lanes (NaN and inf semantics are
+# kept); the result may differ from a sequential sum in the last bits.
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
+def reduce_accumulate(x, out, pre, n, post, op):
+    """out[p, q] = combine(out[p, q], reduction over j of x[p, j, q]) for ``op`` (a code of
+    REDUCE_OPS)."""
+    if op == SUM:
+        _reduce(_identity, _add, x, out, pre, n, post)
+    elif op == MAX:
+        _reduce(_identity, _maximum, x, out, pre, n, post)
+    elif op == MIN:
+        _reduce(_identity, _minimum, x, out, pre, n, post)
+    elif op == PROD:
+        _reduce(_identity, _multiply, x, out, pre, n, post)
+    elif op == SUMSQ:
+        _reduce(_square, _add, x, out, pre, n, post)
+    elif op == SUMABS:
+        _reduce(_abs, _add, x, out, pre, n, post)
+    elif op == MAXABS:
+        _reduce(_abs, _maximum, x, out, pre, n, post)
+    else:
+        raise ValueError("reduce_accumulate: unknown op code")
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
+def softmax(x, out, pre, n, post):
+    """out = exp(x - max) / sum(exp(x - max)) along the middle axis of (pre, n, post)."""
+    if n == 0:
+        return
+    if post == 1:
+        for p in range(pre):
+            values = x[p * n : (p + 1) * n]
+            result = out[p * n : (p + 1) * n]
+            peak = values[0]
+            for j in range(1, n):
+                peak = _maximum(peak, values[j])
+            total = 0.0
+            for j in range(n):
+                result[j] = np.exp(values[j] - peak)
+                total += result[j]
+            inverse = 1.0 / total
+            for j in range(n):
+                result[j] = result[j] * inverse
+        return
+    block = min(post, _BLOCK)
+    peak = np.empty(block, x.dtype)
+    total = np.empty(block, np.float64)
+    for p in range(pre):
+        for first in range(0, post, _BLOCK):
+            width = min(_BLOCK, post - first)
+            start = p * n * post + first
+            peak[:width] = x[start : start + width]
+            for j in range(1, n):
+                values = x[start + j * post : start + j * post + width]
+                for q in range(width):
+                    peak[q] = _maximum(peak[q], values[q])
+            total[:width] = 0.0
+            for j in range(n):
+                values = x[start + j * post : start + j * post + width]
+                result = out[start + j * post : start + j * post + width]
+                for q in range(width):
+                    result[q] = np.exp(values[q] - peak[q])
+                    total[q] += result[q]
+            for q in range(width):
+                total[q] = 1.0 / total[q]
+            for j in range(n):
+                result = out[start + j * post : start + j * post + width]
+                for q in range(width):
+                    result[q] = result[q] * total[q]
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
+def softmax_backward(y, grad_out, grad_in, pre, n, post):
+    """grad_in = y * (grad_out - sum_j(grad_out * y)) along the middle axis; y = softmax
+    output."""
+    if n == 0:
+        return
+    if post == 1:
+        for p in range(pre):
+            probabilities = y[p * n : (p + 1) * n]
+            upstream = grad_out[p * n : (p + 1) * n]
+            result = grad_in[p * n : (p + 1) * n]
+            dot = 0.0
+            for j in range(n):
+                dot += upstream[j] * _widen(probabilities[j])
+            for j in range(n):
+                result[j] = probabilities[j] * (upstream[j] - dot)
+        return
+    dot = np.empty(min(post, _BLOCK), np.float64)
+    for p in range(pre):
+        for first in range(0, post, _BLOCK):
+            width = min(_BLOCK, post - first)
+            start = p * n * post + first
+            dot[:width] = 0.0
+            for j in range(n):
+                row = start + j * post
+                probabilities = y[row : row + width]
+                upstream = grad_out[row : row + width]
+                for q in range(width):
+                    dot[q] += upstream[q] * _widen(probabilities[q])
+            for j in range(n):
+                row = start + j * post
+                probabilities = y[row : row + width]
+                upstream = grad_out[row : row + width]
+                result = grad_in[row : row + width]
+                for q in range(width):
+                    result[q] = probabilities[q] * (upstream[q] - dot[q])
