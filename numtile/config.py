@@ -6,6 +6,7 @@
 | ``NUMTILE_SCHEDULER``      | ``eager``          | ``eager``, ``dmda`` or ``sync``                    |
 | ``NUMTILE_CACHE_DIR``      | user cache dir     | where performance models are persisted             |
 | ``NUMTILE_SWITCH_INTERVAL``| ``0.0002``         | Python GIL switch interval (s) while workers run   |
+| ``NUMTILE_GC_THRESHOLD``   | ``20000``          | Python gc gen-0 threshold while the runtime is up  |
 | ``NUMTILE_TILE``           | ``1024``           | default tile edge for 2-D and higher tensors       |
 | ``NUMTILE_TILE_1D``        | ``1048576``        | default tile length for 1-D tensors                |
 """
@@ -58,6 +59,7 @@ class Config:
     switch_interval: float = field(
         default_factory=lambda: _env_float("NUMTILE_SWITCH_INTERVAL", 0.0002)
     )
+    gc_threshold: int = field(default_factory=lambda: _env_int("NUMTILE_GC_THRESHOLD", 20000))
     tile: int = field(default_factory=lambda: _env_int("NUMTILE_TILE", 1024))
     tile_1d: int = field(default_factory=lambda: _env_int("NUMTILE_TILE_1D", 1 << 20))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import sys
 import threading
@@ -19,6 +20,8 @@ from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState, task
 from numtile.runtime.trace import Tracer
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
+DONE, FAILED = TaskState.DONE, TaskState.FAILED
+_EMPTY: list = []  # shared, never mutated: accumulate lists of a handle not accumulating
 _PRUNE_READERS = 64  # drop finished readers of a handle once this many pile up
 
 
@@ -51,6 +54,7 @@ class Runtime:
         self.scheduler = SCHEDULER_CLASSES[self.config.scheduler](self.ncpu, self.models)
         if self.scheduler.inline:
             self.scheduler.runtime = self
+        self._model_aware = self.scheduler.name == "dmda"
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
         self._waiters = 0
@@ -63,6 +67,12 @@ class Runtime:
         self.closed = False
         self._blas_limit = limit_kernel_blas_threads(1)
         self._old_switch = sys.getswitchinterval()
+        # every task and tile is a few container objects that live until the task is done:
+        # with CPython's default gen-0 threshold (700) the collector would re-scan them
+        # over and over, tripling the cost of tiny tasks
+        self._old_gc = gc.get_threshold()
+        if self.config.gc_threshold > self._old_gc[0]:
+            gc.set_threshold(self.config.gc_threshold, *self._old_gc[1:])
         self._workers: list[threading.Thread] = []
         if not self.scheduler.inline:
             sys.setswitchinterval(self.config.switch_interval)
@@ -96,8 +106,8 @@ class Runtime:
             self._unfinished += 1
             pending = 0
             for pred, data in predecessors.items():
-                if pred.state >= TaskState.DONE:
-                    if data and pred.state is TaskState.FAILED and task.cancelled_by is None:
+                if pred.state is FAILED:
+                    if data and task.cancelled_by is None:
                         task.cancelled_by = _root(pred.error)
                 else:
                     pred.successors.append((task, data))
@@ -112,15 +122,11 @@ class Runtime:
     def _infer_dependencies(self, task: Task) -> dict[Task, bool]:
         """Sequential task flow: update each handle's writer/reader lists.
 
-        Returns the predecessors, each mapped to whether ``task`` reads data it produced
-        (only such data dependencies propagate a failure; the others only order tasks).
+        Returns the unfinished (or failed) predecessors, each mapped to whether ``task``
+        reads data it produced: only such data dependencies propagate a failure, the
+        others only order the tasks.
         """
         predecessors: dict[Task, bool] = {}
-
-        def depend(tasks: list[Task], data: bool) -> None:
-            for pred in tasks:
-                predecessors[pred] = predecessors.get(pred, False) or data
-
         for handle, mode in zip(task.handles, task.modes):
             if handle.invalidated and READS[mode]:
                 raise InvalidatedError(
@@ -128,30 +134,42 @@ class Runtime:
                     f"by {task.describe()}"
                 )
             if mode is R:
-                depend(handle.writers, True)
-                if len(handle.readers) >= _PRUNE_READERS:
-                    handle.readers = [t for t in handle.readers if not t.finished]
-                handle.readers.append(task)
+                for pred in handle.writers:
+                    if pred.state is not DONE:
+                        predecessors[pred] = True
+                readers = handle.readers
+                if len(readers) >= _PRUNE_READERS:
+                    readers = handle.readers = [t for t in readers if not t.finished]
+                readers.append(task)
             elif mode is ACC:
                 if handle.lock is None:
                     handle.lock = threading.Lock()
-                if not (handle.accumulating and not handle.readers):
+                if not handle.accumulating or handle.readers:  # open a new group
                     handle.accumulate_base = handle.writers
                     handle.accumulate_readers = handle.readers
                     handle.writers = []
                     handle.readers = []
                     handle.accumulating = True
-                depend(handle.accumulate_base, True)
-                depend(handle.accumulate_readers, False)
+                for pred in handle.accumulate_base:
+                    if pred.state is not DONE:
+                        predecessors[pred] = True
+                for pred in handle.accumulate_readers:
+                    if pred.state is not DONE and pred not in predecessors:
+                        predecessors[pred] = False
                 handle.writers.append(task)
             else:  # W or RW
-                depend(handle.writers, mode is RW)
-                depend(handle.readers, False)
+                data = mode is RW
+                for pred in handle.writers:
+                    if pred.state is not DONE and (data or pred not in predecessors):
+                        predecessors[pred] = data
+                for pred in handle.readers:
+                    if pred.state is not DONE and pred not in predecessors:
+                        predecessors[pred] = False
                 handle.writers = [task]
                 handle.readers = []
-                handle.accumulating = False
-                handle.accumulate_base = []
-                handle.accumulate_readers = []
+                if handle.accumulating:
+                    handle.accumulating = False
+                    handle.accumulate_base = handle.accumulate_readers = _EMPTY
                 handle.invalidated = False
         predecessors.pop(task, None)  # a task touching one handle twice does not wait on itself
         return predecessors
@@ -214,7 +232,7 @@ class Runtime:
                 codelet.seconds += elapsed
                 self.busy[worker] += elapsed
                 for handle, mode in zip(task.handles, task.modes):
-                    if mode is W or mode is RW:
+                    if handle.error is not None and (mode is W or mode is RW):
                         handle.error = None
             else:
                 task.state = TaskState.FAILED
@@ -234,12 +252,12 @@ class Runtime:
             self._unfinished -= 1
             if self._waiters:
                 self._done.notify_all()
-        self.scheduler.finished(task, worker)
-        if error is None:
-            if codelet.flops is not None:
-                codelet.total_flops += codelet.flops(*[h.shape for h in task.handles], *task.args)
-            if self.scheduler.name == "dmda":
+        if self._model_aware:
+            self.scheduler.finished(task, worker)
+            if error is None:
                 self.models.record(footprint(task), elapsed)
+        if error is None and codelet.flops is not None:
+            codelet.total_flops += codelet.flops(*[h.shape for h in task.handles], *task.args)
         if self.tracer is not None:
             self.tracer.record(task)
         for succ in ready:
@@ -332,6 +350,7 @@ class Runtime:
         self._blas_limit.restore_original_limits()
         if not self.scheduler.inline:
             sys.setswitchinterval(self._old_switch)
+        gc.set_threshold(*self._old_gc)
         self.models.save()
 
     @property

@@ -29,6 +29,7 @@ class InvalidatedError(RuntimeError):
 
 
 _handle_ids = itertools.count()
+_NONE: list = []  # shared empty list, only ever replaced, never appended to
 
 
 class DataHandle:
@@ -76,8 +77,8 @@ class DataHandle:
         self.writers: list[Task] = []  # tasks whose completion defines the current value
         self.readers: list[Task] = []  # tasks reading the current value
         self.accumulating = False  # True while ``writers`` is a group of ACCUMULATE tasks
-        self.accumulate_base: list[Task] = []  # writers every task of that group waits for
-        self.accumulate_readers: list[Task] = []  # readers every task of that group waits for
+        self.accumulate_base: list[Task] = _NONE  # writers every task of that group waits for
+        self.accumulate_readers: list[Task] = _NONE  # readers every task of that group waits for
         self.lock: threading.Lock | None = None  # serialises ACCUMULATE tasks (made on demand)
         self.invalidated = False
         self.error: BaseException | None = None  # set when the task writing it failed
@@ -86,6 +87,10 @@ class DataHandle:
     def acquire(self, node: int, writes: bool, reads: bool) -> np.ndarray:
         """Return a valid replica on ``node`` (allocating it), updating coherency states."""
         data = self.replicas.get(node)
+        if data is not None and len(self.replicas) == 1:  # the only replica: no copies to track
+            if writes:
+                self.states[node] = ReplicaState.MODIFIED
+            return data
         if data is None:
             data = np.empty(self.shape, self.dtype)
             self.replicas[node] = data
