@@ -50,10 +50,19 @@ def bench_matmul(n: int, tile: int, repeat: int) -> list[dict]:
     assert err < 1e-4, err
     case = f"matmul f32 {n} (tile {tile})"
     return [
-        {"case": case, "impl": f"numpy @ ({CORES} threads)", "seconds": t_numpy,
-         "rate": _gflops(flops, t_numpy)},
-        {"case": case, "impl": "numtile", "seconds": t_nt, "rate": _gflops(flops, t_nt),
-         "ratio": t_nt / t_numpy},
+        {
+            "case": case,
+            "impl": f"numpy @ ({CORES} threads)",
+            "seconds": t_numpy,
+            "rate": _gflops(flops, t_numpy),
+        },
+        {
+            "case": case,
+            "impl": "numtile",
+            "seconds": t_nt,
+            "rate": _gflops(flops, t_nt),
+            "ratio": t_nt / t_numpy,
+        },
     ]
 
 
@@ -77,10 +86,19 @@ def bench_cholesky(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> li
     assert err < 1e-8 * n, err
     case = f"cholesky f64 {n} (tile {tile})"
     rows = [
-        {"case": case, "impl": f"scipy.linalg ({CORES} threads)", "seconds": t_scipy,
-         "rate": _gflops(flops, t_scipy)},
-        {"case": case, "impl": "numtile", "seconds": t_nt, "rate": _gflops(flops, t_nt),
-         "ratio": t_nt / t_scipy},
+        {
+            "case": case,
+            "impl": f"scipy.linalg ({CORES} threads)",
+            "seconds": t_scipy,
+            "rate": _gflops(flops, t_scipy),
+        },
+        {
+            "case": case,
+            "impl": "numtile",
+            "seconds": t_nt,
+            "rate": _gflops(flops, t_nt),
+            "ratio": t_nt / t_scipy,
+        },
     ]
     try:
         import dask
@@ -96,8 +114,15 @@ def bench_cholesky(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> li
         if best is None or t < best[0]:
             best = (t, chunk)
     t_dask, chunk = best
-    rows.append({"case": case, "impl": f"dask (chunk {chunk}, BLAS 1 thread)", "seconds": t_dask,
-                 "rate": _gflops(flops, t_dask), "ratio": t_nt / t_dask})
+    rows.append(
+        {
+            "case": case,
+            "impl": f"dask (chunk {chunk}, BLAS 1 thread)",
+            "seconds": t_dask,
+            "rate": _gflops(flops, t_dask),
+            "ratio": t_nt / t_dask,
+        }
+    )
     return rows
 
 
@@ -105,16 +130,26 @@ def bench_tiny_tasks(ntasks: int, repeat: int) -> list[dict]:
     x = nt.from_numpy(np.zeros(ntasks), tile_shape=(1,))
     t_nt = median_time(lambda: (x + 1).wait(), repeat)
     case = f"x + 1 over {ntasks} one-element tiles"
-    rows = [{"case": case, "impl": "numtile", "seconds": t_nt,
-             "rate": f"{ntasks / t_nt:,.0f} tasks/s"}]
+    rows = [
+        {"case": case, "impl": "numtile", "seconds": t_nt, "rate": f"{ntasks / t_nt:,.0f} tasks/s"}
+    ]
     values = [np.zeros(1) for _ in range(ntasks)]
     with concurrent.futures.ThreadPoolExecutor(CORES) as pool:
+
         def bare():
             for f in [pool.submit(np.add, v, 1) for v in values]:
                 f.result()
+
         t_pool = median_time(bare, repeat)
-    rows.append({"case": case, "impl": "ThreadPoolExecutor (no deps)", "seconds": t_pool,
-                 "rate": f"{ntasks / t_pool:,.0f} tasks/s", "ratio": t_nt / t_pool})
+    rows.append(
+        {
+            "case": case,
+            "impl": "ThreadPoolExecutor (no deps)",
+            "seconds": t_pool,
+            "rate": f"{ntasks / t_pool:,.0f} tasks/s",
+            "ratio": t_nt / t_pool,
+        }
+    )
     try:
         import dask
         import dask.array as da
@@ -123,8 +158,15 @@ def bench_tiny_tasks(ntasks: int, repeat: int) -> list[dict]:
     dx = da.from_array(np.zeros(ntasks), chunks=1)
     with dask.config.set(scheduler="threads", num_workers=CORES):
         t_dask = median_time(lambda: (dx + 1).compute(), max(1, repeat // 2))
-    rows.append({"case": case, "impl": "dask threaded", "seconds": t_dask,
-                 "rate": f"{ntasks / t_dask:,.0f} tasks/s", "ratio": t_nt / t_dask})
+    rows.append(
+        {
+            "case": case,
+            "impl": "dask threaded",
+            "seconds": t_dask,
+            "rate": f"{ntasks / t_dask:,.0f} tasks/s",
+            "ratio": t_nt / t_dask,
+        }
+    )
     return rows
 
 
@@ -147,10 +189,19 @@ def bench_gelu(size: int, repeat: int) -> list[dict]:
     case = f"gelu f32 {size / 2**20:.0f}M (tile {tx.tile_shape[0]})"
     gbytes = 2 * x.nbytes / 1e9
     return [
-        {"case": case, "impl": "@njit(parallel=True)", "seconds": t_peer,
-         "rate": f"{gbytes / t_peer:.1f} GB/s"},
-        {"case": case, "impl": "numtile", "seconds": t_nt, "rate": f"{gbytes / t_nt:.1f} GB/s",
-         "ratio": t_nt / t_peer},
+        {
+            "case": case,
+            "impl": "@njit(parallel=True)",
+            "seconds": t_peer,
+            "rate": f"{gbytes / t_peer:.1f} GB/s",
+        },
+        {
+            "case": case,
+            "impl": "numtile",
+            "seconds": t_nt,
+            "rate": f"{gbytes / t_nt:.1f} GB/s",
+            "ratio": t_nt / t_peer,
+        },
     ]
 
 
@@ -165,8 +216,10 @@ def main(argv=None) -> int:
     cases = set(args.cases.split(","))
     quick = args.quick
     nt.init()
-    print(f"numtile {nt.__version__}: {nt.get_runtime().ncpu} workers, "
-          f"scheduler {nt.get_runtime().scheduler.name}, {CORES} cores")
+    print(
+        f"numtile {nt.__version__}: {nt.get_runtime().ncpu} workers, "
+        f"scheduler {nt.get_runtime().scheduler.name}, {CORES} cores"
+    )
     rows = []
     if "matmul" in cases:
         n = 512 if quick else 4096

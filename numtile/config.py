@@ -1,14 +1,8 @@
 """All of numtile's knobs in one place; each can be overridden by a ``NUMTILE_*`` variable.
 
-| variable                   | default            | meaning                                            |
-|----------------------------|--------------------|----------------------------------------------------|
-| ``NUMTILE_NCPU``           | number of cores    | CPU worker threads                                 |
-| ``NUMTILE_SCHEDULER``      | ``eager``          | ``eager``, ``dmda`` or ``sync``                    |
-| ``NUMTILE_CACHE_DIR``      | user cache dir     | where performance models are persisted             |
-| ``NUMTILE_SWITCH_INTERVAL``| ``0.0002``         | Python GIL switch interval (s) while workers run   |
-| ``NUMTILE_GC_THRESHOLD``   | ``20000``          | Python gc gen-0 threshold while the runtime is up  |
-| ``NUMTILE_TILE``           | ``1024``           | default tile edge for 2-D and higher tensors       |
-| ``NUMTILE_TILE_1D``        | ``1048576``        | default tile length for 1-D tensors                |
+Each field of ``Config`` names its variable; the README's Configuration table lists them
+all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
+``NUMTILE_SWITCH_INTERVAL``, ``NUMTILE_GC_THRESHOLD``, ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``.
 """
 
 from __future__ import annotations
@@ -70,7 +64,6 @@ class Config:
             raise ValueError(f"unknown scheduler {self.scheduler!r}; expected one of {SCHEDULERS}")
         if self.tile < 1 or self.tile_1d < 1:
             raise ValueError(f"default tile sizes must be >= 1, got {self.tile}, {self.tile_1d}")
-
 
     @classmethod
     def defaults(cls) -> Config:

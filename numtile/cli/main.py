@@ -43,12 +43,18 @@ def info(args: argparse.Namespace) -> int:
 
     config = Config()
     runtime = numtile.get_runtime()
-    print(f"numtile {numtile.__version__} (Python {platform.python_version()}, "
-          f"NumPy {numpy.__version__}, Numba {numba.__version__})")
-    print(f"workers: {runtime.ncpu} CPU (NUMTILE_NCPU), scheduler: {runtime.scheduler.name} "
-          f"(NUMTILE_SCHEDULER)")
-    print(f"default tiles: {config.tile} per axis, {config.tile_1d} for 1-d (NUMTILE_TILE, "
-          f"NUMTILE_TILE_1D)")
+    print(
+        f"numtile {numtile.__version__} (Python {platform.python_version()}, "
+        f"NumPy {numpy.__version__}, Numba {numba.__version__})"
+    )
+    print(
+        f"workers: {runtime.ncpu} CPU (NUMTILE_NCPU), scheduler: {runtime.scheduler.name} "
+        f"(NUMTILE_SCHEDULER)"
+    )
+    print(
+        f"default tiles: {config.tile} per axis, {config.tile_1d} for 1-d (NUMTILE_TILE, "
+        f"NUMTILE_TILE_1D)"
+    )
     print(f"performance models: {runtime.models.path}")
     print("BLAS (kernels run it at 1 thread per worker while the runtime is up):")
     print("\n".join(_blas_lines()))
@@ -58,8 +64,10 @@ def info(args: argparse.Namespace) -> int:
 
         start = time.perf_counter()
         count = warmup(progress=True)
-        print(f"compiled {count} kernel signatures in {time.perf_counter() - start:.1f} s "
-              f"(cached on disk by Numba)")
+        print(
+            f"compiled {count} kernel signatures in {time.perf_counter() - start:.1f} s "
+            f"(cached on disk by Numba)"
+        )
     return 0
 
 

@@ -30,8 +30,12 @@ def _unit(seed, counter):
 
 
 @njit(nogil=True, cache=True)
-def random_fill(out, shape, start, global_strides, seed, distribution, a, b):
-    """Fill flat ``out`` (a tile of ``shape`` at ``start``): uniform [a, b) or normal(a, b)."""
+def random_fill(out, shape, start, global_strides, seed, distribution, a, b, upper):
+    """Fill flat ``out`` (a tile of ``shape`` at ``start``): uniform [a, b) or normal(a, b).
+
+    ``upper`` is the largest value of ``out``'s dtype below ``b``: a uniform draw that
+    rounds up to ``b`` in a narrower dtype is clamped to it, keeping the interval half-open.
+    """
     ndim = shape.shape[0]
     index = np.zeros(ndim, np.int64)
     seed = np.uint64(seed)
@@ -43,6 +47,8 @@ def random_fill(out, shape, start, global_strides, seed, distribution, a, b):
         counter = np.uint64(flat)
         if distribution == UNIFORM:
             out[i] = a + (b - a) * _unit(seed, counter)
+            if out[i] > upper:
+                out[i] = upper
         else:
             u1 = _unit(seed, counter * np.uint64(2))
             u2 = _unit(seed, counter * np.uint64(2) + np.uint64(1))

@@ -40,8 +40,7 @@ class Runtime:
     >>> rt = Runtime(Config(ncpu=2, scheduler="eager"))
     >>> h = DataHandle((3,), np.float64, np.zeros(3))
     >>> inc = Codelet("doctest_inc", cpu=lambda x: np.add(x, 1, out=x))
-    >>> for _ in range(5):
-    ...     rt.submit(inc, [(h, Access.RW)])
+    >>> tasks = [rt.submit(inc, [(h, Access.RW)]) for _ in range(5)]
     >>> rt.wait_handles([h]); h.host_array().tolist()
     [5.0, 5.0, 5.0]
     >>> rt.shutdown()
@@ -78,7 +77,10 @@ class Runtime:
             sys.setswitchinterval(self.config.switch_interval)
             for worker in range(self.ncpu):
                 thread = threading.Thread(
-                    target=self._worker_loop, args=(worker,), name=f"numtile-cpu{worker}", daemon=True
+                    target=self._worker_loop,
+                    args=(worker,),
+                    name=f"numtile-cpu{worker}",
+                    daemon=True,
                 )
                 thread.start()
                 self._workers.append(thread)
@@ -126,13 +128,14 @@ class Runtime:
         reads data it produced: only such data dependencies propagate a failure, the
         others only order the tasks.
         """
-        predecessors: dict[Task, bool] = {}
-        for handle, mode in zip(task.handles, task.modes):
+        for handle, mode in zip(task.handles, task.modes):  # check all before changing any
             if handle.invalidated and READS[mode]:
                 raise InvalidatedError(
                     f"{handle!r} was invalidated; its contents are gone and cannot be read "
                     f"by {task.describe()}"
                 )
+        predecessors: dict[Task, bool] = {}
+        for handle, mode in zip(task.handles, task.modes):
             if mode is R:
                 for pred in handle.writers:
                     if pred.state is not DONE:
@@ -206,8 +209,7 @@ class Runtime:
                     lock.acquire()
             try:
                 buffers = [
-                    h.acquire(HOST, WRITES[m], READS[m])
-                    for h, m in zip(task.handles, task.modes)
+                    h.acquire(HOST, WRITES[m], READS[m]) for h, m in zip(task.handles, task.modes)
                 ]
                 task.start = time.perf_counter()
                 task.codelet.cpu(*buffers, *task.args)
@@ -263,8 +265,11 @@ class Runtime:
         for succ in ready:
             if self.closed:  # nothing runs any more: cancel what became ready
                 succ.end = succ.start
-                self._complete(succ, worker, RuntimeShutdownError(
-                    f"{succ.describe()} cancelled by runtime shutdown"))
+                self._complete(
+                    succ,
+                    worker,
+                    RuntimeShutdownError(f"{succ.describe()} cancelled by runtime shutdown"),
+                )
             else:
                 self.scheduler.push(succ)
 
@@ -298,7 +303,6 @@ class Runtime:
                 raise InvalidatedError(f"{handle!r} was invalidated; its contents are gone")
             if handle.error is not None:
                 root = _root(handle.error)
-                self._forget_error(handle.error)
                 self._forget_error(root)
                 raise root
 
@@ -313,9 +317,10 @@ class Runtime:
                 first.add_note(f"{len(errors) - 1} more task(s) failed or were cancelled")
             raise first
 
-    def _forget_error(self, error: BaseException) -> None:
+    def _forget_error(self, root: BaseException) -> None:
+        """Drop ``root`` and the cancellations it caused: they have been reported."""
         with self._lock:
-            self._errors = [e for e in self._errors if e is not error]
+            self._errors = [e for e in self._errors if _root(e) is not root]
 
     # -- hints ------------------------------------------------------------------------------
 

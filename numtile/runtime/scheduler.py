@@ -99,7 +99,9 @@ class DmdaScheduler:
 
     def finished(self, task: Task, worker: int) -> None:
         with self._lock:
-            self._expected[worker] = max(0.0, self._expected[worker] - self._estimates.pop(task.seq, 0.0))
+            self._expected[worker] = max(
+                0.0, self._expected[worker] - self._estimates.pop(task.seq, 0.0)
+            )
 
     def stop(self) -> list[Task]:
         with self._lock:

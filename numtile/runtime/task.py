@@ -100,7 +100,9 @@ class Task:
 
     def describe(self) -> str:
         """Human-readable name: codelet, sequence number and tiles touched."""
-        tiles = ", ".join(f"#{h.id}{list(h.shape)}:{m.name}" for h, m in zip(self.handles, self.modes))
+        tiles = ", ".join(
+            f"#{h.id}{list(h.shape)}:{m.name}" for h, m in zip(self.handles, self.modes)
+        )
         label = self.name or self.codelet.name
         return f"task {label!r} (#{self.seq}) on tiles [{tiles}]"
 

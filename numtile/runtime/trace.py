@@ -43,8 +43,13 @@ class Tracer:
         ]
         for worker in sorted({e[0] for e in self.events}):
             events.append(
-                {"name": "thread_name", "ph": "M", "pid": 0, "tid": worker,
-                 "args": {"name": f"cpu{worker}"}}
+                {
+                    "name": "thread_name",
+                    "ph": "M",
+                    "pid": 0,
+                    "tid": worker,
+                    "args": {"name": f"cpu{worker}"},
+                }
             )
         for worker, name, start, end, seq, tiles, ok in self.events:
             events.append(
@@ -72,8 +77,10 @@ class Tracer:
 def summary(runtime: Runtime) -> str:
     """Busy time per worker and time / GFLOP/s per codelet since the runtime started."""
     elapsed = max(runtime.elapsed, 1e-12)
-    lines = [f"numtile runtime: {runtime.ncpu} CPU worker(s), scheduler {runtime.scheduler.name}, "
-             f"{elapsed:.3f} s since start"]
+    lines = [
+        f"numtile runtime: {runtime.ncpu} CPU worker(s), scheduler {runtime.scheduler.name}, "
+        f"{elapsed:.3f} s since start"
+    ]
     lines.append(f"{'worker':<10}{'busy s':>10}{'busy %':>9}")
     for worker, busy in enumerate(runtime.busy):
         lines.append(f"{'cpu' + str(worker):<10}{busy:>10.3f}{100 * busy / elapsed:>8.1f}%")
@@ -81,7 +88,11 @@ def summary(runtime: Runtime) -> str:
     for codelet in sorted(REGISTRY.values(), key=lambda c: -c.seconds):
         if codelet.calls == 0:
             continue
-        rate = codelet.total_flops / codelet.seconds / 1e9 if codelet.seconds and codelet.total_flops else 0.0
+        rate = (
+            codelet.total_flops / codelet.seconds / 1e9
+            if codelet.seconds and codelet.total_flops
+            else 0.0
+        )
         rate_text = f"{rate:>10.1f}" if codelet.total_flops else f"{'-':>10}"
         lines.append(f"{codelet.name:<22}{codelet.calls:>9}{codelet.seconds:>10.3f}{rate_text}")
     return "\n".join(lines)

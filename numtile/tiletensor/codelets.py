@@ -13,6 +13,8 @@ import numpy as np
 from numtile import ops_cpu
 from numtile.runtime import Codelet
 
+_POWER = ops_cpu.BINARY_OPS["power"]
+
 
 def _size(shape) -> int:
     return math.prod(shape)
@@ -41,6 +43,8 @@ def _unary_backward(x, grad_out, grad_in, op):
 
 
 def _binary(a, b, out, op, a_strides, b_strides, shape):
+    if op == _POWER and out.dtype.kind == "i" and (b < 0).any():
+        raise ValueError("integers to negative integer powers are not allowed")
     ops_cpu.binary(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, op)
 
 
@@ -57,9 +61,13 @@ def _compare(a, b, out, op, a_strides, b_strides, shape):
 
 def _compare_scalar(a, out, scalar, op, a_strides, scalar_strides, shape, scalar_first):
     if scalar_first:
-        ops_cpu.compare(scalar, scalar_strides, a.reshape(-1), a_strides, out.reshape(-1), shape, op)
+        ops_cpu.compare(
+            scalar, scalar_strides, a.reshape(-1), a_strides, out.reshape(-1), shape, op
+        )
     else:
-        ops_cpu.compare(a.reshape(-1), a_strides, scalar, scalar_strides, out.reshape(-1), shape, op)
+        ops_cpu.compare(
+            a.reshape(-1), a_strides, scalar, scalar_strides, out.reshape(-1), shape, op
+        )
 
 
 def _reduce(x, out, op, move_axes, pre, n, post):
@@ -72,8 +80,10 @@ def _scale(x, out, alpha):
     ops_cpu.scale(x.reshape(-1), alpha, out.reshape(-1))
 
 
-def _random(out, shape, start, global_strides, seed, distribution, a, b):
-    ops_cpu.random_fill(out.reshape(-1), shape, start, global_strides, seed, distribution, a, b)
+def _random(out, shape, start, global_strides, seed, distribution, a, b, upper):
+    ops_cpu.random_fill(
+        out.reshape(-1), shape, start, global_strides, seed, distribution, a, b, upper
+    )
 
 
 def _arange(out, first, step):

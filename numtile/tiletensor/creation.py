@@ -31,7 +31,9 @@ def from_numpy(x, tile_shape=None, dtype=None) -> TileTensor:
     handles = []
     for index in layout.indices():
         region = tuple(slice(a, b) for a, b in layout.tile_bounds(index))
-        handles.append(DataHandle(layout.tile_shape_at(index), dt, np.array(array[region], order="C")))
+        handles.append(
+            DataHandle(layout.tile_shape_at(index), dt, np.array(array[region], order="C"))
+        )
     return TileTensor(layout, dt, handles)
 
 

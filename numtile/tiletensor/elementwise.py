@@ -120,9 +120,7 @@ def _align(x: TileTensor, y: TileTensor) -> tuple[TileTensor, TileTensor, Layout
     try:
         shape = np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
-        raise ValueError(
-            f"shapes {x.shape} and {y.shape} cannot be broadcast together"
-        ) from None
+        raise ValueError(f"shapes {x.shape} and {y.shape} cannot be broadcast together") from None
     ndim = len(shape)
     if x.ndim < ndim:
         x = reshape(x, (1,) * (ndim - x.ndim) + x.shape)
@@ -169,6 +167,8 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
         dtype = bool_
     if dtype == bool_ and not compare:
         raise TypeError(f"{name} of boolean tensors: use logical_and/logical_or, or astype")
+    if name == "power" and dtype.kind == "i" and y_scalar and y < 0:
+        raise ValueError(f"integers to negative integer powers are not allowed (exponent {y})")
     out_dtype = bool_ if compare else dtype
     runtime = get_runtime()
     if x_scalar or y_scalar:
@@ -226,7 +226,8 @@ multiply = _make_binary("multiply")
 divide = _make_binary("divide")
 maximum = _make_binary("maximum")
 minimum = _make_binary("minimum")
-pow = _make_binary("power")  # noqa: A001  (array API name)
+power = _make_binary("power")
+pow = power  # noqa: A001  (the array API name)
 floor_divide = _make_binary("floor_divide")
 remainder = _make_binary("remainder")
 equal = _make_binary("equal", compare=True)

@@ -97,16 +97,17 @@ def matmul(x1: TileTensor, x2: TileTensor) -> TileTensor:
     (x1, x2), dtype = _float_operands("matmul", x1, x2)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul does not accept 0-d tensors; use *")
+    shape1, shape2 = x1.shape, x2.shape
+    if shape1[-1] != shape2[-2 if len(shape2) > 1 else 0]:
+        raise ValueError(
+            f"matmul: inner dimensions differ: shapes {shape1} and {shape2} "
+            f"({shape1[-1]} != {shape2[-2 if len(shape2) > 1 else 0]})"
+        )
     vector1, vector2 = x1.ndim == 1, x2.ndim == 1
     if vector1:
         x1 = reshape(x1, (1, x1.shape[0]))
     if vector2:
         x2 = reshape(x2, (x2.shape[0], 1))
-    if x1.shape[-1] != x2.shape[-2]:
-        raise ValueError(
-            f"matmul: inner dimensions differ: shapes {x1.shape} and {x2.shape} "
-            f"({x1.shape[-1]} != {x2.shape[-2]})"
-        )
     try:
         batch = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
     except ValueError:
@@ -146,8 +147,9 @@ def matmul(x1: TileTensor, x2: TileTensor) -> TileTensor:
             a = x1.tile(b1 + (index[-2], k))
             b = x2.tile(b2 + (k, index[-1]))
             beta = 0.0 if k == 0 else 1.0
-            runtime.submit(gemm, [(a, R), (b, R), (c, W if k == 0 else RW)],
-                           (False, False, 1.0, beta))
+            runtime.submit(
+                gemm, [(a, R), (b, R), (c, W if k == 0 else RW)], (False, False, 1.0, beta)
+            )
     if vector1 and vector2:
         return reshape(out, out.shape[:-2])
     if vector1:
@@ -201,7 +203,9 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
         for i in range(k + 1, n):
             aik = out.tile((i, k))
             runtime.submit(
-                syrk, [(aik, R), (out.tile((i, i)), RW)], (False, -1.0, 1.0),
+                syrk,
+                [(aik, R), (out.tile((i, i)), RW)],
+                (False, -1.0, 1.0),
                 priority=(n - k) + (1 if i == k + 1 else 0),
             )
             for j in range(k + 1, i):
@@ -215,7 +219,12 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
 
 
 def solve_triangular(
-    a: TileTensor, b: TileTensor, /, *, lower: bool = True, trans: bool = False,
+    a: TileTensor,
+    b: TileTensor,
+    /,
+    *,
+    lower: bool = True,
+    trans: bool = False,
     unit_diagonal: bool = False,
 ) -> TileTensor:
     """Solve op(a) @ x = b for x with a triangular (``op`` transposes when ``trans``).
@@ -225,7 +234,8 @@ def solve_triangular(
 
     >>> import numtile as nt, numpy as np
     >>> L = nt.from_numpy(np.array([[2.0, 0.0], [1.0, 4.0]]), tile_shape=(1, 1))
-    >>> nt.linalg.solve_triangular(L, nt.from_numpy(np.array([2.0, 9.0]), tile_shape=1)).to_numpy().tolist()
+    >>> b = nt.from_numpy(np.array([2.0, 9.0]), tile_shape=1)
+    >>> nt.linalg.solve_triangular(L, b).to_numpy().tolist()
     [1.0, 2.0]
     """
     (a, b), dtype = _float_operands("solve_triangular", a, b)
@@ -256,13 +266,16 @@ def solve_triangular(
         for step, k in enumerate(order):
             xk = x.tile((k, c))
             runtime.submit(
-                trsm, [(a.tile((k, k)), R), (xk, RW)], (True, lower, trans, unit_diagonal, 1.0),
+                trsm,
+                [(a.tile((k, k)), R), (xk, RW)],
+                (True, lower, trans, unit_diagonal, 1.0),
                 priority=2,
             )
             for i in list(order)[step + 1 :]:
                 aik, transposed = a_tile(i, k)
                 runtime.submit(
-                    gemm, [(aik, R), (xk, R), (x.tile((i, c)), RW)],
+                    gemm,
+                    [(aik, R), (xk, R), (x.tile((i, c)), RW)],
                     (transposed, False, -1.0, 1.0),
                 )
     return reshape(x, (x.shape[0],)) if vector else x
@@ -273,7 +286,8 @@ def solve(a: TileTensor, b: TileTensor, /) -> TileTensor:
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.array([[4.0, 2.0], [2.0, 5.0]]), tile_shape=(1, 1))
-    >>> np.round(nt.linalg.solve(a, nt.from_numpy(np.array([6.0, 7.0]), tile_shape=1)).to_numpy(), 12).tolist()
+    >>> b = nt.from_numpy(np.array([6.0, 7.0]), tile_shape=1)
+    >>> np.round(nt.linalg.solve(a, b).to_numpy(), 12).tolist()
     [1.0, 1.0]
     """
     factor = cholesky(a)
@@ -296,10 +310,16 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
 
     if ord == 1:
         column = tensor_sum(absolute(x), axis=-2, keepdims=True)
-        return tensor_max(column, axis=-1, keepdims=True) if keepdims else reshape(
-            tensor_max(column, axis=-1), x.shape[:-2])
+        return (
+            tensor_max(column, axis=-1, keepdims=True)
+            if keepdims
+            else reshape(tensor_max(column, axis=-1), x.shape[:-2])
+        )
     if ord in (np.inf, "inf"):
         row = tensor_sum(absolute(x), axis=-1, keepdims=True)
-        return tensor_max(row, axis=-2, keepdims=True) if keepdims else reshape(
-            tensor_max(row, axis=-2), x.shape[:-2])
+        return (
+            tensor_max(row, axis=-2, keepdims=True)
+            if keepdims
+            else reshape(tensor_max(row, axis=-2), x.shape[:-2])
+        )
     raise ValueError(f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1 or inf")

@@ -113,12 +113,11 @@ def permute_dims(x: TileTensor, axes) -> TileTensor:
     >>> nt.zeros((2, 3, 4), tile_shape=(1, 2, 3)).permute_dims((2, 0, 1)).tile_shape
     (3, 1, 2)
     """
-    axes = tuple(operator.index(a) % max(x.ndim, 1) for a in axes)
+    given = tuple(operator.index(a) for a in axes)
+    axes = tuple(a % x.ndim if -x.ndim <= a < x.ndim else a for a in given)
     if sorted(axes) != list(range(x.ndim)):
-        raise ValueError(f"axes {axes} is not a permutation of the {x.ndim} axes of {x.shape}")
-    layout = Layout(
-        tuple(x.shape[a] for a in axes), tuple(x.tile_shape[a] for a in axes)
-    )
+        raise ValueError(f"axes {given} is not a permutation of the {x.ndim} axes of {x.shape}")
+    layout = Layout(tuple(x.shape[a] for a in axes), tuple(x.tile_shape[a] for a in axes))
     out = TileTensor(layout, x.dtype)
     axis_map = [None] * x.ndim
     for k, a in enumerate(axes):
@@ -172,12 +171,10 @@ def _axis_groups(old, new):
 
 def _chunk_starts(dims, tiles) -> list[int] | None:
     """Flat starts of the tiles of a group of axes, or None if some tile is not contiguous."""
-    split = next((a for a in range(len(dims)) if tiles[a] < dims[a]), None)
-    if split is not None:
-        if any(tiles[a] != 1 and dims[a] != 1 for a in range(split)):
-            return None
-        if any(tiles[a] < dims[a] for a in range(split + 1, len(dims))):
-            return None
+    # contiguous iff: axes after the last cut axis are whole, axes before it have tiles of 1
+    split = max((a for a in range(len(dims)) if tiles[a] < dims[a]), default=None)
+    if split is not None and any(tiles[a] != 1 and dims[a] != 1 for a in range(split)):
+        return None
     starts = []
     strides = _c_strides(dims)
     grids = [range(0, d, t) for d, t in zip(dims, tiles)]
@@ -313,7 +310,9 @@ def getitem(x: TileTensor, key) -> TileTensor:
         else:
             position = operator.index(k)
             if not -dim <= position < dim:
-                raise IndexError(f"index {position} is out of bounds for axis {src_axis} with size {dim}")
+                raise IndexError(
+                    f"index {position} is out of bounds for axis {src_axis} with size {dim}"
+                )
             axis_map.append(position % dim)
             aligned = False
         src_axis += 1
@@ -341,6 +340,9 @@ def expand_dims(x: TileTensor, axis: int = 0) -> TileTensor:
 def squeeze(x: TileTensor, axis) -> TileTensor:
     """Remove the length-1 axes named by ``axis``."""
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    for a in axes:
+        if not -x.ndim <= a < x.ndim:
+            raise ValueError(f"axis {a} is out of range for a tensor of shape {x.shape}")
     axes = tuple(a % x.ndim for a in axes)
     for a in axes:
         if x.shape[a] != 1:

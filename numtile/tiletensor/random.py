@@ -60,10 +60,20 @@ def _generate(shape, distribution, a, b, seed_value, dtype, tile_shape) -> TileT
     for axis in range(layout.ndim - 2, -1, -1):
         global_strides[axis] = global_strides[axis + 1] * layout.shape[axis + 1]
     runtime = get_runtime()
+    high = dtype.type(b)
+    upper = float(np.nextafter(high, dtype.type(a)) if high > a else high)
     for index, handle in zip(layout.indices(), out.handles):
         start = np.array([st[i] for st, i in zip(layout.starts, index)], np.int64)
-        args = (np.array(handle.shape, np.int64), start, global_strides, key, distribution,
-                float(a), float(b))
+        args = (
+            np.array(handle.shape, np.int64),
+            start,
+            global_strides,
+            key,
+            distribution,
+            float(a),
+            float(b),
+            upper if distribution == ops_cpu.UNIFORM else np.inf,
+        )
         runtime.submit(codelets.random, [(handle, Access.W)], args)
     return out
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import math
 import operator
 
@@ -27,9 +26,9 @@ def _normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     out = []
     for a in axes:
         a = operator.index(a)
-        if not -ndim <= a < builtins.max(ndim, 1):
+        if not -ndim <= a < ndim:
             raise ValueError(f"axis {a} is out of bounds for a tensor with {ndim} axes")
-        out.append(a % builtins.max(ndim, 1))
+        out.append(a % ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"repeated axis in {axis}")
     return tuple(sorted(out))
@@ -50,7 +49,6 @@ def _identity(op: str, dtype: np.dtype):
 
 def _tile_plan(tile_shape, axes):
     """Kernel arguments (move_axes, pre, n, post) reducing ``axes`` of a tile."""
-    ndim = len(tile_shape)
     contiguous = all(b == a + 1 for a, b in zip(axes, axes[1:]))
     if contiguous and axes:
         first, last = axes[0], axes[-1]
