@@ -2,7 +2,8 @@
 
 Each field of ``Config`` names its variable; the README's Configuration table lists them
 all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
-``NUMTILE_SWITCH_INTERVAL``, ``NUMTILE_GC_THRESHOLD``, ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``.
+``NUMTILE_SWITCH_INTERVAL``, ``NUMTILE_GC_THRESHOLD``, ``NUMTILE_POOL_BYTES``,
+``NUMTILE_TILE``, ``NUMTILE_TILE_1D``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Config:
         default_factory=lambda: _env_float("NUMTILE_SWITCH_INTERVAL", 0.0002)
     )
     gc_threshold: int = field(default_factory=lambda: _env_int("NUMTILE_GC_THRESHOLD", 20000))
+    pool_bytes: int = field(default_factory=lambda: _env_int("NUMTILE_POOL_BYTES", 1 << 30))
     tile: int = field(default_factory=lambda: _env_int("NUMTILE_TILE", 1024))
     tile_1d: int = field(default_factory=lambda: _env_int("NUMTILE_TILE_1D", 1 << 20))
 

@@ -21,6 +21,7 @@ from numtile.runtime.trace import Tracer
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 DONE, FAILED = TaskState.DONE, TaskState.FAILED
+_NO_HANDLES: list = []  # shared, never mutated: the handles of a finished task
 _EMPTY: list = []  # shared, never mutated: accumulate lists of a handle not accumulating
 _PRUNE_READERS = 64  # drop finished readers of a handle once this many pile up
 
@@ -262,6 +263,10 @@ class Runtime:
             codelet.total_flops += codelet.flops(*[h.shape for h in task.handles], *task.args)
         if self.tracer is not None:
             self.tracer.record(task)
+        # a finished task lives on as its handles' last writer or reader: drop its
+        # references to the handles (no cycle, so dead tiles are freed and recycled at once)
+        task.handles = _NO_HANDLES
+        task.args = ()
         for succ in ready:
             if self.closed:  # nothing runs any more: cancel what became ready
                 succ.end = succ.start

@@ -10,6 +10,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from numtile.config import Config
+from numtile.runtime.memory import BufferPool, sole_owner
+
+
+def _env_bytes() -> int:
+    return Config.defaults().pool_bytes
+
+
 if TYPE_CHECKING:
     from numtile.runtime.task import Task
 
@@ -29,6 +37,7 @@ class InvalidatedError(RuntimeError):
 
 
 _handle_ids = itertools.count()
+POOL = BufferPool(_env_bytes())
 _NONE: list = []  # shared empty list, only ever replaced, never appended to
 
 
@@ -92,7 +101,7 @@ class DataHandle:
                 self.states[node] = ReplicaState.MODIFIED
             return data
         if data is None:
-            data = np.empty(self.shape, self.dtype)
+            data = POOL.allocate(self.shape, self.dtype)
             self.replicas[node] = data
             if reads and any(s is not ReplicaState.INVALID for s in self.states.values()):
                 source = next(n for n, s in self.states.items() if s is not ReplicaState.INVALID)
@@ -111,8 +120,21 @@ class DataHandle:
 
     def drop_replicas(self) -> None:
         """Forget every replica (after ``invalidate``): memory is released, nothing written back."""
+        self._recycle()
         self.replicas.clear()
         self.states.clear()
+
+    def _recycle(self) -> None:
+        data = self.replicas.get(HOST)
+        # held by the dict and the local name only: nobody else can see the buffer again
+        if data is not None and sole_owner(data, holders=2):
+            POOL.release(data)
+
+    def __del__(self) -> None:
+        try:
+            self._recycle()
+        except Exception:  # never raise from a finaliser (e.g. at interpreter exit)
+            pass
 
     def __repr__(self) -> str:
         return f"DataHandle(#{self.id}, shape={self.shape}, dtype={self.dtype})"

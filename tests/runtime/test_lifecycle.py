@@ -77,12 +77,12 @@ def test_dmda_persists_performance_models(tmp_path):
     rt = Runtime(Config(ncpu=2, scheduler="dmda", cache_dir=str(tmp_path)))
     work = Codelet("test_modelled", cpu=lambda x: time.sleep(0.001))
     h = DataHandle((5, 2), np.float32, np.zeros((5, 2), np.float32))
-    task = None
-    for _ in range(4):
-        task = rt.submit(work, [(h, RW)])
+    task = rt.submit(work, [(h, RW)])
+    key = footprint(task)  # (before it runs: a finished task forgets its tiles)
+    for _ in range(3):
+        rt.submit(work, [(h, RW)])
     rt.wait_all()
     rt.shutdown()
-    key = footprint(task)
     assert "5x2" in key and "test_modelled" in key
     reloaded = Runtime(Config(ncpu=1, scheduler="dmda", cache_dir=str(tmp_path)))
     estimate = reloaded.models.estimate(key)
