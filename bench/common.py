@@ -21,13 +21,13 @@ def median_time(fn: Callable[[], object], repeat: int, warmup: int = 1) -> float
 
 def print_table(rows: list[dict]) -> None:
     """Rows of {case, impl, seconds, rate, ratio} as an aligned text table."""
-    header = f"{'case':<34}{'implementation':<34}{'median s':>11}{'rate':>16}{'numtile/peer':>14}"
+    header = f"{'case':<40}{'implementation':<34}{'median s':>11}{'rate':>16}{'numtile/peer':>14}"
     print(header)
     print("-" * len(header))
     for row in rows:
         ratio = row.get("ratio")
         ratio_text = f"{ratio:>14.2f}" if ratio is not None else f"{'':>14}"
         print(
-            f"{row['case']:<34}{row['impl']:<34}{row['seconds']:>11.4f}{row.get('rate', ''):>16}"
+            f"{row['case']:<40}{row['impl']:<34}{row['seconds']:>11.4f}{row.get('rate', ''):>16}"
             f"{ratio_text}"
         )

@@ -8,6 +8,8 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   tiny tasks: x + 1 over 20,000 one-element tiles vs Dask threaded, bare ThreadPoolExecutor
                                                                            [>= 40,000 tasks/s]
   gelu float32 (64M)                vs one @njit(parallel=True) call       [<= 1.2]
+  start-up: a fresh interpreter doing a matmul and a few elementwise ops, with an empty
+  Numba cache (cold) and again (warm)                                      [< 20 s, < 2 s]
 
 Usage: python bench/compare_linalg.py [--quick] [--repeat N] [--cases matmul,cholesky,...]
 """
@@ -40,8 +42,9 @@ def bench_matmul(n: int, tile: int, repeat: int) -> list[dict]:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
-    ta = nt.from_numpy(a, tile_shape=(tile, tile))
-    tb = nt.from_numpy(b, tile_shape=(tile, tile))
+    ta = nt.from_numpy(a, tile_shape=None if tile is None else (tile, tile))
+    tb = nt.from_numpy(b, tile_shape=None if tile is None else (tile, tile))
+    tile = ta.tile_shape[0]
     flops = 2.0 * n**3
     with threadpool_limits(CORES):
         t_numpy = median_time(lambda: a @ b, repeat)
@@ -76,7 +79,8 @@ def bench_cholesky(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> li
     import scipy.linalg
 
     a = _spd(n)
-    ta = nt.from_numpy(a, tile_shape=(tile, tile))
+    ta = nt.from_numpy(a, tile_shape=None if tile is None else (tile, tile))
+    tile = ta.tile_shape[0]
     flops = n**3 / 3.0
     with threadpool_limits(CORES):
         t_scipy = median_time(lambda: scipy.linalg.cholesky(a, lower=True), repeat)
@@ -205,11 +209,41 @@ def bench_gelu(size: int, repeat: int) -> list[dict]:
     ]
 
 
+STARTUP_SCRIPT = """
+import numpy as np
+import numtile as nt
+a = nt.from_numpy(np.ones((300, 200), np.float32), tile_shape=(128, 128))
+b = nt.from_numpy(np.ones((200, 100), np.float32), tile_shape=(128, 128))
+c = nt.tanh(a @ b) * 2.0 + 1.0
+assert float(nt.sum(c).item()) > 0
+"""
+
+
+def bench_startup() -> list[dict]:
+    import subprocess
+    import tempfile
+    import time
+
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache, NUMTILE_CACHE_DIR=cache)
+        for label in ("cold (empty Numba cache)", "warm (cached kernels)"):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", STARTUP_SCRIPT], env=env, check=True)
+            rows.append({"case": "start-up: matmul + 3 elementwise ops", "impl": label,
+                         "seconds": time.perf_counter() - start, "rate": ""})
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import numpy, scipy.linalg"], check=True)
+    rows.append({"case": "start-up: matmul + 3 elementwise ops", "impl": "import numpy, scipy",
+                 "seconds": time.perf_counter() - start, "rate": ""})
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cases", default="matmul,cholesky,tiny,gelu")
+    parser.add_argument("--cases", default="matmul,cholesky,tiny,gelu,startup")
     parser.add_argument("--matmul-tile", type=int, default=None)
     parser.add_argument("--cholesky-tile", type=int, default=None)
     args = parser.parse_args(argv)
@@ -223,16 +257,18 @@ def main(argv=None) -> int:
     rows = []
     if "matmul" in cases:
         n = 512 if quick else 4096
-        rows += bench_matmul(n, args.matmul_tile or (256 if quick else 2048), args.repeat)
+        rows += bench_matmul(n, args.matmul_tile or (256 if quick else None), args.repeat)
     if "cholesky" in cases:
         n = 512 if quick else 8192
-        tile = args.cholesky_tile or (128 if quick else 1024)
+        tile = args.cholesky_tile or (128 if quick else None)
         chunks = [128, 256] if quick else [1024, 2048, 4096]
         rows += bench_cholesky(n, tile, args.repeat, chunks)
     if "tiny" in cases:
         rows += bench_tiny_tasks(2000 if quick else 20000, args.repeat)
     if "gelu" in cases:
         rows += bench_gelu((1 << 20) if quick else (64 << 20), args.repeat)
+    if "startup" in cases:
+        rows += bench_startup()
     print_table(rows)
     return 0
 

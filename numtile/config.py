@@ -2,7 +2,7 @@
 
 Each field of ``Config`` names its variable; the README's Configuration table lists them
 all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
-``NUMTILE_SWITCH_INTERVAL``, ``NUMTILE_GC_THRESHOLD``, ``NUMTILE_POOL_BYTES``,
+``NUMTILE_GC_THRESHOLD``, ``NUMTILE_POOL_BYTES``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``.
 """
 
@@ -50,9 +50,6 @@ class Config:
     scheduler: str = field(default_factory=lambda: os.environ.get("NUMTILE_SCHEDULER", "eager"))
     cache_dir: str = field(
         default_factory=lambda: os.environ.get("NUMTILE_CACHE_DIR") or _default_cache_dir()
-    )
-    switch_interval: float = field(
-        default_factory=lambda: _env_float("NUMTILE_SWITCH_INTERVAL", 0.0002)
     )
     gc_threshold: int = field(default_factory=lambda: _env_int("NUMTILE_GC_THRESHOLD", 20000))
     pool_bytes: int = field(default_factory=lambda: _env_int("NUMTILE_POOL_BYTES", 1 << 30))

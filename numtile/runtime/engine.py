@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -66,7 +65,6 @@ class Runtime:
         self.started_at = time.perf_counter()
         self.closed = False
         self._blas_limit = limit_kernel_blas_threads(1)
-        self._old_switch = sys.getswitchinterval()
         # every task and tile is a few container objects that live until the task is done:
         # with CPython's default gen-0 threshold (700) the collector would re-scan them
         # over and over, tripling the cost of tiny tasks
@@ -75,7 +73,6 @@ class Runtime:
             gc.set_threshold(self.config.gc_threshold, *self._old_gc[1:])
         self._workers: list[threading.Thread] = []
         if not self.scheduler.inline:
-            sys.setswitchinterval(self.config.switch_interval)
             for worker in range(self.ncpu):
                 thread = threading.Thread(
                     target=self._worker_loop,
@@ -358,8 +355,6 @@ class Runtime:
             thread.join(timeout=5.0)
         self._workers = []
         self._blas_limit.restore_original_limits()
-        if not self.scheduler.inline:
-            sys.setswitchinterval(self._old_switch)
         gc.set_threshold(*self._old_gc)
         self.models.save()
 

@@ -38,6 +38,7 @@ class InvalidatedError(RuntimeError):
 
 _handle_ids = itertools.count()
 POOL = BufferPool(_env_bytes())
+POOL_MIN_BYTES = 1 << 17  # smaller tiles come from malloc's heap: no page faults to save
 _NONE: list = []  # shared empty list, only ever replaced, never appended to
 
 
@@ -101,7 +102,10 @@ class DataHandle:
                 self.states[node] = ReplicaState.MODIFIED
             return data
         if data is None:
-            data = POOL.allocate(self.shape, self.dtype)
+            if self.nbytes >= POOL_MIN_BYTES:
+                data = POOL.allocate(self.shape, self.dtype)
+            else:
+                data = np.empty(self.shape, self.dtype)
             self.replicas[node] = data
             if reads and any(s is not ReplicaState.INVALID for s in self.states.values()):
                 source = next(n for n, s in self.states.items() if s is not ReplicaState.INVALID)
@@ -125,6 +129,8 @@ class DataHandle:
         self.states.clear()
 
     def _recycle(self) -> None:
+        if self.nbytes < POOL_MIN_BYTES:
+            return
         data = self.replicas.get(HOST)
         # held by the dict and the local name only: nobody else can see the buffer again
         if data is not None and sole_owner(data, holders=2):

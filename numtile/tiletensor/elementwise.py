@@ -178,16 +178,19 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
         scalar_array = np.full(1, scalar, dtype)
         out = TileTensor(tensor.layout, out_dtype)
         codelet = codelets.compare_scalar if compare else codelets.binary_scalar
+        args_by_shape = {}  # tiles of one shape share their kernel arguments
         for src, dst in zip(tensor.handles, out.handles):
             shape = src.shape
-            args = (
-                scalar_array,
-                op,
-                _strides(shape, shape),
-                _strides((1,) * len(shape), shape),
-                _shape_array(shape),
-                x_scalar,
-            )
+            args = args_by_shape.get(shape)
+            if args is None:
+                args = args_by_shape[shape] = (
+                    scalar_array,
+                    op,
+                    _strides(shape, shape),
+                    _strides((1,) * len(shape), shape),
+                    _shape_array(shape),
+                    x_scalar,
+                )
             runtime.submit(codelet, [(src, R), (dst, W)], args)
         return out
     if x.dtype != dtype:
