@@ -34,7 +34,9 @@ def _runs(src: Layout, axis: int, first: int, count: int, start: int, step: int)
     while p < end:
         q = start + p * step
         t = q // tile
-        if step > 0:
+        if step == 0:  # broadcast: every position reads the same element
+            n = end - p
+        elif step > 0:
             n = -(-((t + 1) * tile - q) // step)
         else:
             n = (q - t * tile) // (-step) + 1
@@ -104,6 +106,34 @@ def retile(x: TileTensor, tile_shape) -> TileTensor:
         return x
     out = TileTensor(layout, x.dtype)
     return _copy_regions(x, out, [(axis, 0, 1) for axis in range(x.ndim)])
+
+
+def broadcast_to(x: TileTensor, shape, tile_shape=None) -> TileTensor:
+    """``x`` repeated along its length-1 axes (and new leading axes) to ``shape``.
+
+    >>> import numtile as nt
+    >>> nt.broadcast_to(nt.arange(3, tile_shape=2), (2, 3)).to_numpy().tolist()
+    [[0, 1, 2], [0, 1, 2]]
+    """
+    shape = tuple(shape)
+    try:
+        if np.broadcast_shapes(x.shape, shape) != shape:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to {shape}") from None
+    if x.ndim < len(shape):
+        x = reshape(x, (1,) * (len(shape) - x.ndim) + x.shape)
+    if tile_shape is None:
+        tile_shape = tuple(
+            t if s == n else min(n, 1024) for s, n, t in zip(x.shape, shape, x.tile_shape)
+        )
+    if shape == x.shape and tuple(tile_shape) == x.tile_shape:
+        return x
+    out = TileTensor(Layout(shape, tile_shape), x.dtype)
+    axis_map = [
+        (k, 0, 0 if s == 1 and n != 1 else 1) for k, (s, n) in enumerate(zip(x.shape, shape))
+    ]
+    return _copy_regions(x, out, axis_map)
 
 
 def permute_dims(x: TileTensor, axes) -> TileTensor:

@@ -25,7 +25,7 @@ class TileTensor:
     [[1.0, 3.0, 5.0], [7.0, 9.0, 11.0]]
     """
 
-    __slots__ = ("layout", "dtype", "handles", "__weakref__")
+    __slots__ = ("layout", "dtype", "handles", "requires_grad", "grad", "_node", "__weakref__")
     __array_priority__ = 100  # so ``ndarray op TileTensor`` defers to TileTensor
 
     def __init__(self, layout: Layout, dtype, handles: Sequence[DataHandle] | None = None):
@@ -36,6 +36,9 @@ class TileTensor:
             handles = [DataHandle(shape, dtype) for shape in layout.tile_shapes()]
         assert len(handles) == layout.ntiles
         self.handles = list(handles)
+        self.requires_grad = False
+        self.grad: TileTensor | None = None
+        self._node = None  # the autograd node that produced this tensor, if recorded
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -141,28 +144,28 @@ class TileTensor:
     # -- operators and methods (the functions live in their own modules) ------------------
 
     def __add__(self, other):
-        return _ew.add(self, other)
+        return _ad.add(self, other)
 
     def __radd__(self, other):
-        return _ew.add(other, self)
+        return _ad.add(other, self)
 
     def __sub__(self, other):
-        return _ew.subtract(self, other)
+        return _ad.subtract(self, other)
 
     def __rsub__(self, other):
-        return _ew.subtract(other, self)
+        return _ad.subtract(other, self)
 
     def __mul__(self, other):
-        return _ew.multiply(self, other)
+        return _ad.multiply(self, other)
 
     def __rmul__(self, other):
-        return _ew.multiply(other, self)
+        return _ad.multiply(other, self)
 
     def __truediv__(self, other):
-        return _ew.divide(self, other)
+        return _ad.divide(self, other)
 
     def __rtruediv__(self, other):
-        return _ew.divide(other, self)
+        return _ad.divide(other, self)
 
     def __floordiv__(self, other):
         return _ew.floor_divide(self, other)
@@ -177,19 +180,19 @@ class TileTensor:
         return _ew.remainder(other, self)
 
     def __pow__(self, other):
-        return _ew.pow(self, other)
+        return _ad.pow(self, other)
 
     def __rpow__(self, other):
         return _ew.pow(other, self)
 
     def __matmul__(self, other):
-        return _linalg.matmul(self, other)
+        return _ad.matmul(self, other)
 
     def __rmatmul__(self, other):
-        return _linalg.matmul(other, self)
+        return _ad.matmul(other, self)
 
     def __neg__(self):
-        return _ew.negative(self)
+        return _ad.negative(self)
 
     def __pos__(self):
         return self
@@ -224,38 +227,67 @@ class TileTensor:
     __hash__ = None  # type: ignore[assignment]  (== is elementwise)
 
     def __getitem__(self, key):
+        if self.requires_grad and _tape.is_grad_enabled():
+            raise NotImplementedError(
+                "indexing is not differentiable yet; index x.detach() or use nt.no_grad()"
+            )
         return _manip.getitem(self, key)
 
     def astype(self, dtype, copy: bool = True) -> TileTensor:
-        return _ew.astype(self, dtype, copy)
+        return _ad.astype(self, dtype, copy)
 
     def retile(self, tile_shape) -> TileTensor:
         return _manip.retile(self, tile_shape)
 
     def reshape(self, *shape) -> TileTensor:
-        return _manip.reshape(self, shape[0] if len(shape) == 1 else shape)
+        return _ad.reshape(self, shape[0] if len(shape) == 1 else shape)
 
     def transpose(self, *axes) -> TileTensor:
-        return _manip.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+        return _ad.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
 
     def permute_dims(self, axes) -> TileTensor:
-        return _manip.permute_dims(self, axes)
+        return _ad.permute_dims(self, axes)
 
     @property
     def T(self) -> TileTensor:
         if self.ndim != 2:
             raise ValueError(f".T needs a 2-d tensor (array API), got shape {self.shape}")
-        return _manip.transpose(self)
+        return _ad.transpose(self)
 
     @property
     def mT(self) -> TileTensor:
-        return _manip.matrix_transpose(self)
+        return _ad.matrix_transpose(self)
 
     def sum(self, axis=None, keepdims: bool = False, dtype=None) -> TileTensor:
-        return _red.sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+        return _ad.sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
 
     def mean(self, axis=None, keepdims: bool = False) -> TileTensor:
-        return _red.mean(self, axis=axis, keepdims=keepdims)
+        return _ad.mean(self, axis=axis, keepdims=keepdims)
+
+    # -- autograd -----------------------------------------------------------------------------
+
+    def requires_grad_(self, requires_grad: bool = True) -> TileTensor:
+        """Mark this tensor as a leaf whose gradient ``backward`` accumulates in ``.grad``."""
+        if requires_grad and self.dtype.kind != "f":
+            raise TypeError(f"only floating tensors can require gradients, not {self.dtype}")
+        self.requires_grad = requires_grad
+        return self
+
+    def backward(self, grad: TileTensor | None = None) -> None:
+        """Accumulate the gradient of this tensor into every leaf that requires one.
+
+        >>> import numtile as nt
+        >>> w = nt.full((3,), 2.0).requires_grad_()
+        >>> (w * w).sum().backward(); w.grad.to_numpy().tolist()
+        [4.0, 4.0, 4.0]
+        """
+        from numtile.autograd.tape import backward
+
+        backward(self, grad)
+
+    def detach(self) -> TileTensor:
+        """The same tiles, cut from the autograd graph."""
+        return TileTensor(self.layout, self.dtype, self.handles)
 
     def max(self, axis=None, keepdims: bool = False) -> TileTensor:
         return _red.max(self, axis=axis, keepdims=keepdims)
@@ -267,7 +299,8 @@ class TileTensor:
         return _red.prod(self, axis=axis, keepdims=keepdims, dtype=dtype)
 
 
-from numtile.tiletensor import elementwise as _ew  # noqa: E402  (they import TileTensor)
-from numtile.tiletensor import linalg as _linalg  # noqa: E402
+from numtile.autograd import functions as _ad  # noqa: E402  (they import TileTensor)
+from numtile.autograd import tape as _tape  # noqa: E402
+from numtile.tiletensor import elementwise as _ew  # noqa: E402
 from numtile.tiletensor import manipulation as _manip  # noqa: E402
 from numtile.tiletensor import reduction as _red  # noqa: E402

@@ -26,7 +26,9 @@ def test_info_warmup_compiles_kernels(capsys):
 
 def test_console_script_runs_as_a_module():
     result = subprocess.run(
-        [sys.executable, "-m", "numtile.cli.main", "info"], capture_output=True, text=True,
+        [sys.executable, "-m", "numtile.cli.main", "info"],
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr

@@ -1,0 +1,165 @@
+"""Reverse-mode autograd on a tape: ``Function`` nodes whose forward and backward submit tiles.
+
+Each differentiable op is a ``Function`` with ``forward(ctx, ...)`` and
+``backward(ctx, grad_out)``; ``apply`` runs the forward without recording and, when an
+input requires a gradient, hangs a ``Node`` on the output. ``backward`` walks the nodes
+in reverse topological order, sums gradients, accumulates into leaves' ``.grad``, and
+drops each node's saved tensors as soon as its backward has been submitted, so their
+tiles are freed while the rest of the backward runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from numtile.tiletensor.tensor import TileTensor
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+@contextlib.contextmanager
+def no_grad() -> Iterator[None]:
+    """Inside the block no op is recorded for backward (inference, optimizer steps).
+
+    >>> import numtile as nt
+    >>> w = nt.ones((2,)).requires_grad_()
+    >>> with nt.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
+    previous = is_grad_enabled()
+    _state.enabled = False
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+@contextlib.contextmanager
+def enable_grad() -> Iterator[None]:
+    previous = is_grad_enabled()
+    _state.enabled = True
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+class Context:
+    """What a forward keeps for its backward (``save_for_backward`` / ``saved``)."""
+
+    __slots__ = ("saved", "__dict__")
+
+    def __init__(self) -> None:
+        self.saved: tuple = ()
+
+    def save_for_backward(self, *tensors) -> None:
+        self.saved = tensors
+
+
+class Node:
+    """One recorded op: its function, context and inputs."""
+
+    __slots__ = ("function", "ctx", "inputs")
+
+    def __init__(self, function: type[Function], ctx: Context, inputs: tuple) -> None:
+        self.function = function
+        self.ctx = ctx
+        self.inputs = inputs
+
+
+def needs_grad(*values) -> bool:
+    return is_grad_enabled() and any(isinstance(v, TileTensor) and v.requires_grad for v in values)
+
+
+class Function:
+    """A differentiable op: subclass with static ``forward`` and ``backward``.
+
+    ``backward`` returns one gradient (or None) per positional input of ``forward``.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, *inputs, **kwargs) -> TileTensor:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Context, grad: TileTensor) -> tuple:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs, **kwargs) -> TileTensor:
+        ctx = Context()
+        record = needs_grad(*inputs)
+        with no_grad():
+            out = cls.forward(ctx, *inputs, **kwargs)
+        if record:
+            out.requires_grad = True
+            out._node = Node(cls, ctx, inputs)
+        return out
+
+
+def _topological_order(root: TileTensor) -> list[TileTensor]:
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        tensor, expanded = stack.pop()
+        if expanded:
+            order.append(tensor)
+            continue
+        if id(tensor) in seen or tensor._node is None:
+            continue
+        seen.add(id(tensor))
+        stack.append((tensor, True))
+        for value in tensor._node.inputs:
+            if isinstance(value, TileTensor) and value._node is not None:
+                stack.append((value, False))
+    return order
+
+
+def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
+    """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` that requires a gradient."""
+    from numtile.autograd.functions import accumulate_grad, add
+    from numtile.tiletensor.creation import ones_like
+
+    if not root.requires_grad:
+        raise RuntimeError("backward() on a tensor that does not require grad")
+    if grad is None:
+        if root.size != 1:
+            raise ValueError(
+                f"backward() needs a gradient for a tensor of shape {root.shape}; "
+                f"only a single-element output gets an implicit 1"
+            )
+        grad = ones_like(root)
+    if root._node is None:
+        accumulate_grad(root, grad)
+        return
+    grads: dict[int, TileTensor] = {id(root): grad}
+    with no_grad():
+        for tensor in reversed(_topological_order(root)):
+            g = grads.pop(id(tensor), None)
+            node = tensor._node
+            tensor._node = None  # the graph is consumed (no retain_graph)
+            if g is None:
+                continue
+            input_grads = node.function.backward(node.ctx, g)
+            if not isinstance(input_grads, tuple):
+                input_grads = (input_grads,)
+            node.ctx = None  # saved activations are released here, tiles recycled
+            for value, value_grad in zip(node.inputs, input_grads):
+                if value_grad is None or not isinstance(value, TileTensor):
+                    continue
+                if not value.requires_grad:
+                    continue
+                if value._node is None:
+                    accumulate_grad(value, value_grad)
+                elif id(value) in grads:
+                    grads[id(value)] = add(grads[id(value)], value_grad)
+                else:
+                    grads[id(value)] = value_grad

@@ -1,0 +1,14 @@
+"""Checkpoints (HDF5), token datasets (uint16 streams) and preparing them from text."""
+
+from numtile.io.checkpoint import checkpoint_info, load_checkpoint, save_checkpoint
+from numtile.io.data import TokenDataset
+from numtile.io.prepare import prepare, stdlib_corpus
+
+__all__ = [
+    "TokenDataset",
+    "checkpoint_info",
+    "load_checkpoint",
+    "prepare",
+    "save_checkpoint",
+    "stdlib_corpus",
+]

@@ -1,0 +1,322 @@
+"""HDF5 checkpoints of named TileTensors, written and read one tile at a time.
+
+On disk a checkpoint is one HDF5 file that plain h5py reads:
+
+- root attributes ``format = "numtile-checkpoint"`` and ``format_version = 1``, and one
+  attribute per entry of ``attrs`` (step, model config, RNG and data-sampler state, ...),
+  each stored as JSON text;
+- one dataset per tensor, at the tensor's name: ``"optimizer/exp_avg/transformer.wte.weight"``
+  is dataset ``transformer.wte.weight`` in group ``exp_avg`` of group ``optimizer``. Its
+  dtype is the tensor's, its HDF5 chunks are the tensor's tiles (clipped to the shape) and
+  its attribute ``tile_shape`` is the tile shape it was saved with.
+
+Reading one without numtile::
+
+    with h5py.File("ckpt.h5", "r") as f:
+        wte = f["model/transformer.wte.weight"][...]      # a NumPy array
+        step = json.loads(f.attrs["step"])
+
+Saving waits for each tile separately and writes its hyperslab, so a tensor is never
+gathered in memory; loading reads each tile into a new tile. A checkpoint is written to a
+temporary file next to ``path`` and renamed onto it once complete and synced, so an
+interruption never leaves a partial file and never damages the checkpoint already there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+
+from numtile.runtime import DataHandle, get_runtime
+from numtile.tiletensor import Layout, TileTensor
+from numtile.tiletensor.dtypes import check_dtype
+
+FORMAT = "numtile-checkpoint"
+FORMAT_VERSION = 1
+_RESERVED = ("format", "format_version")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[str]:
+    """Yield a temporary path next to ``path``; on success sync it and rename it onto ``path``.
+
+    On any exception (``KeyboardInterrupt`` included) the temporary file is removed and
+    ``path`` is left as it was.
+
+    >>> import os, tempfile
+    >>> target = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> with atomic_output(target) as tmp:
+    ...     _ = open(tmp, "w").write("done")
+    >>> open(target).read()
+    'done'
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX only)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    tensors: Mapping[str, TileTensor],
+    attrs: Mapping[str, Any] | None = None,
+) -> None:
+    """Write ``tensors`` (by slash-separated name) and JSON ``attrs`` to the HDF5 file ``path``.
+
+    Each tile is written as soon as the tasks producing it finish; ``path`` is replaced
+    atomically once the whole file is written.
+
+    >>> import os, tempfile, numpy as np, numtile as nt
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.h5")
+    >>> w = nt.from_numpy(np.arange(6.0).reshape(2, 3), tile_shape=(1, 2))
+    >>> save_checkpoint(path, {"model/w": w}, attrs={"step": 10})
+    >>> loaded, attrs = load_checkpoint(path)
+    >>> loaded["model/w"].to_numpy().tolist(), attrs
+    ([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], {'step': 10})
+    """
+    _check_names(tensors)
+    encoded = _encode_attrs(attrs or {})
+    runtime = get_runtime()
+    with atomic_output(path) as tmp, h5py.File(tmp, "w", track_order=True) as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = FORMAT_VERSION
+        for key, text in encoded.items():
+            f.attrs[key] = text
+        for name, tensor in tensors.items():
+            *groups, leaf = name.split("/")
+            parent = f
+            for group in groups:
+                parent = parent.get(group) or parent.create_group(group, track_order=True)
+            chunks = None
+            if tensor.ndim and tensor.size:
+                chunks = tuple(min(t, s) for t, s in zip(tensor.tile_shape, tensor.shape))
+            dataset = parent.create_dataset(
+                leaf, shape=tensor.shape, dtype=tensor.dtype, chunks=chunks
+            )
+            dataset.attrs["tile_shape"] = np.array(tensor.tile_shape, dtype=np.int64)
+            for index, handle in zip(tensor.layout.indices(), tensor.handles):
+                runtime.wait_handles([handle])
+                dataset[_region(tensor.layout, index)] = handle.host_array()
+        f.flush()
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    like: Mapping[str, TileTensor] | None = None,
+    tile_shapes: Mapping[str, tuple] | None = None,
+) -> tuple[dict[str, TileTensor], dict[str, Any]]:
+    """Read the tensors and attributes of checkpoint ``path``, one tile at a time.
+
+    A tensor's tile shape is ``like[name].tile_shape``, else ``tile_shapes[name]``, else the
+    one it was saved with. With ``like``, the names, shapes and dtypes must match it exactly
+    (``ValueError`` otherwise). A missing file raises ``FileNotFoundError``; a file that is
+    not a complete numtile checkpoint of a supported version raises ``ValueError``.
+
+    >>> import os, tempfile, numpy as np, numtile as nt
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.h5")
+    >>> save_checkpoint(path, {"b": nt.zeros((5,), tile_shape=2)})
+    >>> tensors, _ = load_checkpoint(path, tile_shapes={"b": (3,)})
+    >>> tensors["b"].tile_shape
+    (3,)
+    """
+    tile_shapes = dict(tile_shapes or {})
+    with _open(path) as (f, entries, attrs):
+        unknown = sorted(set(tile_shapes) - set(entries))
+        if unknown:
+            raise ValueError(f"tile_shapes names tensors that {path} does not hold: {unknown}")
+        if like is not None:
+            _check_like(path, entries, like)
+            tile_shapes.update((name, tensor.tile_shape) for name, tensor in like.items())
+        names = list(like) if like is not None else list(entries)
+        tensors = {}
+        for name in names:
+            dataset = f[name]
+            shape, dtype = entries[name]["shape"], entries[name]["dtype"]
+            layout = Layout(shape, tile_shapes.get(name, entries[name]["tile_shape"]))
+            handles = [
+                DataHandle(
+                    layout.tile_shape_at(index),
+                    dtype,
+                    np.asarray(dataset[_region(layout, index)], dtype=dtype),
+                )
+                for index in layout.indices()
+            ]
+            tensors[name] = TileTensor(layout, dtype, handles)
+    return tensors, attrs
+
+
+def checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
+    """Names, shapes, dtypes, tile shapes and attributes of checkpoint ``path`` (no tile read).
+
+    >>> import os, tempfile, numtile as nt
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.h5")
+    >>> save_checkpoint(path, {"model/w": nt.ones((4, 4), tile_shape=(2, 4))}, {"step": 3})
+    >>> info = checkpoint_info(path)
+    >>> info["names"], info["shapes"], info["dtypes"], info["attrs"]
+    (['model/w'], {'model/w': (4, 4)}, {'model/w': 'float64'}, {'step': 3})
+    """
+    with _open(path) as (_, entries, attrs):
+        return {
+            "format_version": FORMAT_VERSION,
+            "names": list(entries),
+            "shapes": {name: e["shape"] for name, e in entries.items()},
+            "dtypes": {name: e["dtype"].name for name, e in entries.items()},
+            "tile_shapes": {name: e["tile_shape"] for name, e in entries.items()},
+            "attrs": attrs,
+        }
+
+
+def _region(layout: Layout, index: tuple[int, ...]) -> tuple[slice, ...]:
+    """The slice of the whole array that tile ``index`` covers."""
+    return tuple(slice(a, b) for a, b in layout.tile_bounds(index))
+
+
+def _check_names(tensors: Mapping[str, TileTensor]) -> None:
+    """Reject non-tensors and names that are not distinct HDF5 paths."""
+    groups = set()
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, TileTensor):
+            raise TypeError(
+                f"checkpoint entry {name!r} is a {type(tensor).__name__}, not a TileTensor"
+            )
+        parts = name.split("/") if isinstance(name, str) else [""]
+        if any(part in ("", ".", "..") for part in parts):
+            raise ValueError(
+                f"tensor name {name!r} is not a path like 'model/transformer.wte.weight' "
+                f"(non-empty parts separated by '/')"
+            )
+        groups.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    clashes = sorted(groups & set(tensors))
+    if clashes:
+        raise ValueError(f"tensor names {clashes} are also groups of other tensor names")
+
+
+def _json_default(value):
+    """Let NumPy scalars and arrays (RNG states, configs) go into JSON attributes."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _encode_attrs(attrs: Mapping[str, Any]) -> dict[str, str]:
+    """Each attribute as JSON text, checked before the file is touched."""
+    encoded = {}
+    for key, value in attrs.items():
+        if not isinstance(key, str) or key in _RESERVED:
+            raise ValueError(f"checkpoint attribute name {key!r} is reserved or not a string")
+        try:
+            encoded[key] = json.dumps(value, default=_json_default)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"checkpoint attribute {key!r} is not JSON serialisable: {exc}"
+            ) from None
+    return encoded
+
+
+def _decode_attr(path, key: str, value) -> Any:
+    """One root attribute, stored as JSON text by ``save_checkpoint``."""
+    if not isinstance(value, str):
+        raise _corrupt(path, f"attribute {key!r} is {type(value).__name__}, not JSON text")
+    return json.loads(value)
+
+
+def _corrupt(path, detail: str) -> ValueError:
+    return ValueError(
+        f"{os.fspath(path)} is not a valid numtile checkpoint (corrupt or unsupported): {detail}"
+    )
+
+
+@contextlib.contextmanager
+def _open(path):
+    """Open checkpoint ``path``; yield the file, its tensors' metadata and its decoded attrs.
+
+    HDF5 and JSON errors raised while the file is open become ``ValueError`` naming ``path``.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no checkpoint at {os.fspath(path)}")
+    try:
+        f = h5py.File(path, "r")
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except OSError as exc:
+        raise _corrupt(path, f"not a readable HDF5 file ({exc})") from exc
+    try:
+        with f:
+            fmt = f.attrs.get("format")
+            if fmt != FORMAT:
+                raise _corrupt(path, f"format attribute is {fmt!r}, expected {FORMAT!r}")
+            version = f.attrs.get("format_version")
+            if version != FORMAT_VERSION:
+                raise _corrupt(
+                    path, f"format_version {version!r}; this numtile reads version {FORMAT_VERSION}"
+                )
+            attrs = {k: _decode_attr(path, k, v) for k, v in f.attrs.items() if k not in _RESERVED}
+            entries = {}
+            for name, dataset in _datasets(f):
+                try:
+                    dtype = check_dtype(dataset.dtype)
+                except TypeError as exc:
+                    raise _corrupt(path, f"tensor {name!r}: {exc}") from None
+                stored = dataset.attrs.get("tile_shape")
+                entries[name] = {
+                    "shape": dataset.shape,
+                    "dtype": dtype,
+                    "tile_shape": None if stored is None else tuple(int(t) for t in stored),
+                }
+            yield f, entries, attrs
+    except (OSError, RuntimeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _corrupt(path, f"{type(exc).__name__}: {exc}") from exc
+
+
+def _datasets(group: h5py.Group, prefix: str = "") -> Iterator[tuple[str, h5py.Dataset]]:
+    """Every dataset under ``group`` with its slash path, in the order they were written."""
+    for key, item in group.items():
+        if isinstance(item, h5py.Group):
+            yield from _datasets(item, f"{prefix}{key}/")
+        else:
+            yield f"{prefix}{key}", item
+
+
+def _check_like(path, entries: Mapping[str, dict], like: Mapping[str, TileTensor]) -> None:
+    """Names, then shapes and dtypes, of the checkpoint must match ``like`` exactly."""
+    missing = [name for name in like if name not in entries]
+    unexpected = [name for name in entries if name not in like]
+    if missing or unexpected:
+        raise ValueError(
+            f"checkpoint {os.fspath(path)} does not match the expected tensors: "
+            f"missing from the checkpoint {missing}, unexpected in the checkpoint {unexpected}"
+        )
+    for name, tensor in like.items():
+        stored = entries[name]
+        if stored["shape"] != tensor.shape:
+            raise ValueError(
+                f"tensor {name!r} has shape {stored['shape']} in checkpoint {os.fspath(path)}, "
+                f"but the expected tensor has shape {tensor.shape}"
+            )
+        if stored["dtype"] != tensor.dtype:
+            raise ValueError(
+                f"tensor {name!r} has dtype {stored['dtype'].name} in checkpoint "
+                f"{os.fspath(path)}, but the expected tensor has dtype {tensor.dtype.name}"
+            )
