@@ -202,23 +202,35 @@ UNARY_FUNCTIONS = {
 
 class MatMul(Function):
     @staticmethod
-    def forward(ctx, x, y):
+    def forward(ctx, x, y, transpose_a=False, transpose_b=False):
         if x.ndim < 2 or y.ndim < 2:
             raise ValueError(
                 "matmul with gradients needs operands of at least 2 axes; reshape "
                 f"vectors first (got shapes {x.shape} and {y.shape})"
             )
         ctx.save_for_backward(x, y)
-        return la.matmul(x, y)
+        ctx.flags = (transpose_a, transpose_b)
+        return la.matmul(x, y, transpose_a=transpose_a, transpose_b=transpose_b)
 
     @staticmethod
     def backward(ctx, g):
+        # C = op(A) op(B): dA = g op(B)^T (transposed back if A was), dB likewise; the
+        # transposes are GEMM flags, never copies
         x, y = ctx.saved
+        ta, tb = ctx.flags
         gx = gy = None
         if x.requires_grad:
-            gx = unbroadcast(la.matmul(g, mp.matrix_transpose(y)), x.shape, x.tile_shape)
+            if ta:  # dA = op(B) g^T
+                gx = la.matmul(y, g, transpose_a=tb, transpose_b=True)
+            else:  # dA = g op(B)^T
+                gx = la.matmul(g, y, transpose_b=not tb)
+            gx = unbroadcast(gx, x.shape, x.tile_shape)
         if y.requires_grad:
-            gy = unbroadcast(la.matmul(mp.matrix_transpose(x), g), y.shape, y.tile_shape)
+            if tb:  # dB = g^T op(A)
+                gy = la.matmul(g, x, transpose_a=True, transpose_b=ta)
+            else:  # dB = op(A)^T g
+                gy = la.matmul(x, g, transpose_a=not ta)
+            gy = unbroadcast(gy, y.shape, y.tile_shape)
         return gx, gy
 
 
@@ -287,7 +299,13 @@ add = _binary(Add, ew.add)
 subtract = _binary(Subtract, ew.subtract)
 multiply = _binary(Multiply, ew.multiply)
 divide = _binary(Divide, ew.divide)
-matmul = _binary(MatMul, la.matmul)
+
+
+def matmul(x1, x2, *, transpose_a: bool = False, transpose_b: bool = False):
+    """Matrix product (differentiable); ``transpose_a/b`` read an operand transposed."""
+    if needs_grad(x1, x2):
+        return MatMul.apply(x1, x2, transpose_a=transpose_a, transpose_b=transpose_b)
+    return la.matmul(x1, x2, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
 def power(x, y):

@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from numtile.tiletensor.tensor import TileTensor
+if TYPE_CHECKING:  # tensor.py imports this module: no import cycle at run time
+    from numtile.tiletensor.tensor import TileTensor
 
 _state = threading.local()
 
@@ -76,7 +78,7 @@ class Node:
 
 
 def needs_grad(*values) -> bool:
-    return is_grad_enabled() and any(isinstance(v, TileTensor) and v.requires_grad for v in values)
+    return is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in values)
 
 
 class Function:
@@ -118,7 +120,7 @@ def _topological_order(root: TileTensor) -> list[TileTensor]:
         seen.add(id(tensor))
         stack.append((tensor, True))
         for value in tensor._node.inputs:
-            if isinstance(value, TileTensor) and value._node is not None:
+            if getattr(value, "_node", None) is not None:
                 stack.append((value, False))
     return order
 
@@ -153,9 +155,7 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
                 input_grads = (input_grads,)
             node.ctx = None  # saved activations are released here, tiles recycled
             for value, value_grad in zip(node.inputs, input_grads):
-                if value_grad is None or not isinstance(value, TileTensor):
-                    continue
-                if not value.requires_grad:
+                if value_grad is None or not getattr(value, "requires_grad", False):
                     continue
                 if value._node is None:
                     accumulate_grad(value, value_grad)

@@ -146,3 +146,20 @@ def test_intermediate_tiles_are_released_after_backward():
     gc.collect()
     assert ref() is None  # no node kept the saved activation alive
     assert x.grad is not None
+
+
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_matmul_with_transposed_operands(transpose_a, transpose_b):
+    a_shape = (7, 5) if transpose_a else (5, 7)
+    b_shape = (4, 7) if transpose_b else (7, 4)
+    a, ta = _pair(a_shape, (3, 2), 12)
+    b, tb = _pair(b_shape, (2, 3), 13)
+    out = nt.linalg.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    ref = (ta.T if transpose_a else ta) @ (tb.T if transpose_b else tb)
+    np.testing.assert_allclose(out.to_numpy(), ref.detach().numpy(), rtol=1e-12)
+    weights = np.random.default_rng(14).standard_normal(ref.shape)
+    (out * nt.from_numpy(weights, tile_shape=out.tile_shape)).sum().backward()
+    (ref * torch.tensor(weights)).sum().backward()
+    _check(a, ta)
+    _check(b, tb)
