@@ -1,0 +1,76 @@
+"""Layers built from differentiable tiled ops: ``Linear`` and the GELU ``MLP``."""
+
+from __future__ import annotations
+
+import numtile.autograd.functions as F
+from numtile.nn.module import Module, parameter
+from numtile.tiletensor import random as tt_random
+from numtile.tiletensor.creation import zeros
+from numtile.tiletensor.tensor import TileTensor
+
+
+class Linear(Module):
+    """``y = x @ W + b`` over the last axis of ``x``.
+
+    ``weight_layout="in_out"`` stores W as (in, out) like GPT-2's ``Conv1D``;
+    ``"out_in"`` stores it as (out, in) like ``torch.nn.Linear`` and multiplies by its
+    transpose through a GEMM flag (no copy). ``tile`` is the (in, out) tile of W.
+
+    >>> import numtile as nt
+    >>> layer = Linear(4, 3, tile=(2, 2), seed=0)
+    >>> layer(nt.ones((5, 4), tile_shape=(2, 2))).shape
+    (5, 3)
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        weight_layout: str = "in_out",
+        tile: tuple[int, int] | None = None,
+        dtype="float32",
+        std: float = 0.02,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if weight_layout not in ("in_out", "out_in"):
+            raise ValueError(f"weight_layout must be 'in_out' or 'out_in', got {weight_layout!r}")
+        self.in_features, self.out_features = in_features, out_features
+        self.weight_layout = weight_layout
+        t_in, t_out = tile or (min(in_features, 1024), min(out_features, 1024))
+        shape = (in_features, out_features)
+        tiles = (t_in, t_out)
+        if weight_layout == "out_in":
+            shape, tiles = shape[::-1], tiles[::-1]
+        self.weight = parameter(
+            tt_random.normal(0.0, std, shape, seed=seed, dtype=dtype, tile_shape=tiles)
+        )
+        self.bias = parameter(zeros((out_features,), dtype, (t_out,))) if bias else None
+
+    def forward(self, x: TileTensor) -> TileTensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(
+                f"Linear expects inputs with {self.in_features} features, got shape {x.shape}"
+            )
+        y = F.matmul(x, self.weight, transpose_b=self.weight_layout == "out_in")
+        return F.add(y, self.bias) if self.bias is not None else y
+
+
+class MLP(Module):
+    """GPT-2's feed-forward block: ``c_proj(gelu_tanh(c_fc(x)))`` with a 4x wider inner layer.
+
+    >>> import numtile as nt
+    >>> MLP(4, 16, tile=(2, 8))(nt.ones((3, 4), tile_shape=(3, 2))).shape
+    (3, 4)
+    """
+
+    def __init__(self, n_embd: int, n_inner: int, *, tile=None, dtype="float32", seed=0):
+        super().__init__()
+        t_embd, t_inner = tile or (min(n_embd, 1024), min(n_inner, 1024))
+        self.c_fc = Linear(n_embd, n_inner, tile=(t_embd, t_inner), dtype=dtype, seed=seed)
+        self.c_proj = Linear(n_inner, n_embd, tile=(t_inner, t_embd), dtype=dtype, seed=seed + 1)
+
+    def forward(self, x: TileTensor) -> TileTensor:
+        return self.c_proj(F.gelu_tanh(self.c_fc(x)))
