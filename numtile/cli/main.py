@@ -7,6 +7,8 @@ import platform
 import sys
 import time
 
+from numtile.cli.prepare import register as register_prepare
+
 
 def _blas_lines() -> list[str]:
     from threadpoolctl import threadpool_info
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--warmup", action="store_true", help="compile every kernel now (Numba caches them)"
     )
     p_info.set_defaults(func=info)
+    register_prepare(sub)
     return parser
 
 

@@ -45,7 +45,13 @@ def run(args: argparse.Namespace) -> int:
 
     extensions = tuple(e.strip() for e in args.extensions.split(",") if e.strip())
     try:
-        meta = prepare(args.inputs, args.out, args.tokenizer, args.val_fraction, extensions)
+        meta = prepare(
+            args.inputs,
+            args.out,
+            tokenizer=args.tokenizer,
+            val_fraction=args.val_fraction,
+            extensions=extensions,
+        )
     except (OSError, ValueError, ImportError) as exc:
         print(f"numtile prepare: error: {exc}", file=sys.stderr)
         return 2

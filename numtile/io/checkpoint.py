@@ -108,7 +108,9 @@ def save_checkpoint(
             *groups, leaf = name.split("/")
             parent = f
             for group in groups:
-                parent = parent.get(group) or parent.create_group(group, track_order=True)
+                if group not in parent:
+                    parent.create_group(group, track_order=True)
+                parent = parent[group]
             chunks = None
             if tensor.ndim and tensor.size:
                 chunks = tuple(min(t, s) for t, s in zip(tensor.tile_shape, tensor.shape))
@@ -119,7 +121,6 @@ def save_checkpoint(
             for index, handle in zip(tensor.layout.indices(), tensor.handles):
                 runtime.wait_handles([handle])
                 dataset[_region(tensor.layout, index)] = handle.host_array()
-        f.flush()
 
 
 def load_checkpoint(
@@ -270,7 +271,8 @@ def _open(path):
             version = f.attrs.get("format_version")
             if version != FORMAT_VERSION:
                 raise _corrupt(
-                    path, f"format_version {version!r}; this numtile reads version {FORMAT_VERSION}"
+                    path,
+                    f"format_version {version}, but this numtile reads version {FORMAT_VERSION}",
                 )
             attrs = {k: _decode_attr(path, k, v) for k, v in f.attrs.items() if k not in _RESERVED}
             entries = {}

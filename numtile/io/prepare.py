@@ -31,6 +31,7 @@ _COPY_TOKENS = 1 << 22  # tokens per step when moving the validation tail into v
 def prepare(
     inputs: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
+    *,
     tokenizer: str | os.PathLike | None = None,
     val_fraction: float = 0.1,
     extensions: Sequence[str] = DEFAULT_EXTENSIONS,
@@ -95,6 +96,11 @@ def stdlib_corpus(cache_dir: str | os.PathLike, progress: bool = True) -> str:
     Returns ``cache_dir/stdlib-corpus`` (``train.bin``, ``val.bin``, ``meta.json``),
     preparing it only if its ``meta.json`` is missing. Installed packages and test suites
     are left out, which keeps it to about ten MB of tokens.
+
+    >>> import os, platformdirs
+    >>> corpus = stdlib_corpus(platformdirs.user_cache_dir("numtile"))  # doctest: +SKIP
+    >>> sorted(os.listdir(corpus))  # doctest: +SKIP
+    ['meta.json', 'train.bin', 'val.bin']
     """
     out_dir = os.path.join(os.fspath(cache_dir), "stdlib-corpus")
     if not os.path.isfile(os.path.join(out_dir, "meta.json")):
