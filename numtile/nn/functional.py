@@ -388,7 +388,7 @@ def layer_norm(x: TileTensor, gamma: TileTensor, beta: TileTensor, eps: float = 
     >>> import numtile as nt
     >>> x = nt.from_numpy([[1.0, 2.0, 3.0]], tile_shape=(1, 2))
     >>> g, b = nt.ones((3,), tile_shape=2), nt.zeros((3,), tile_shape=2)
-    >>> [round(v, 4) for v in layer_norm(x, g, b).to_numpy()[0]]
+    >>> [round(float(v), 4) for v in layer_norm(x, g, b).to_numpy()[0]]
     [-1.2247, 0.0, 1.2247]
     """
     if gamma.shape != (x.shape[-1],) or beta.shape != gamma.shape:
