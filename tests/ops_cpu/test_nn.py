@@ -146,21 +146,21 @@ def test_attention_backward_matches_autograd(dtype, causal):
             tiles = (block(x, rows, columns(heads)) for x in (dout, out))
             nn.attention_backward_delta(*tiles, delta_tile, heads[1] - heads[0])
             delta[rows[0] : rows[1], slice(*heads)] = delta_tile
-    np.testing.assert_allclose(delta, np.sum((dout * out).reshape(T, HEADS, D), axis=2))
+    expected_delta = np.sum((dout.astype(np.float64) * out).reshape(T, HEADS, D), axis=2)
+    np.testing.assert_allclose(delta, expected_delta, rtol=1e-12)
 
-    gradients = [np.zeros_like(q) for _ in range(3)]  # dq, dk, dv
-    tile_gradients = {}  # (rows or keys, heads) -> gradient tile, as the runtime holds them
+    def zero_tiles(span_size):
+        """(span, heads) -> zero gradient tile, for every tile of an axis cut in span_size."""
+        return {
+            (span, heads): np.zeros((span[1] - span[0], D * (heads[1] - heads[0])), dtype)
+            for span in spans(T, span_size)
+            for heads in head_tiles()
+        }
+
+    dq, dk, dv = zero_tiles(TQ), zero_tiles(TK), zero_tiles(TK)
     pairs = [(r, c, h) for r in spans(T, TQ) for c in spans(T, TK) for h in head_tiles()]
     for rows, keys, heads in shuffled(pairs):
         cols = columns(heads)
-        dq, dk, dv = (
-            tile_gradients.setdefault((name, span, heads), np.zeros((span[1] - span[0], 0)))
-            if False
-            else tile_gradients.setdefault(
-                (name, span, heads), np.zeros((span[1] - span[0], cols[1] - cols[0]), dtype)
-            )
-            for name, span in (("q", rows), ("k", keys), ("v", keys))
-        )
         nn.attention_backward_block(
             block(q, rows, cols),
             block(k, keys, cols),
@@ -168,26 +168,27 @@ def test_attention_backward_matches_autograd(dtype, causal):
             block(dout, rows, cols),
             block(lse, rows, heads),
             block(delta, rows, heads),
-            dq,
-            dk,
-            dv,
+            dq[rows, heads],
+            dk[keys, heads],
+            dv[keys, heads],
             heads[1] - heads[0],
             SCALE,
             rows[0],
             keys[0],
             causal,
         )
-    for (name, span, heads), gradient in tile_gradients.items():
-        gradients["qkv".index(name)][span[0] : span[1], slice(*columns(heads))] = gradient
-    for gradient, reference in zip(gradients, leaves):
-        assert gradient.dtype == dtype
+    for tiles, reference in zip((dq, dk, dv), leaves):
+        gradient = np.empty_like(q)
+        for (span, heads), tile in tiles.items():
+            gradient[span[0] : span[1], slice(*columns(heads))] = tile
         assert_close(gradient, reference.grad, dtype)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_attention_forward_block_leaves_rows_that_see_nothing_unchanged(dtype):
     q, k, v, _ = (x[:6, : 2 * D].copy() for x in attention_inputs(dtype))
-    m, l, acc = random((6, 2), np.float64, 5), random((6, 2), np.float64, 6) ** 2, q[:, ::-1]
+    # Any running state: m well below the scores, so that every row that sees a key changes.
+    m, l, acc = random((6, 2), np.float64, 5) - 10, random((6, 2), np.float64, 6) ** 2, q[::-1].copy()
     m_before, l_before, acc_before = m.copy(), l.copy(), acc.copy()
     # Queries 10..15 and keys 20..25: the whole block lies in the future.
     nn.attention_forward_block(q, k, v, m, l, acc, 2, SCALE, 10, 20, True)
@@ -204,8 +205,10 @@ def test_attention_forward_block_leaves_rows_that_see_nothing_unchanged(dtype):
 
 
 def norm_tiles():
-    """(rows, columns) spans of every tile of a (ROWS, FEATURES) activation, shuffled."""
-    return shuffled((r, c) for r in spans(ROWS, ROW_TILE) for c in spans(FEATURES, COLUMN_TILE))
+    """(row slice, column slice) of every tile of a (ROWS, FEATURES) activation, shuffled."""
+    return shuffled(
+        (slice(*r), slice(*c)) for r in spans(ROWS, ROW_TILE) for c in spans(FEATURES, COLUMN_TILE)
+    )
 
 
 def norm_inputs(dtype):
@@ -215,44 +218,210 @@ def norm_inputs(dtype):
     return x, dy, random(FEATURES, dtype, 9, mean=1.0), random(FEATURES, dtype, 10)
 
 
-def tiled_norm(x, dy, apply, backward_accumulate, backward_apply, param_grad, centered):
-    """y, dx, [dgamma, dbeta] of a norm: rows split over column tiles, two phases each way.
-
-    The kernels get the tile arrays and the row statistics of the tile's rows; the layer norm
-    ones also s1, a1 and dbeta, which the RMS norm ones do not take.
-    """
-    s1, s2, a1, a2 = (np.zeros(ROWS) for _ in range(4))
-    y, dx = np.empty_like(x), np.empty_like(x)
-    parameter_grads = [np.zeros(FEATURES, x.dtype) for _ in range(2 if centered else 1)]
-
-    def moments(rows):
-        pick = slice(*rows)
-        return (s1[pick], s2[pick]) if centered else (s2[pick],)
-
-    def sums(rows):
-        pick = slice(*rows)
-        return (a1[pick], a2[pick]) if centered else (a2[pick],)
-
-    for rows, cols in norm_tiles():
-        nn.row_moments_accumulate(block(x, rows, cols), s1[slice(*rows)], s2[slice(*rows)])
-    for rows, cols in norm_tiles():
-        y_tile = np.empty((rows[1] - rows[0], cols[1] - cols[0]), x.dtype)
-        apply(block(x, rows, cols), *apply.parameters(cols), *moments(rows), y_tile, FEATURES, EPS)
-        y[slice(*rows), slice(*cols)] = y_tile
-    for rows, cols in norm_tiles():
-        x_tile, dy_tile, gamma = block(x, rows, cols), block(dy, rows, cols), gamma_of(cols)
-        backward_accumulate(x_tile, dy_tile, gamma, *moments(rows), *sums(rows), FEATURES, EPS)
-    return y, dx, parameter_grads
-
-
-def tiled_norm_forward(x, gamma, beta, centered):
-    """y of a layer norm (centered) or RMS norm, with rows split over column tiles."""
+def tiled_row_moments(x):
+    """s1, s2 of each row of x, accumulated over its column tiles."""
     s1, s2 = np.zeros(ROWS), np.zeros(ROWS)
     for rows, cols in norm_tiles():
-        nn.row_moments_accumulate(block(x, rows, cols), s1[slice(*rows)], s2[slice(*rows)])
-    y = np.empty_like(x)
+        nn.row_moments_accumulate(np.ascontiguousarray(x[rows, cols]), s1[rows], s2[rows])
+    return s1, s2
+
+
+def tiled_map(x, dy, kernel):
+    """Array like x assembled from kernel(x tile, dy tile, rows, cols, output tile) per tile."""
+    result = np.full_like(x, np.nan)
     for rows, cols in norm_tiles():
-        x_tile, out = block(x, rows, cols), np.empty((rows[1] - rows[0], cols[1] - cols[0]), x.dtype)
-        if centered:
-            nn.layer_norm_apply(x_tile, gamma[slice(*cols)], beta[slice(*cols)], s1[slice(*rows)], s2[slice(*rows)], out, FEATURES, EPS)
-    return y
+        out = np.empty_like(x[rows, cols])
+        kernel(
+            np.ascontiguousarray(x[rows, cols]),
+            np.ascontiguousarray(dy[rows, cols]),
+            rows,
+            cols,
+            out,
+        )
+        result[rows, cols] = out
+    return result
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_forward_and_backward_match_torch(dtype):
+    x, dy, gamma, beta = norm_inputs(dtype)
+    s1, s2 = tiled_row_moments(x)
+    np.testing.assert_allclose(s1, x.astype(np.float64).sum(axis=1), rtol=1e-12)
+    y = tiled_map(
+        x,
+        dy,
+        lambda x, dy, r, c, out: nn.layer_norm_apply(
+            x, gamma[c], beta[c], s1[r], s2[r], out, FEATURES, EPS
+        ),
+    )
+    a1, a2 = np.zeros(ROWS), np.zeros(ROWS)
+    dgamma, dbeta = np.zeros(FEATURES, dtype), np.zeros(FEATURES, dtype)
+    for rows, cols in norm_tiles():
+        x_tile, dy_tile = np.ascontiguousarray(x[rows, cols]), np.ascontiguousarray(dy[rows, cols])
+        nn.layer_norm_backward_accumulate(
+            x_tile, dy_tile, gamma[cols], s1[rows], s2[rows], a1[rows], a2[rows], FEATURES, EPS
+        )
+        nn.layer_norm_param_grad(
+            x_tile, dy_tile, s1[rows], s2[rows], dgamma[cols], dbeta[cols], FEATURES, EPS
+        )
+    dx = tiled_map(
+        x,
+        dy,
+        lambda x, dy, r, c, out: nn.layer_norm_backward_apply(
+            x, dy, gamma[c], s1[r], s2[r], a1[r], a2[r], out, FEATURES, EPS
+        ),
+    )
+    leaves = [leaf(value) for value in (x, gamma, beta)]
+    expected = functional.layer_norm(leaves[0], (FEATURES,), leaves[1], leaves[2], EPS)
+    expected.backward(torch.tensor(dy, dtype=torch.float64))
+    for actual, reference in zip(
+        (y, dx, dgamma, dbeta), (expected.detach(), *(t.grad for t in leaves))
+    ):
+        assert actual.dtype == dtype
+        assert_close(actual, reference, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rms_norm_forward_and_backward_match_torch(dtype):
+    x, dy, gamma, _ = norm_inputs(dtype)
+    _, s2 = tiled_row_moments(x)
+    y = tiled_map(
+        x, dy, lambda x, dy, r, c, out: nn.rms_norm_apply(x, gamma[c], s2[r], out, FEATURES, EPS)
+    )
+    a2, dgamma = np.zeros(ROWS), np.zeros(FEATURES, dtype)
+    for rows, cols in norm_tiles():
+        x_tile, dy_tile = np.ascontiguousarray(x[rows, cols]), np.ascontiguousarray(dy[rows, cols])
+        nn.rms_norm_backward_accumulate(
+            x_tile, dy_tile, gamma[cols], s2[rows], a2[rows], FEATURES, EPS
+        )
+        nn.rms_norm_param_grad(x_tile, dy_tile, s2[rows], dgamma[cols], FEATURES, EPS)
+    dx = tiled_map(
+        x,
+        dy,
+        lambda x, dy, r, c, out: nn.rms_norm_backward_apply(
+            x, dy, gamma[c], s2[r], a2[r], out, FEATURES, EPS
+        ),
+    )
+    x_leaf, gamma_leaf = leaf(x), leaf(gamma)
+    rstd = torch.rsqrt(x_leaf.pow(2).mean(dim=-1, keepdim=True) + EPS)  # (ROWS, 1)
+    expected = x_leaf * rstd * gamma_leaf
+    expected.backward(torch.tensor(dy, dtype=torch.float64))
+    for actual, reference in zip(
+        (y, dx, dgamma), (expected.detach(), x_leaf.grad, gamma_leaf.grad)
+    ):
+        assert actual.dtype == dtype
+        assert_close(actual, reference, dtype)
+
+
+# --- cross-entropy -----------------------------------------------------------------------------
+
+
+def vocabulary_tiles():
+    """(row slice, vocabulary start, vocabulary slice) of every (ROWS, VOCAB) tile, shuffled."""
+    return shuffled(
+        (slice(*r), v[0], slice(*v))
+        for r in spans(ROWS, ROW_TILE)
+        for v in spans(VOCAB, VOCAB_TILE)
+    )
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["dense", "padded-vocabulary"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cross_entropy_matches_torch(dtype, padded):
+    logits = random((ROWS, VOCAB), dtype, 11, std=4.0)
+    targets = np.random.default_rng(12).integers(0, 30, ROWS)
+    targets[[2, 9]] = -1  # ignored
+    if padded:
+        logits[:, 34:] = -np.inf  # a whole vocabulary tile of padding, never a target
+    m, s, picked = np.full(ROWS, -np.inf), np.zeros(ROWS), np.zeros(ROWS)
+    for rows, v_start, vocab in vocabulary_tiles():
+        tile = np.ascontiguousarray(logits[rows, vocab])
+        nn.logsumexp_accumulate(tile, m[rows], s[rows])
+        nn.cross_entropy_pick(tile, targets[rows], v_start, picked[rows])
+    kept = targets >= 0
+    loss = np.sum((m + np.log(s) - picked)[kept]) / kept.sum()
+    dlogits = np.full_like(logits, np.nan)
+    for rows, v_start, vocab in vocabulary_tiles():
+        out = np.empty_like(logits[rows, vocab])
+        tile = np.ascontiguousarray(logits[rows, vocab])
+        nn.cross_entropy_backward(
+            tile, targets[rows], m[rows], s[rows], v_start, 1 / kept.sum(), out
+        )
+        dlogits[rows, vocab] = out
+    logits_leaf = leaf(logits)
+    expected = functional.cross_entropy(logits_leaf, torch.tensor(targets), ignore_index=-1)
+    expected.backward()
+    np.testing.assert_allclose(loss, expected.item(), rtol=TOLERANCE[dtype]["rtol"])
+    assert dlogits.dtype == dtype
+    assert_close(dlogits, logits_leaf.grad, dtype)
+
+
+# --- AdamW ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_adamw_step_matches_torch_over_several_steps(dtype):
+    size, tile = 100, 37
+    hyper = {"lr": 1e-2, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+    param = random(size, dtype, 13)
+    exp_avg, exp_avg_sq = np.zeros_like(param), np.zeros_like(param)
+    torch_param = torch.nn.Parameter(torch.tensor(param))
+    optimizer = torch.optim.AdamW([torch_param], **hyper)
+    for step in range(1, 6):
+        grad = random(size, dtype, 100 + step)
+        for first, last in shuffled(spans(size, tile), step):
+            nn.adamw_step(
+                param[first:last],
+                grad[first:last],
+                exp_avg[first:last],
+                exp_avg_sq[first:last],
+                hyper["lr"],
+                *hyper["betas"],
+                hyper["eps"],
+                hyper["weight_decay"],
+                step,
+            )
+        torch_param.grad = torch.tensor(grad)
+        optimizer.step()
+    state = optimizer.state[torch_param]
+    for actual, reference in (
+        (param, torch_param),
+        (exp_avg, state["exp_avg"]),
+        (exp_avg_sq, state["exp_avg_sq"]),
+    ):
+        assert actual.dtype == dtype
+        assert_close(actual, reference.detach().double(), dtype)
+
+
+# --- embedding -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_embedding_gather_and_scatter_add_match_torch(dtype):
+    table = random((VOCAB, FEATURES), dtype, 14)
+    ids = np.random.default_rng(15).integers(0, VOCAB, ROWS)
+    ids[[3, 7, 11]] = ids[0]  # repeated ids accumulate their gradients
+    grad_out = random((ROWS, FEATURES), dtype, 16)
+    tiles = shuffled(
+        (v[0], slice(*v), slice(*c))
+        for v in spans(VOCAB, VOCAB_TILE)
+        for c in spans(FEATURES, COLUMN_TILE)
+    )
+    out = np.full((ROWS, FEATURES), np.nan, dtype)
+    grad_table = np.zeros_like(table)
+    for v_start, vocab, cols in tiles:
+        out_tile = np.ascontiguousarray(out[:, cols])
+        nn.embedding_gather(ids, np.ascontiguousarray(table[vocab, cols]), v_start, out_tile)
+        out[:, cols] = out_tile
+        grad_tile = np.ascontiguousarray(grad_table[vocab, cols])
+        nn.embedding_scatter_add(ids, np.ascontiguousarray(grad_out[:, cols]), v_start, grad_tile)
+        grad_table[vocab, cols] = grad_tile
+    first_tile_rows = ids < VOCAB_TILE  # rows of ids outside a tile are left untouched
+    probe = np.full((ROWS, COLUMN_TILE), np.nan, dtype)
+    nn.embedding_gather(ids, np.ascontiguousarray(table[:VOCAB_TILE, :COLUMN_TILE]), 0, probe)
+    assert np.isnan(probe[~first_tile_rows]).all() and not np.isnan(probe[first_tile_rows]).any()
+    table_leaf = leaf(table)
+    expected = functional.embedding(torch.tensor(ids), table_leaf)
+    expected.backward(torch.tensor(grad_out, dtype=torch.float64))
+    assert_close(out, expected.detach(), dtype)
+    assert_close(grad_table, table_leaf.grad, dtype)
