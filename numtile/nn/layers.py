@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import numtile.autograd.functions as F
+import numtile.autograd.functions as F  # noqa: N812
+from numtile.nn import functional
 from numtile.nn.module import Module, parameter
 from numtile.tiletensor import random as tt_random
-from numtile.tiletensor.creation import zeros
+from numtile.tiletensor.creation import ones, zeros
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -54,8 +55,68 @@ class Linear(Module):
             raise ValueError(
                 f"Linear expects inputs with {self.in_features} features, got shape {x.shape}"
             )
-        y = F.matmul(x, self.weight, transpose_b=self.weight_layout == "out_in")
-        return F.add(y, self.bias) if self.bias is not None else y
+        return functional.linear(
+            x, self.weight, self.bias, transposed=self.weight_layout == "out_in"
+        )
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the last axis (``weight``/``bias`` as in torch and HF).
+
+    >>> import numtile as nt
+    >>> LayerNorm(4, tile=2)(nt.ones((3, 4), tile_shape=(3, 2))).to_numpy().tolist()[0]
+    [0.0, 0.0, 0.0, 0.0]
+    """
+
+    def __init__(self, n_features: int, eps: float = 1e-5, *, tile=None, dtype="float32"):
+        super().__init__()
+        tile = tile or min(n_features, 1024)
+        self.eps = eps
+        self.weight = parameter(ones((n_features,), dtype, (tile,)))
+        self.bias = parameter(zeros((n_features,), dtype, (tile,)))
+
+    def forward(self, x: TileTensor) -> TileTensor:
+        return functional.layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class Embedding(Module):
+    """A (vocabulary, features) table looked up by int64 ids; tiled over both axes."""
+
+    def __init__(
+        self,
+        n_rows: int,
+        n_features: int,
+        *,
+        tile=None,
+        dtype="float32",
+        std: float = 0.02,
+        seed: int = 0,
+    ):
+        super().__init__()
+        tile = tile or (min(n_rows, 1024), min(n_features, 1024))
+        self.weight = parameter(
+            tt_random.normal(
+                0.0, std, (n_rows, n_features), seed=seed, dtype=dtype, tile_shape=tile
+            )
+        )
+
+    def forward(self, ids: TileTensor) -> TileTensor:
+        return functional.embedding(ids, self.weight)
+
+
+class ModuleList(Module):
+    """Sub-modules named ``0``, ``1``, ... (like ``torch.nn.ModuleList``)."""
+
+    def __init__(self, modules) -> None:
+        super().__init__()
+        for index, module in enumerate(modules):
+            setattr(self, str(index), module)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __len__(self) -> int:
+        return len(self._modules)
 
 
 class MLP(Module):
@@ -66,11 +127,22 @@ class MLP(Module):
     (3, 4)
     """
 
-    def __init__(self, n_embd: int, n_inner: int, *, tile=None, dtype="float32", seed=0):
+    def __init__(
+        self,
+        n_embd: int,
+        n_inner: int,
+        *,
+        tile=None,
+        dtype="float32",
+        seed=0,
+        proj_std: float = 0.02,
+    ):
         super().__init__()
         t_embd, t_inner = tile or (min(n_embd, 1024), min(n_inner, 1024))
         self.c_fc = Linear(n_embd, n_inner, tile=(t_embd, t_inner), dtype=dtype, seed=seed)
-        self.c_proj = Linear(n_inner, n_embd, tile=(t_inner, t_embd), dtype=dtype, seed=seed + 1)
+        self.c_proj = Linear(
+            n_inner, n_embd, tile=(t_inner, t_embd), dtype=dtype, seed=seed + 1, std=proj_std
+        )
 
     def forward(self, x: TileTensor) -> TileTensor:
         return self.c_proj(F.gelu_tanh(self.c_fc(x)))

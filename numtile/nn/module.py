@@ -47,11 +47,23 @@ class Module:
             modules[name] = value
         object.__setattr__(self, name, value)
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, TileTensor]]:
+    def named_parameters(
+        self, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, TileTensor]]:
+        """(dotted name, tensor) pairs; a tied tensor is listed once unless asked otherwise."""
+        seen: set[int] = set()
+        for name, value in self._named_parameters(prefix):
+            if remove_duplicate:
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+            yield name, value
+
+    def _named_parameters(self, prefix: str) -> Iterator[tuple[str, TileTensor]]:
         for name, value in self._parameters.items():
             yield prefix + name, value
         for name, module in self._modules.items():
-            yield from module.named_parameters(f"{prefix}{name}.")
+            yield from module._named_parameters(f"{prefix}{name}.")
 
     def parameters(self) -> list[TileTensor]:
         return [p for _, p in self.named_parameters()]
@@ -63,8 +75,7 @@ class Module:
 
     def num_parameters(self) -> int:
         """Number of trainable scalars (a parameter shared by two layers counts once)."""
-        unique = {id(p): p for p in self.parameters()}
-        return sum(p.size for p in unique.values())
+        return sum(p.size for p in self.parameters())
 
     def zero_grad(self) -> None:
         for p in self.parameters():
@@ -79,8 +90,8 @@ class Module:
         return self.train(False)
 
     def state_dict(self) -> dict[str, TileTensor]:
-        """Parameter name -> tensor (the live tensors, not copies)."""
-        return dict(self.named_parameters())
+        """Parameter name -> tensor (the live tensors, not copies; tied ones under each name)."""
+        return dict(self.named_parameters(remove_duplicate=False))
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
         """Replace parameters by the given tensors or arrays, checking names and shapes.
@@ -88,7 +99,7 @@ class Module:
         Values may be TileTensors or anything ``np.asarray`` accepts (a torch state dict's
         tensors included, via ``.detach().numpy()``); each is retiled to the parameter's tiles.
         """
-        own = dict(self.named_parameters())
+        own = dict(self.named_parameters(remove_duplicate=False))
         if strict:
             missing = sorted(set(own) - set(state))
             unexpected = sorted(set(state) - set(own))
@@ -114,11 +125,7 @@ class Module:
             self._assign(name, new.requires_grad_())
 
     def _assign(self, dotted: str, tensor: TileTensor) -> None:
-        *path, leaf = dotted.split(".")
-        module = self
-        for part in path:
-            module = module._modules[part]
-        old = module._parameters[leaf]
+        old = dict(self.named_parameters(remove_duplicate=False))[dotted]
         # a tied parameter (lm_head = wte) is replaced everywhere it appears
         for _, other in self.named_modules():
             for key, value in list(other._parameters.items()):
