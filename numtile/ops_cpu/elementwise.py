@@ -120,7 +120,6 @@ _abs = inlined(lambda v: abs(v))
 _exp = inlined(lambda v: np.exp(v))
 _log = inlined(lambda v: np.log(v))
 _sqrt = inlined(lambda v: np.sqrt(v))
-_tanh = inlined(lambda v: np.tanh(v))
 # A select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0).
 _relu = inlined(lambda v: as_type_of(0, v) if v < 0 else v)
 _sin = inlined(lambda v: np.sin(v))
@@ -133,10 +132,58 @@ _floor = inlined(lambda v: np.floor(v))
 _ceil = inlined(lambda v: np.ceil(v))
 
 
+def tanh_of(v):
+    """tanh in the precision of ``v``: a vectorisable rational approximation for float32."""
+    raise NotImplementedError("tanh_of is only callable from numba-compiled code")
+
+
+# Rational minimax approximation of tanh on [-7.905, 7.905] for float32 (the coefficients of
+# Eigen's generic_fast_tanh_float, max error a few float32 ulps). Pure arithmetic, so the
+# loops around it vectorise; libm's tanhf (no SVML here) is a scalar call per element.
+_TANH_CLAMP = 7.90531110763549805
+_TANH_ALPHA = (
+    -2.76076847742355e-16,
+    2.00018790482477e-13,
+    -8.60467152213735e-11,
+    5.12229709037114e-08,
+    1.48572235717979e-05,
+    6.37261928875436e-04,
+    4.89352455891786e-03,
+)
+_TANH_BETA = (
+    1.19825839466702e-06,
+    1.18534705686654e-04,
+    2.26843463243900e-03,
+    4.89352518554385e-03,
+)
+
+
+@overload(tanh_of, inline="always")
+def _tanh_of(v):
+    if v != types.float32:
+        return lambda v: np.tanh(v)
+    f = np.float32
+    clamp = f(_TANH_CLAMP)
+    a0, a1, a2, a3, a4, a5, a6 = (f(c) for c in _TANH_ALPHA)
+    b0, b1, b2, b3 = (f(c) for c in _TANH_BETA)
+
+    def approximate(v):
+        x = min(max(v, -clamp), clamp)
+        x2 = x * x
+        p = ((((((a0 * x2 + a1) * x2 + a2) * x2 + a3) * x2 + a4) * x2 + a5) * x2 + a6) * x
+        q = ((b0 * x2 + b1) * x2 + b2) * x2 + b3
+        return p / q
+
+    return approximate
+
+
+_tanh = inlined(lambda v: tanh_of(v))
+
+
 @inlined
 def _gelu_tanh(v):
     inner = as_type_of(_SQRT_2_OVER_PI, v) * (v + as_type_of(_GELU_CUBIC, v) * v * v * v)
-    return as_type_of(0.5, v) * v * (as_type_of(1, v) + np.tanh(inner))
+    return as_type_of(0.5, v) * v * (as_type_of(1, v) + tanh_of(inner))
 
 
 @inlined
@@ -174,7 +221,7 @@ def _gelu_tanh_backward(v, grad):
     cubic = as_type_of(_GELU_CUBIC, v)
     half = as_type_of(0.5, v)
     one = as_type_of(1, v)
-    t = np.tanh(scale * (v + cubic * v * v * v))
+    t = tanh_of(scale * (v + cubic * v * v * v))
     inner_slope = scale * (one + as_type_of(3, v) * cubic * v * v)
     return grad * (half * (one + t) + half * v * (one - t * t) * inner_slope)
 
@@ -187,7 +234,7 @@ def _silu_backward(v, grad):
 
 @inlined
 def _tanh_backward(v, grad):
-    t = np.tanh(v)
+    t = tanh_of(v)
     return grad * (as_type_of(1, v) - t * t)
 
 
