@@ -8,6 +8,7 @@ import sys
 import time
 
 from numtile.cli.prepare import register as register_prepare
+from numtile.cli.train import register as register_train
 
 
 def _blas_lines() -> list[str]:
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_info.set_defaults(func=info)
     register_prepare(sub)
+    register_train(sub)
     return parser
 
 

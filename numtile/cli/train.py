@@ -1,0 +1,130 @@
+"""``numtile train`` and ``numtile generate``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+import numpy as np
+
+
+def _add_train_flags(parser: argparse.ArgumentParser) -> None:
+    from numtile.train import TrainConfig
+
+    help_text = {
+        "model": "preset (default, gpt2-mini, gpt2-small), a JSON file or inline JSON",
+        "data": "folder with train.bin/val.bin (default: the Python stdlib corpus)",
+        "micro_batch": "sequences per forward/backward; batch/micro-batch steps accumulate",
+        "checkpoint": "HDF5 checkpoint written every --checkpoint-every steps ('' for none)",
+        "resume": "continue from this checkpoint",
+        "trace": "write a Chrome/Perfetto trace of the run's tasks to this file",
+    }
+    for field in dataclasses.fields(TrainConfig):
+        flag = "--" + field.name.replace("_", "-")
+        kind = {"int": int, "float": float}.get(str(field.type).split(" ")[0], str)
+        if field.type in ("int | None",):
+            kind = int
+        parser.add_argument(
+            flag,
+            type=kind,
+            default=field.default,
+            dest=field.name,
+            help=help_text.get(field.name, f"(default {field.default})"),
+        )
+
+
+def train_command(args: argparse.Namespace) -> int:
+    import numtile as nt
+    from numtile.train import TrainConfig, Trainer, generate
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    cfg = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    if cfg.checkpoint == "":
+        cfg.checkpoint = None
+    trainer = Trainer(cfg)
+    model, config = trainer.model, trainer.config
+    print(
+        f"numtile train: {model.num_parameters():,} parameters "
+        f"({config.n_layer} layers, {config.n_embd} wide, {config.n_head} heads), "
+        f"{nt.get_runtime().ncpu} workers, data {trainer.data_dir}, "
+        f"{len(trainer.train_data):,} training tokens"
+    )
+    try:
+        if cfg.trace:
+            with nt.trace(cfg.trace):
+                result = trainer.run()
+        else:
+            result = trainer.run()
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted at step {trainer.step}; the last complete checkpoint "
+            f"({cfg.checkpoint}) is intact"
+        )
+        return 130
+    print(
+        f"final validation loss {result['final_val_loss']:.4f} nats/token, "
+        f"{result['tokens_per_s']:,.0f} tokens/s, MFU {100 * result['mfu']:.1f}% "
+        f"of {result['sgemm_peak_gflops']:.0f} GFLOP/s sgemm peak"
+    )
+    if cfg.sample_tokens > 0:
+        prompt = np.frombuffer(b"def ", np.uint8).astype(np.int64)
+        ids = generate(model, prompt, cfg.sample_tokens, temperature=0.8, top_k=40, seed=cfg.seed)
+        print("sample:\n" + _decode(ids, trainer.data_dir))
+    return 0
+
+
+def _decode(ids: np.ndarray, data_dir: str | None, tokenizer: str | None = None) -> str:
+    import json
+
+    meta_path = os.path.join(data_dir, "meta.json") if data_dir else None
+    if tokenizer is None and meta_path and os.path.exists(meta_path):
+        with open(meta_path) as f:
+            name = json.load(f).get("tokenizer", "bytes")
+        tokenizer = None if name == "bytes" else name
+    if tokenizer:
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(tokenizer).decode([int(i) for i in ids])
+    return bytes(int(i) % 256 for i in ids).decode("utf-8", errors="replace")
+
+
+def generate_command(args: argparse.Namespace) -> int:
+    from numtile.train import generate, load_model
+
+    model, attrs = load_model(args.checkpoint)
+    if args.tokenizer:
+        from tokenizers import Tokenizer
+
+        prompt = np.array(Tokenizer.from_file(args.tokenizer).encode(args.prompt).ids)
+    else:
+        prompt = np.frombuffer(args.prompt.encode(), np.uint8).astype(np.int64)
+    ids = generate(
+        model, prompt, args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed
+    )
+    data_dir = attrs.get("train_config", {}).get("data")
+    print(_decode(ids, data_dir, args.tokenizer))
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``train`` and ``generate`` to the ``numtile`` command."""
+    train = subparsers.add_parser(
+        "train", help="train a GPT (default: a small byte-level model on the stdlib sources)"
+    )
+    _add_train_flags(train)
+    train.set_defaults(func=train_command)
+    gen = subparsers.add_parser("generate", help="sample text from a training checkpoint")
+    gen.add_argument("--checkpoint", required=True)
+    gen.add_argument("--prompt", default="def ")
+    gen.add_argument("--tokens", type=int, default=200)
+    gen.add_argument("--temperature", type=float, default=0.8)
+    gen.add_argument("--top-k", type=int, default=40)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--tokenizer", help="tokenizer.json used to prepare the data (else bytes)")
+    gen.set_defaults(func=generate_command)
+
+
+if __name__ == "__main__":
+    sys.exit(0)
