@@ -28,13 +28,93 @@ True
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic, overload
 
 from numtile.ops_cpu.blas import gemm
-from numtile.ops_cpu.elementwise import _maximum
+from numtile.ops_cpu.elementwise import _maximum, _minimum
 from numtile.ops_cpu.memory import as_type_of, inlined
 from numtile.ops_cpu.reduction import _widen
 
+# Cephes' expf: exp(x) = 2**n * exp(r) with n = round(x / ln 2) and r = x - n ln 2 (ln 2 split in
+# two so that n * high is exact), exp(r) = 1 + r + r**2 * polynomial(r); about 1 ulp.
+_LOG2_E = 1.44269504088896341
+_LN2_HIGH = 0.693359375
+_LN2_LOW = -2.12194440e-4
+_EXPF_C0, _EXPF_C1, _EXPF_C2 = 5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2
+_EXPF_C3, _EXPF_C4, _EXPF_C5 = 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4
+# exp(x) of float32 is below the smallest normal number for x < -87.33 and overflows above 88.72.
+_EXPF_LOWEST = -87.33
+_EXPF_HIGHEST = 88.72
+
+
+@intrinsic
+def _float32_from_bits(typingctx, bits):
+    """The float32 whose IEEE bit pattern is the int32 ``bits``."""
+    if bits != types.int32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+def _softmax_exp(x):
+    """exp(x) of a scores-minus-max value, vectorisable for float32 (Numba-only)."""
+    raise NotImplementedError("_softmax_exp is only callable from numba-compiled code")
+
+
+@overload(_softmax_exp, inline="always")
+def _softmax_exp_overload(x):
+    if x != types.float32:
+        return lambda x: np.exp(x)
+
+    def expf(x):
+        # libm's expf is a call per element, and this is the inner loop of attention; this
+        # version has no call and no branch, so whole rows go through SIMD registers. Below
+        # -87.33 it flushes to 0, above 88.03 it gives inf, and NaN propagates (the clamps keep
+        # n in range).
+        clamped = _minimum(_maximum(x, np.float32(_EXPF_LOWEST)), np.float32(_EXPF_HIGHEST))
+        n = np.floor(clamped * np.float32(_LOG2_E) + np.float32(0.5))
+        r = clamped - n * np.float32(_LN2_HIGH) - n * np.float32(_LN2_LOW)
+        polynomial = np.float32(_EXPF_C5) * r + np.float32(_EXPF_C4)
+        polynomial = polynomial * r + np.float32(_EXPF_C3)
+        polynomial = polynomial * r + np.float32(_EXPF_C2)
+        polynomial = polynomial * r + np.float32(_EXPF_C1)
+        polynomial = polynomial * r + np.float32(_EXPF_C0)
+        power = _float32_from_bits(np.int32((np.int32(n) + 127) << 23))
+        value = (polynomial * r * r + r + np.float32(1)) * power
+        return np.float32(0) if x < np.float32(_EXPF_LOWEST) else value
+
+    return expf
+
+
 # --- flash attention ---------------------------------------------------------------------------
+
+
+# The two row reductions of the online softmax are functions of their own, not inlined, so that
+# their fast-math flags, which let LLVM split them over SIMD lanes, reach no other arithmetic
+# (reassoc could undo the exact ln 2 split of _softmax_exp).
+@numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _wide_sum(values, count):
+    """Sum of values[:count] in float64."""
+    total = 0.0
+    for j in range(count):
+        total += _widen(values[j])
+    return total
+
+
+# nnan: the max of a row holding NaN is unspecified, but the NaN itself still reaches the sum and
+# the output through exp, so attention propagates it all the same.
+@numba.njit(nogil=True, error_model="numpy", fastmath={"nnan", "reassoc"})
+def _row_max(values, count):
+    """Largest of values[:count] (count >= 1)."""
+    peak = values[0]
+    for j in range(1, count):
+        peak = _maximum(peak, values[j])
+    return peak
 
 
 @inlined
@@ -91,17 +171,13 @@ def attention_forward_block(q, k, v, m, l, acc, n_heads, scale, q_start, k_start
             if visible == 0:
                 rescale[i] = 1.0
                 continue
-            peak = row[0]
-            for j in range(1, visible):
-                peak = _maximum(peak, row[j])
             previous = m[i, h]
             # The new max is a value of the data dtype, so exp below runs in that dtype.
-            new_max = max(previous, _widen(peak))
+            new_max = max(previous, _widen(_row_max(row, visible)))
             shift = as_type_of(new_max, row)
-            total = 0.0
             for j in range(visible):
-                row[j] = np.exp(row[j] - shift)
-                total += row[j]
+                row[j] = _softmax_exp(row[j] - shift)
+            total = _wide_sum(row, visible)
             rescale[i] = np.exp(previous - new_max)
             m[i, h] = new_max
             l[i, h] = l[i, h] * rescale[i] + total
@@ -170,7 +246,7 @@ def attention_backward_block(
             row = probabilities[i]
             shift = as_type_of(lse[i, h], row)
             for j in range(visible):
-                row[j] = np.exp(row[j] - shift)
+                row[j] = _softmax_exp(row[j] - shift)
             row[visible:] = 0
             offset = as_type_of(delta[i, h], row)
             gradient = dscores[i]
