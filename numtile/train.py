@@ -29,7 +29,7 @@ class TrainConfig:
 
     model: str = "default"
     data: str | None = None  # folder with train.bin/val.bin; None: the stdlib corpus
-    steps: int = 600
+    steps: int = 700
     batch: int = 16
     micro_batch: int | None = None  # sequences per forward/backward (gradient accumulation)
     seq_len: int = 256

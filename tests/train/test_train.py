@@ -121,3 +121,53 @@ def test_train_and_generate_commands(data_dir, tmp_path, capsys):
     assert "final validation loss" in out and "sample:" in out
     assert main(["generate", "--checkpoint", checkpoint, "--prompt", "def", "--tokens", "4"]) == 0
     assert capsys.readouterr().out.startswith("def")
+
+
+def test_ctrl_c_keeps_the_last_complete_checkpoint(data_dir, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from numtile.io import load_checkpoint
+
+    checkpoint = tmp_path / "interrupted.h5"
+    command = [
+        sys.executable,
+        "-m",
+        "numtile.cli.main",
+        "train",
+        "--model",
+        TINY,
+        "--data",
+        data_dir,
+        "--steps",
+        "100000",
+        "--batch",
+        "2",
+        "--seq-len",
+        "16",
+        "--eval-every",
+        "1000",
+        "--checkpoint",
+        str(checkpoint),
+        "--checkpoint-every",
+        "2",
+        "--sample-tokens",
+        "0",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not checkpoint.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert checkpoint.exists(), process.stderr.read1().decode() if process.stderr else ""
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert b"intact" in out
+    tensors, attrs = load_checkpoint(str(checkpoint))  # complete and readable
+    assert attrs["step"] % 2 == 0 and attrs["step"] >= 2
+    assert not [
+        p for p in tmp_path.iterdir() if p.name != checkpoint.name and "interrupted" in p.name
+    ]
