@@ -274,7 +274,8 @@ def _open(path):
                     path,
                     f"format_version {version}, but this numtile reads version {FORMAT_VERSION}",
                 )
-            attrs = {k: _decode_attr(path, k, v) for k, v in f.attrs.items() if k not in _RESERVED}
+            raw_attrs = list(f.attrs.items())  # list(): see _datasets
+            attrs = {k: _decode_attr(path, k, v) for k, v in raw_attrs if k not in _RESERVED}
             entries = {}
             for name, dataset in _datasets(f):
                 try:
@@ -294,7 +295,10 @@ def _open(path):
 
 def _datasets(group: h5py.Group, prefix: str = "") -> Iterator[tuple[str, h5py.Dataset]]:
     """Every dataset under ``group`` with its slash path, in the order they were written."""
-    for key, item in group.items():
+    # list(): h5py's items() generator holds h5py's global lock while suspended; an
+    # abandoned one, finalised later by the garbage collector in a runtime worker thread,
+    # would block that thread on a lock the main thread owns
+    for key, item in list(group.items()):
         if isinstance(item, h5py.Group):
             yield from _datasets(item, f"{prefix}{key}/")
         else:
