@@ -230,12 +230,24 @@ def bench_startup() -> list[dict]:
         for label in ("cold (empty Numba cache)", "warm (cached kernels)"):
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", STARTUP_SCRIPT], env=env, check=True)
-            rows.append({"case": "start-up: matmul + 3 elementwise ops", "impl": label,
-                         "seconds": time.perf_counter() - start, "rate": ""})
+            rows.append(
+                {
+                    "case": "start-up: matmul + 3 elementwise ops",
+                    "impl": label,
+                    "seconds": time.perf_counter() - start,
+                    "rate": "",
+                }
+            )
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import numpy, scipy.linalg"], check=True)
-    rows.append({"case": "start-up: matmul + 3 elementwise ops", "impl": "import numpy, scipy",
-                 "seconds": time.perf_counter() - start, "rate": ""})
+    rows.append(
+        {
+            "case": "start-up: matmul + 3 elementwise ops",
+            "impl": "import numpy, scipy",
+            "seconds": time.perf_counter() - start,
+            "rate": "",
+        }
+    )
     return rows
 
 
