@@ -262,8 +262,16 @@ class Trainer:
                 losses.append(self.model(x, y)[1].item())
         return float(np.mean(losses))
 
-    def run(self, progress: bool = True, on_step: Callable[[int, float], None] | None = None):
-        """Train to ``cfg.steps``; return {"train_loss", "val_loss", "tokens_per_s", ...}."""
+    def run(
+        self,
+        progress: bool = True,
+        on_step: Callable[[int, float], None] | None = None,
+        stop_requested: Callable[[], bool] = lambda: False,
+    ):
+        """Train to ``cfg.steps`` (or until ``stop_requested()`` says so between steps).
+
+        Returns {"train_loss", "val_loss", "tokens_per_s", "interrupted", ...}.
+        """
         from tqdm import tqdm
 
         cfg = self.cfg
@@ -279,8 +287,12 @@ class Trainer:
             dynamic_ncols=True,
         )
         val_loss = float("nan")
+        interrupted = False
         try:
             while self.step < cfg.steps:
+                if stop_requested():
+                    interrupted = True
+                    break
                 start = time.perf_counter()
                 loss = self.train_step()
                 elapsed = time.perf_counter() - start
@@ -309,6 +321,7 @@ class Trainer:
         tokens_per_s = tokens_per_step / float(np.median(steady)) if steady else 0.0
         return {
             **history,
+            "interrupted": interrupted,
             "final_val_loss": val_loss,
             "tokens_per_s": tokens_per_s,
             "mfu": tokens_per_s * per_token / peak,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
+import threading
 
 import numpy as np
 
@@ -51,13 +53,17 @@ def train_command(args: argparse.Namespace) -> int:
         f"{nt.get_runtime().ncpu} workers, data {trainer.data_dir}, "
         f"{len(trainer.train_data):,} training tokens"
     )
+    stop = _StopOnInterrupt()
     try:
-        if cfg.trace:
-            with nt.trace(cfg.trace):
-                result = trainer.run()
-        else:
-            result = trainer.run()
-    except KeyboardInterrupt:
+        with stop:
+            if cfg.trace:
+                with nt.trace(cfg.trace):
+                    result = trainer.run(stop_requested=stop.requested)
+            else:
+                result = trainer.run(stop_requested=stop.requested)
+    except KeyboardInterrupt:  # a second Ctrl-C
+        result = {"interrupted": True}
+    if result["interrupted"]:
         print(
             f"\ninterrupted at step {trainer.step}; the last complete checkpoint "
             f"({cfg.checkpoint}) is intact"
@@ -73,6 +79,36 @@ def train_command(args: argparse.Namespace) -> int:
         ids = generate(model, prompt, cfg.sample_tokens, temperature=0.8, top_k=40, seed=cfg.seed)
         print("sample:\n" + _decode(ids, trainer.data_dir))
     return 0
+
+
+class _StopOnInterrupt:
+    """Ctrl-C asks the training loop to stop after the current step; a second one stops now.
+
+    A KeyboardInterrupt raised at an arbitrary point can be lost (Python drops exceptions
+    raised inside finalisers and weakref callbacks, which h5py and the runtime run all the
+    time), so the first Ctrl-C only sets a flag that the loop reads between steps.
+    """
+
+    def __init__(self) -> None:
+        self.flag = False
+        self.previous = None
+
+    def requested(self) -> bool:
+        return self.flag
+
+    def _handle(self, signum, frame) -> None:
+        if self.flag:
+            raise KeyboardInterrupt
+        self.flag = True
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 def _decode(ids: np.ndarray, data_dir: str | None, tokenizer: str | None = None) -> str:
