@@ -215,10 +215,7 @@ class Trainer:
         stored = GPT2Config(**attrs["model_config"])
         if stored != self.config:
             raise ValueError(f"{path} holds a model {stored}, not the requested {self.config}")
-        model_state = {k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")}
-        self.model.load_state_dict(
-            {**model_state, "lm_head.weight": model_state["transformer.wte.weight"]}
-        )
+        self.model.load_state_dict(_model_state(tensors))
         self.optimizer = self._make_optimizer()
         for name, p in self.model.named_parameters():
             m, v = (
@@ -362,6 +359,13 @@ def generate(
     return np.array(ids)
 
 
+def _model_state(tensors: dict) -> dict:
+    """The ``model/...`` tensors of a checkpoint as a state dict (with the tied head)."""
+    state = {k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")}
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+    return state
+
+
 def load_model(path: str) -> tuple[GPT2, dict]:
     """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs)."""
     tensors, attrs = load_checkpoint(path)
@@ -370,7 +374,5 @@ def load_model(path: str) -> tuple[GPT2, dict]:
     config = GPT2Config(**attrs["model_config"])
     tiling = Tiling(**{**attrs["tiling"], "batch": 1})
     model = GPT2(config, tiling, seq_len=attrs["tiling"]["seq"])
-    state = {k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")}
-    state["lm_head.weight"] = state["transformer.wte.weight"]
-    model.load_state_dict(state)
+    model.load_state_dict(_model_state(tensors))
     return model, attrs

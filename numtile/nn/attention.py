@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from numtile.autograd.tape import Function, needs_grad
+from numtile.autograd.tape import Function
 from numtile.ops_cpu import nn as kernels
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor.creation import fill_tiles, zeros
@@ -90,6 +90,7 @@ class CausalSelfAttention(Function):
         C = C3 // 3
         D = C // n_head
         width = head_tile * D
+        ctx.qkv_tiles = qkv.tile_shape  # the gradient goes back in the caller's tiling
         qkv = _tiled_for_heads(qkv, width)
         groups = C // width
         scale = 1.0 / math.sqrt(D)
@@ -216,13 +217,4 @@ def causal_self_attention(
         raise ValueError(f"n_embd {C} is not divisible by n_head {n_head}")
     if head_tile < 1 or n_head % head_tile:
         raise ValueError(f"n_head {n_head} is not a multiple of head_tile {head_tile}")
-    if needs_grad(qkv):
-        out = CausalSelfAttention.apply(qkv, n_head, head_tile, causal)
-        out._node.ctx.qkv_tiles = qkv.tile_shape
-        return out
-
-    class _Ctx:
-        def save_for_backward(self, *tensors):
-            pass
-
-    return CausalSelfAttention.forward(_Ctx(), qkv, n_head, head_tile, causal)
+    return CausalSelfAttention.apply(qkv, n_head, head_tile, causal)

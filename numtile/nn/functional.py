@@ -243,16 +243,7 @@ def embedding(ids: TileTensor, table: TileTensor) -> TileTensor:
     """
     if ids.dtype != np.int64:
         raise TypeError(f"embedding ids must be int64, got {ids.dtype}")
-    if needs_grad(table):
-        return EmbeddingFunction.apply(table, ids)
-    return EmbeddingFunction.forward(_Scratch(), table, ids)
-
-
-class _Scratch:
-    """A throwaway context for running a Function's forward without recording."""
-
-    def save_for_backward(self, *tensors) -> None:
-        pass
+    return EmbeddingFunction.apply(table, ids)
 
 
 # -- layer norm and RMS norm ------------------------------------------------------------------
@@ -398,6 +389,4 @@ def layer_norm(x: TileTensor, gamma: TileTensor, beta: TileTensor, eps: float = 
         )
     if beta.tile_shape != gamma.tile_shape:
         beta = retile(beta, gamma.tile_shape)
-    if needs_grad(x, gamma, beta):
-        return LayerNormFunction.apply(x, gamma, beta, eps)
-    return LayerNormFunction.forward(_Scratch(), x, gamma, beta, eps)
+    return LayerNormFunction.apply(x, gamma, beta, eps)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numtile.autograd.tape import Function, needs_grad
+from numtile.autograd.tape import Function
 from numtile.nn.functional import flat, lead_indices, row_stats, rows
 from numtile.ops_cpu import nn as kernels
 from numtile.runtime import Access, Codelet, get_runtime
@@ -123,11 +123,4 @@ def cross_entropy(logits: TileTensor, targets) -> TileTensor:
     targets = from_numpy(values.astype(np.int64), tile_shape=logits.tile_shape[:-1])
     if targets.tile_shape != logits.tile_shape[:-1]:
         targets = retile(targets, logits.tile_shape[:-1])
-    if needs_grad(logits):
-        return CrossEntropy.apply(logits, targets, count)
-
-    class _Ctx:
-        def save_for_backward(self, *tensors):
-            pass
-
-    return CrossEntropy.forward(_Ctx(), logits, targets, count)
+    return CrossEntropy.apply(logits, targets, count)

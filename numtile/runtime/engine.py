@@ -12,7 +12,7 @@ from numtile.config import Config
 from numtile.runtime.access import READS, WRITES, Access
 from numtile.runtime.blas_threads import limit_kernel_blas_threads
 from numtile.runtime.codelet import Codelet
-from numtile.runtime.handle import HOST, DataHandle, InvalidatedError
+from numtile.runtime.handle import HOST, NO_TASKS, DataHandle, InvalidatedError
 from numtile.runtime.perfmodel import PerfModels, footprint
 from numtile.runtime.scheduler import SCHEDULER_CLASSES
 from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState, task_error
@@ -21,7 +21,6 @@ from numtile.runtime.trace import Tracer
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 DONE, FAILED = TaskState.DONE, TaskState.FAILED
 _NO_HANDLES: list = []  # shared, never mutated: the handles of a finished task
-_EMPTY: list = []  # shared, never mutated: accumulate lists of a handle not accumulating
 _PRUNE_READERS = 64  # drop finished readers of a handle once this many pile up
 
 
@@ -170,7 +169,7 @@ class Runtime:
                 handle.readers = []
                 if handle.accumulating:
                     handle.accumulating = False
-                    handle.accumulate_base = handle.accumulate_readers = _EMPTY
+                    handle.accumulate_base = handle.accumulate_readers = NO_TASKS
                 handle.invalidated = False
         predecessors.pop(task, None)  # a task touching one handle twice does not wait on itself
         return predecessors

@@ -13,11 +13,6 @@ import numpy as np
 from numtile.config import Config
 from numtile.runtime.memory import BufferPool, sole_owner
 
-
-def _env_bytes() -> int:
-    return Config.defaults().pool_bytes
-
-
 if TYPE_CHECKING:
     from numtile.runtime.task import Task
 
@@ -37,9 +32,9 @@ class InvalidatedError(RuntimeError):
 
 
 _handle_ids = itertools.count()
-POOL = BufferPool(_env_bytes())
+POOL = BufferPool(Config.defaults().pool_bytes)
 POOL_MIN_BYTES = 1 << 17  # smaller tiles come from malloc's heap: no page faults to save
-_NONE: list = []  # shared empty list, only ever replaced, never appended to
+NO_TASKS: list = []  # a shared empty task list: only ever replaced, never appended to
 
 
 class DataHandle:
@@ -87,8 +82,8 @@ class DataHandle:
         self.writers: list[Task] = []  # tasks whose completion defines the current value
         self.readers: list[Task] = []  # tasks reading the current value
         self.accumulating = False  # True while ``writers`` is a group of ACCUMULATE tasks
-        self.accumulate_base: list[Task] = _NONE  # writers every task of that group waits for
-        self.accumulate_readers: list[Task] = _NONE  # readers every task of that group waits for
+        self.accumulate_base: list[Task] = NO_TASKS  # writers every task of that group waits for
+        self.accumulate_readers: list[Task] = NO_TASKS  # readers every task of that group waits for
         self.lock: threading.Lock | None = None  # serialises ACCUMULATE tasks (made on demand)
         self.invalidated = False
         self.error: BaseException | None = None  # set when the task writing it failed

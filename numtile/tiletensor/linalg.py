@@ -319,18 +319,11 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
         return vector_norm(x, axis=(-2, -1), keepdims=keepdims)
     from numtile.tiletensor.elementwise import abs as absolute
 
-    if ord == 1:
-        column = tensor_sum(absolute(x), axis=-2, keepdims=True)
-        return (
-            tensor_max(column, axis=-1, keepdims=True)
-            if keepdims
-            else reshape(tensor_max(column, axis=-1), x.shape[:-2])
-        )
-    if ord in (np.inf, "inf"):
-        row = tensor_sum(absolute(x), axis=-1, keepdims=True)
-        return (
-            tensor_max(row, axis=-2, keepdims=True)
-            if keepdims
-            else reshape(tensor_max(row, axis=-2), x.shape[:-2])
-        )
+    if ord in (1, np.inf, "inf"):
+        # 1: largest column sum of |x|; inf: largest row sum
+        summed, largest = (-2, -1) if ord == 1 else (-1, -2)
+        sums = tensor_sum(absolute(x), axis=summed, keepdims=True)
+        if keepdims:
+            return tensor_max(sums, axis=largest, keepdims=True)
+        return reshape(tensor_max(sums, axis=largest), x.shape[:-2])
     raise ValueError(f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1 or inf")
