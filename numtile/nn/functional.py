@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from numtile import ops_cpu
-from numtile.autograd.tape import Function, needs_grad
+from numtile.autograd.tape import Function
 from numtile.ops_cpu import nn as kernels
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor import reduction as rd
@@ -163,10 +163,7 @@ def linear(
             f"linear: input has {x.shape[-1]} features but the weight has shape {weight.shape}"
             f"{' (out, in)' if transposed else ' (in, out)'}"
         )
-    if needs_grad(x, weight, bias):
-        return LinearFunction.apply(x, weight, bias, transposed=transposed)
-    y = _linear_forward(x, weight, transposed)
-    return y + bias if bias is not None else y
+    return LinearFunction.apply(x, weight, bias, transposed=transposed)
 
 
 # -- embedding --------------------------------------------------------------------------------
