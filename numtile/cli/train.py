@@ -25,9 +25,8 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     }
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
+        # annotations are strings here ("int", "int | None", ...): their first word decides
         kind = {"int": int, "float": float}.get(str(field.type).split(" ")[0], str)
-        if field.type in ("int | None",):
-            kind = int
         parser.add_argument(
             flag,
             type=kind,
