@@ -3,7 +3,9 @@
 Each field of ``Config`` names its variable; the README's Configuration table lists them
 all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_GC_THRESHOLD``, ``NUMTILE_POOL_BYTES``,
-``NUMTILE_TILE``, ``NUMTILE_TILE_1D``.
+``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
+``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
+``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,19 @@ class Config:
     pool_bytes: int = field(default_factory=lambda: _env_int("NUMTILE_POOL_BYTES", 1 << 30))
     tile: int = field(default_factory=lambda: _env_int("NUMTILE_TILE", 1024))
     tile_1d: int = field(default_factory=lambda: _env_int("NUMTILE_TILE_1D", 1 << 20))
+    # GPUs: -1 means every GPU found (none under Numba's CUDA simulator unless asked for)
+    ncuda: int = field(default_factory=lambda: _env_int("NUMTILE_NCUDA", -1))
+    restrict: str | None = field(default_factory=lambda: os.environ.get("NUMTILE_RESTRICT") or None)
+    # memory limits in bytes; None: the GPU's free memory / host RAM unlimited
+    cuda_mem_limit: int | None = field(default_factory=lambda: _env_bytes("NUMTILE_CUDA_MEM_LIMIT"))
+    host_mem_limit: int | None = field(default_factory=lambda: _env_bytes("NUMTILE_HOST_MEM_LIMIT"))
+    spill_dir: str | None = field(
+        default_factory=lambda: os.environ.get("NUMTILE_SPILL_DIR") or None
+    )
+    # CUDA launch shapes: threads per block of the 1-D grid-stride kernels, and the square
+    # shared-memory tile of the @cuda.jit GEMM (tests under the simulator shrink both)
+    cuda_block: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_BLOCK", 256))
+    cuda_gemm_tile: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_GEMM_TILE", 16))
 
     def __post_init__(self) -> None:
         if self.ncpu < 1:
@@ -63,6 +78,16 @@ class Config:
             raise ValueError(f"unknown scheduler {self.scheduler!r}; expected one of {SCHEDULERS}")
         if self.tile < 1 or self.tile_1d < 1:
             raise ValueError(f"default tile sizes must be >= 1, got {self.tile}, {self.tile_1d}")
+        if self.restrict not in RESTRICTS:
+            raise ValueError(
+                f"unknown restrict value {self.restrict!r}; expected 'cpu', 'cuda' or unset"
+            )
+        for name in ("cuda_mem_limit", "host_mem_limit"):
+            limit = getattr(self, name)
+            if limit is not None and limit <= 0:
+                raise ValueError(f"{name} must be a positive number of bytes, got {limit}")
+        if self.cuda_block < 1 or self.cuda_gemm_tile < 1:
+            raise ValueError("CUDA block sizes must be >= 1")
 
     @classmethod
     def defaults(cls) -> Config:
@@ -74,4 +99,50 @@ class Config:
 
 
 SCHEDULERS = ("eager", "dmda", "sync")
+RESTRICTS = (None, "cpu", "cuda")
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
+}
+
+
+def parse_bytes(text: str) -> int:
+    """``"512MiB"`` -> 536870912; plain integers are bytes; units are powers of 1024.
+
+    >>> parse_bytes("1.5G"), parse_bytes("4096")
+    (1610612736, 4096)
+    """
+    value = text.strip().lower().replace(" ", "")
+    number = value.rstrip("kmgtib")
+    unit = value[len(number) :]
+    if unit not in _UNITS or not number:
+        raise ValueError(f"{text!r} is not a size in bytes (examples: 4096, 512MiB, 2G)")
+    try:
+        return int(float(number) * _UNITS[unit])
+    except ValueError:
+        raise ValueError(f"{text!r} is not a size in bytes (examples: 4096, 512MiB, 2G)") from None
+
+
+def _env_bytes(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return parse_bytes(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
 _DEFAULTS: Config | None = None

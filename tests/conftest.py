@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import math
+import os
+
+# CUDA kernels are tested on CPU-only machines under Numba's CUDA simulator, with tiny block
+# sizes (every simulated thread is a Python thread). NUMTILE_TEST_GPU=1 tests a real GPU.
+# Numba reads these when it is first imported, so they are set before numtile is.
+if os.environ.get("NUMTILE_TEST_GPU") != "1":
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+    os.environ.setdefault("NUMTILE_CUDA_BLOCK", "8")
+    os.environ.setdefault("NUMTILE_CUDA_GEMM_TILE", "4")
 
 import numpy as np
 import pytest

@@ -12,7 +12,7 @@ from numtile.config import Config
 from numtile.runtime.access import READS, WRITES, Access
 from numtile.runtime.blas_threads import limit_kernel_blas_threads
 from numtile.runtime.codelet import Codelet
-from numtile.runtime.handle import HOST, NO_TASKS, DataHandle, InvalidatedError
+from numtile.runtime.handle import HOST, NO_TASKS, DataHandle, InvalidatedError, set_manager
 from numtile.runtime.perfmodel import PerfModels, footprint
 from numtile.runtime.scheduler import SCHEDULER_CLASSES
 from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState, task_error
@@ -48,8 +48,23 @@ class Runtime:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
         self.ncpu = self.config.ncpu
+        self.restrict = self.config.restrict
+        self._where: dict[Codelet, frozenset] = {}
+        self.gpus = self._start_gpus()
+        self.ncuda = len(self.gpus)
+        self.kinds = ["cpu"] * self.ncpu + ["cuda"] * self.ncuda  # one per worker
+        self.worker_names = [f"cpu{i}" for i in range(self.ncpu)] + [g.name for g in self.gpus]
+        self.manager = None
+        if self.gpus or self.config.host_mem_limit is not None:
+            from numtile.runtime.manager import MemoryManager
+
+            self.manager = MemoryManager(
+                self.config.host_mem_limit, self.config.spill_dir, self.gpus
+            )
         self.models = PerfModels(self.config.cache_dir)
-        self.scheduler = SCHEDULER_CLASSES[self.config.scheduler](self.ncpu, self.models)
+        self.scheduler = SCHEDULER_CLASSES[self.config.scheduler](
+            self.kinds, self.models, self.where
+        )
         if self.scheduler.inline:
             self.scheduler.runtime = self
         self._model_aware = self.scheduler.name == "dmda"
@@ -60,7 +75,7 @@ class Runtime:
         self._unfinished = 0
         self._errors: list[TaskError] = []
         self.tracer: Tracer | None = None
-        self.busy = [0.0] * self.ncpu
+        self.busy = [0.0] * len(self.kinds)
         self.started_at = time.perf_counter()
         self.closed = False
         self._blas_limit = limit_kernel_blas_threads(1)
@@ -71,16 +86,55 @@ class Runtime:
         if self.config.gc_threshold > self._old_gc[0]:
             gc.set_threshold(self.config.gc_threshold, *self._old_gc[1:])
         self._workers: list[threading.Thread] = []
+        if self.manager is not None:
+            set_manager(self.manager)
         if not self.scheduler.inline:
-            for worker in range(self.ncpu):
+            for worker, kind in enumerate(self.kinds):
+                loop = self._worker_loop if kind == "cpu" else self._cuda_worker_loop
                 thread = threading.Thread(
-                    target=self._worker_loop,
+                    target=loop,
                     args=(worker,),
-                    name=f"numtile-cpu{worker}",
+                    name=f"numtile-{self.worker_names[worker]}",
                     daemon=True,
                 )
                 thread.start()
                 self._workers.append(thread)
+
+    def _start_gpus(self) -> list:
+        """The GPU memory nodes asked for (``ncuda``, ``restrict``), checked up front."""
+        if self.restrict == "cpu" or self.config.ncuda == 0:
+            if self.restrict == "cuda":
+                raise ValueError("restrict='cuda' but NUMTILE_NCUDA=0 asks for no GPU")
+            return []
+        from numtile.runtime.cuda import CudaNode, detect_gpus
+
+        ncuda = detect_gpus(self.config.ncuda)
+        if ncuda == 0 and self.restrict == "cuda":
+            from numtile.ops_cuda import CudaUnavailableError
+
+            raise CudaUnavailableError(
+                "restrict='cuda' but no GPU was found (set NUMTILE_NCUDA=1 to use Numba's "
+                "CUDA simulator under NUMBA_ENABLE_CUDASIM=1)"
+            )
+        if ncuda and self.config.scheduler == "sync":
+            raise ValueError("the sync scheduler runs everything inline on CPU: use eager or dmda")
+        return [CudaNode(i, self.config.cuda_mem_limit) for i in range(ncuda)]
+
+    def where(self, codelet: Codelet) -> frozenset:
+        """The worker kinds that may run ``codelet`` under ``restrict``."""
+        kinds = self._where.get(codelet)
+        if kinds is None:
+            has_cuda = codelet.cuda is not None and self.ncuda > 0
+            if self.restrict == "cuda" and has_cuda:
+                kinds = frozenset({"cuda"})
+            elif has_cuda and codelet.cpu is not None and not codelet.control:
+                kinds = frozenset({"cpu", "cuda"})
+            elif has_cuda and not codelet.control:
+                kinds = frozenset({"cuda"})
+            else:
+                kinds = frozenset({"cpu"})
+            self._where[codelet] = kinds
+        return kinds
 
     # -- submission -------------------------------------------------------------------------
 
@@ -100,6 +154,8 @@ class Runtime:
         handles = [h for h, _ in accesses]
         modes = [m for _, m in accesses]
         task = Task(codelet, handles, modes, args, priority, next(self._seq), name)
+        if self.manager is not None and not codelet.control:
+            self._check_fits(task)
         with self._lock:
             predecessors = self._infer_dependencies(task)
             self._unfinished += 1
@@ -117,6 +173,24 @@ class Runtime:
         if pending == 0:
             self.scheduler.push(task)
         return task
+
+    def _check_fits(self, task: Task) -> None:
+        """Refuse, at submission, a task whose tiles exceed every node it may run on."""
+        need = sum({h.id: h.nbytes for h in task.handles}.values())
+        kinds = self.where(task.codelet)
+        limits = []
+        if "cpu" in kinds:
+            limits.append(self.config.host_mem_limit)
+        if "cuda" in kinds:
+            limits += [g.capacity for g in self.gpus]
+        if all(limit is not None and need > limit for limit in limits):
+            from numtile.runtime.manager import OutOfMemoryError, format_bytes
+
+            raise OutOfMemoryError(
+                f"{task.describe()} needs {format_bytes(need)} for its tiles, more than the "
+                f"memory limit ({', '.join(format_bytes(x) for x in limits)}): use smaller "
+                "tiles or raise NUMTILE_HOST_MEM_LIMIT / NUMTILE_CUDA_MEM_LIMIT"
+            )
 
     def _infer_dependencies(self, task: Task) -> dict[Task, bool]:
         """Sequential task flow: update each handle's writer/reader lists.
@@ -204,10 +278,17 @@ class Runtime:
                 )
                 for _, lock in locks:
                     lock.acquire()
+            pins = None
             try:
-                buffers = [
-                    h.acquire(HOST, WRITES[m], READS[m]) for h, m in zip(task.handles, task.modes)
-                ]
+                if task.codelet.control:
+                    buffers = []
+                elif self.manager is None:
+                    buffers = [
+                        h.acquire(HOST, WRITES[m], READS[m])
+                        for h, m in zip(task.handles, task.modes)
+                    ]
+                else:
+                    buffers, pins = self.manager.acquire(task, HOST)
                 task.start = time.perf_counter()
                 task.codelet.cpu(*buffers, *task.args)
                 task.end = time.perf_counter()
@@ -215,9 +296,104 @@ class Runtime:
                 task.end = time.perf_counter()
                 error = task_error(f"{task.describe()} raised {type(exc).__name__}: {exc}", exc)
             finally:
+                if pins is not None:
+                    self.manager.release(pins)
                 if locks is not None:
                     for _, lock in locks:
                         lock.release()
+        self._complete(task, worker, error)
+
+    def _cuda_worker_loop(self, worker: int) -> None:
+        """A GPU worker: stage inputs (h2d stream), launch (compute stream), and while the
+        kernel runs, take the next task and start uploading its inputs."""
+        gpu = self.gpus[worker - self.ncpu]
+        with gpu.device:
+            task = self.scheduler.pop(worker)
+            staged = None
+            while task is not None:
+                if staged is None and ACC not in task.modes:
+                    staged = self._stage(task, gpu, wait=True)
+                running = self._launch(task, gpu, staged)
+                following = self.scheduler.try_pop(worker)
+                following_staged = None
+                if following is not None:
+                    following_staged = self._stage(following, gpu, wait=False)
+                self._finish_cuda(task, worker, gpu, running)
+                if following is None:
+                    following = self.scheduler.pop(worker)
+                task, staged = following, following_staged
+
+    def _stage(self, task: Task, gpu, wait: bool):
+        """Pin and upload ``task``'s tiles on ``gpu``: (buffers, pins, event, error) or None
+        when it must wait (a prefetch that does not fit yet, or accumulate tiles whose lock
+        is taken at launch)."""
+        if task.cancelled_by is not None:
+            return None
+        if not wait and ACC in task.modes:
+            return None
+        try:
+            acquired = self.manager.acquire(task, gpu.id, wait=wait)
+        except Exception as exc:
+            return (None, [], None, exc)
+        if acquired is None:
+            return None
+        buffers, pins = acquired
+        return (buffers, pins, gpu.event_after_uploads(), None)
+
+    def _launch(self, task: Task, gpu, staged):
+        """Launch ``task`` on the compute stream; returns what ``_finish_cuda`` needs."""
+        task.state = TaskState.RUNNING
+        locks = None
+        if task.cancelled_by is not None:
+            return None
+        if ACC in task.modes:
+            locks = [
+                lock
+                for _, lock in sorted(
+                    {h.id: h.lock for h, m in zip(task.handles, task.modes) if m is ACC}.items()
+                )
+            ]
+            for lock in locks:
+                lock.acquire()
+            if staged is None:
+                staged = self._stage(task, gpu, wait=True)
+        buffers, pins, event, error = staged
+        task.start = time.perf_counter()
+        if error is None:
+            try:
+                event.wait(gpu.compute)
+                task.codelet.cuda(gpu.ops, *buffers, *task.args)
+            except Exception as exc:
+                error = exc
+        return (pins, locks, error)
+
+    def _finish_cuda(self, task: Task, worker: int, gpu, running) -> None:
+        task.worker = worker
+        if running is None:  # cancelled before it could run
+            task.end = task.start = time.perf_counter()
+            error = TaskCancelled(
+                f"{task.describe()} was cancelled because a task it depends on failed: "
+                f"{task.cancelled_by}",
+                root=task.cancelled_by,
+            )
+            self._complete(task, worker, error)
+            return
+        pins, locks, error = running
+        if error is None:
+            try:
+                gpu.compute.synchronize()
+            except Exception as exc:  # an error inside the kernel surfaces here
+                error = exc
+        task.end = time.perf_counter()
+        failed_writes = None
+        if error is not None:
+            error = task_error(
+                f"{task.describe()} raised {type(error).__name__} on {gpu.name}: {error}", error
+            )
+            failed_writes = [(h, gpu.id) for h, m in zip(task.handles, task.modes) if WRITES[m]]
+        self.manager.release(pins, failed_writes)
+        for lock in locks or ():
+            lock.release()
         self._complete(task, worker, error)
 
     def _complete(self, task: Task, worker: int, error: BaseException | None) -> None:
@@ -254,7 +430,7 @@ class Runtime:
         if self._model_aware:
             self.scheduler.finished(task, worker)
             if error is None:
-                self.models.record(footprint(task), elapsed)
+                self.models.record(footprint(task, self.kinds[worker]), elapsed)
         if error is None and codelet.flops is not None:
             codelet.total_flops += codelet.flops(*[h.shape for h in task.handles], *task.args)
         if self.tracer is not None:
@@ -331,8 +507,11 @@ class Runtime:
         handle.invalidated = True
 
     def wont_use(self, handle: DataHandle) -> None:
-        """Hint that ``handle`` will not be used soon: first in line for eviction."""
+        """Hint that ``handle`` will not be used soon: once its pending tasks are done it
+        leaves the GPUs (written back to host) and is first in line for eviction on host."""
         handle.wont_use_hint = True
+        if self.manager is not None:
+            self.submit(_WONT_USE, [(handle, R)], args=(self.manager, handle))
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -354,6 +533,9 @@ class Runtime:
             thread.join(timeout=5.0)
         self._workers = []
         self._blas_limit.restore_original_limits()
+        if self.manager is not None:
+            set_manager(None)
+            self.manager.close()
         gc.set_threshold(*self._old_gc)
         self.models.save()
 
@@ -369,4 +551,7 @@ def _root(error: BaseException) -> BaseException:
     return error
 
 
-_INVALIDATE = Codelet("invalidate", cpu=lambda tile, handle: handle.drop_replicas())
+_INVALIDATE = Codelet("invalidate", cpu=lambda handle: handle.drop_replicas(), control=True)
+_WONT_USE = Codelet(
+    "wont_use", cpu=lambda manager, handle: manager.evict_early(handle), control=True
+)

@@ -16,7 +16,8 @@ from numtile.runtime.memory import BufferPool, sole_owner
 if TYPE_CHECKING:
     from numtile.runtime.task import Task
 
-HOST = 0  # memory node id of host RAM
+HOST = 0  # memory node id of host RAM; GPUs are 1, 2, ...
+DISK = -1  # spill files of a limited host memory (the replica is the file's path)
 
 
 class ReplicaState(enum.Enum):
@@ -35,6 +36,14 @@ _handle_ids = itertools.count()
 POOL = BufferPool(Config.defaults().pool_bytes)
 POOL_MIN_BYTES = 1 << 17  # smaller tiles come from malloc's heap: no page faults to save
 NO_TASKS: list = []  # a shared empty task list: only ever replaced, never appended to
+# the running runtime's ``MemoryManager`` when some memory node is limited or a GPU is in use;
+# None (the CPU-only default) keeps every tile in host RAM with no accounting at all
+MANAGER = None
+
+
+def set_manager(manager) -> None:
+    global MANAGER
+    MANAGER = manager
 
 
 class DataHandle:
@@ -65,6 +74,7 @@ class DataHandle:
         "invalidated",
         "error",
         "wont_use_hint",
+        "__weakref__",
     )
 
     def __init__(self, shape: tuple[int, ...], dtype, data: np.ndarray | None = None) -> None:
@@ -79,6 +89,8 @@ class DataHandle:
             assert data.flags.c_contiguous
             self.replicas[HOST] = data
             self.states[HOST] = ReplicaState.MODIFIED
+            if MANAGER is not None:
+                MANAGER.register(self)
         self.writers: list[Task] = []  # tasks whose completion defines the current value
         self.readers: list[Task] = []  # tasks reading the current value
         self.accumulating = False  # True while ``writers`` is a group of ACCUMULATE tasks
@@ -115,10 +127,15 @@ class DataHandle:
 
     def host_array(self) -> np.ndarray:
         """The host replica, for reading once the tasks that write it are done."""
+        if MANAGER is not None:
+            return MANAGER.host_array(self)
         return self.acquire(HOST, writes=False, reads=True)
 
     def drop_replicas(self) -> None:
         """Forget every replica (after ``invalidate``): memory is released, nothing written back."""
+        if MANAGER is not None:
+            MANAGER.drop_all(self)
+            return
         self._recycle()
         self.replicas.clear()
         self.states.clear()
@@ -133,6 +150,9 @@ class DataHandle:
 
     def __del__(self) -> None:
         try:
+            if MANAGER is not None:
+                MANAGER.note_dead(self)
+                return
             self._recycle()
         except Exception:  # never raise from a finaliser (e.g. at interpreter exit)
             pass

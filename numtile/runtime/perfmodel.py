@@ -12,10 +12,12 @@ from numtile.runtime.task import Task
 MODEL_FILE = "perfmodels.json"
 
 
-def footprint(task: Task) -> str:
-    """The key that makes two calls of a codelet comparable: its tiles' shapes and dtypes."""
+def footprint(task: Task, arch: str = "cpu") -> str:
+    """The key that makes two calls of a codelet comparable: its tiles' shapes and dtypes,
+    and the kind of worker (``cpu`` or ``cuda``) that ran it."""
     tiles = ";".join(f"{'x'.join(map(str, h.shape))}:{h.dtype.str}" for h in task.handles)
-    return f"{task.codelet.name}|{tiles}"
+    key = f"{task.codelet.name}|{tiles}"
+    return key if arch == "cpu" else f"{key}|{arch}"
 
 
 class PerfModels:

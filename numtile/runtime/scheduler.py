@@ -1,43 +1,89 @@
-"""Schedulers: ``eager`` (one priority queue), ``dmda`` (earliest expected finish), ``sync``."""
+"""Schedulers: ``eager`` (one priority queue), ``dmda`` (earliest expected finish), ``sync``.
+
+A scheduler knows each worker's kind (``cpu`` or ``cuda``) and asks the runtime's
+``where(codelet)`` which kinds may run a task. ``pop`` blocks until a task is handed to the
+worker (None at shutdown); ``try_pop`` never blocks (GPU workers use it to take their next
+task early and prefetch its inputs).
+"""
 
 from __future__ import annotations
 
 import heapq
 import queue
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from numtile.runtime.handle import DISK, HOST
 from numtile.runtime.perfmodel import PerfModels, footprint
 from numtile.runtime.task import Task
 
 if TYPE_CHECKING:
     from numtile.runtime.engine import Runtime
 
+# assumed bandwidths (bytes/s) until transfers have been measured
+_DEFAULT_BANDWIDTH = {"cuda": 12e9, "disk": 1e9}
+
 
 class EagerScheduler:
-    """One priority queue shared by all workers: the first idle worker takes the top task."""
+    """One priority queue per set of worker kinds a task may use; an idle worker takes the
+    best task it can run. With CPU workers only this is a single shared queue."""
 
     name = "eager"
     inline = False
 
-    def __init__(self, nworkers: int, models: PerfModels) -> None:
-        self._heap: list[tuple[int, int, Task]] = []
+    def __init__(self, kinds: list[str], models: PerfModels, where: Callable) -> None:
+        self._kinds = kinds
+        self._where = where
+        self._mixed = len(set(kinds)) > 1
+        self._heaps: dict[frozenset, list] = {}
         self._lock = threading.Lock()
-        self._tokens: queue.SimpleQueue = queue.SimpleQueue()  # one token per queued task
-        self._nworkers = nworkers
+        self._ready = threading.Condition(self._lock)
+        self._tokens: queue.SimpleQueue = queue.SimpleQueue()  # one per task (single queue)
         self._stopping = False
 
     def push(self, task: Task) -> None:
+        key = self._where(task.codelet) if self._mixed else None
         with self._lock:
-            heapq.heappush(self._heap, (-task.priority, task.seq, task))
-        self._tokens.put(None)
+            heapq.heappush(self._heaps.setdefault(key, []), (-task.priority, task.seq, task))
+            if self._mixed:
+                self._ready.notify_all()
+        if not self._mixed:
+            self._tokens.put(None)
+
+    def _take(self, worker: int) -> Task | None:
+        """Pop the best task ``worker`` may run (lock held)."""
+        if not self._mixed:
+            heap = self._heaps.get(None)
+            return heapq.heappop(heap)[2] if heap else None
+        kind = self._kinds[worker]
+        best = None
+        for kinds, heap in self._heaps.items():
+            if heap and kind in kinds and (best is None or heap[0] < best[0]):
+                best = heap
+        return heapq.heappop(best)[2] if best is not None else None
 
     def pop(self, worker: int) -> Task | None:
-        self._tokens.get()
+        if not self._mixed:
+            self._tokens.get()
+            with self._lock:
+                return None if self._stopping else self._take(worker)
         with self._lock:
-            if self._stopping or not self._heap:
+            while not self._stopping:
+                task = self._take(worker)
+                if task is not None:
+                    return task
+                self._ready.wait()
+            return None
+
+    def try_pop(self, worker: int) -> Task | None:
+        if not self._mixed:
+            try:
+                self._tokens.get_nowait()
+            except queue.Empty:
                 return None
-            return heapq.heappop(self._heap)[2]
+        with self._lock:
+            return None if self._stopping else self._take(worker)
 
     def finished(self, task: Task, worker: int) -> None:
         pass
@@ -45,9 +91,10 @@ class EagerScheduler:
     def stop(self) -> list[Task]:
         with self._lock:
             self._stopping = True
-            left = [entry[2] for entry in self._heap]
-            self._heap.clear()
-        for _ in range(self._nworkers):
+            left = [entry[2] for heap in self._heaps.values() for entry in heap]
+            self._heaps.clear()
+            self._ready.notify_all()
+        for _ in self._kinds:
             self._tokens.put(None)
         return left
 
@@ -55,36 +102,69 @@ class EagerScheduler:
 class DmdaScheduler:
     """Deque-model-data-aware: each task goes to the worker with the earliest expected finish.
 
-    Expected durations come from the history performance models (keyed by codelet and tile
-    shapes). A worker's expected finish is the sum of the estimates of the tasks queued on
-    or running at it. Data transfer costs are zero between CPU workers sharing host memory.
-    While a codelet is uncalibrated, ties are broken by queue length.
+    Expected durations come from the history performance models (keyed by codelet, tile
+    shapes and worker kind). A worker's expected finish is the sum of the estimates of the
+    tasks queued on or running at it, plus the time to move the task's tiles that are not
+    yet valid in the worker's memory node. While a codelet is uncalibrated on a kind of
+    worker its estimate is zero there, so it gets tried; ties go to the shorter queue.
     """
 
     name = "dmda"
     inline = False
 
-    def __init__(self, nworkers: int, models: PerfModels) -> None:
+    def __init__(self, kinds: list[str], models: PerfModels, where: Callable) -> None:
         self.models = models
+        self._kinds = kinds
+        self._where = where
+        self._nodes = []  # memory node of each worker: host, or GPU i -> i + 1
+        gpu = 0
+        for kind in kinds:
+            if kind == "cuda":
+                gpu += 1
+            self._nodes.append(gpu if kind == "cuda" else HOST)
+        self.bandwidth = dict(_DEFAULT_BANDWIDTH)
         self._lock = threading.Lock()
-        self._heaps: list[list[tuple[int, int, Task]]] = [[] for _ in range(nworkers)]
-        self._tokens = [queue.SimpleQueue() for _ in range(nworkers)]
-        self._expected = [0.0] * nworkers  # seconds of queued + running work per worker
+        self._heaps: list[list[tuple[int, int, Task]]] = [[] for _ in kinds]
+        self._tokens = [queue.SimpleQueue() for _ in kinds]
+        self._expected = [0.0] * len(kinds)  # seconds of queued + running work per worker
         self._estimates: dict[int, float] = {}  # task seq -> estimate charged to its worker
         self._stopping = False
 
     def transfer_cost(self, task: Task, worker: int) -> float:
-        return 0.0  # CPU workers all read host memory directly
+        """Seconds to bring ``task``'s tiles that are not valid on the worker's node there."""
+        node = self._nodes[worker]
+        seconds = 0.0
+        for handle in task.handles:
+            replicas = handle.replicas
+            if node in replicas or not replicas:
+                continue
+            if HOST not in replicas and DISK in replicas and len(replicas) == 1:
+                seconds += handle.nbytes / self.bandwidth["disk"]  # read back from disk first
+                if node == HOST:
+                    continue
+            seconds += handle.nbytes / self.bandwidth["cuda"]  # one host <-> GPU copy
+        return seconds
 
     def push(self, task: Task) -> None:
-        estimate = self.models.estimate(footprint(task)) or 0.0
+        allowed = self._where(task.codelet)
+        estimates = {}
+        for kind in allowed:
+            estimate = self.models.estimate(footprint(task, kind))
+            estimates[kind] = estimate or 0.0
+        mixed = len(allowed) > 1 or "cuda" in allowed
         with self._lock:
-            best, best_key = 0, None
+            best, best_key = -1, None
             for worker, expected in enumerate(self._expected):
-                finish = expected + estimate + self.transfer_cost(task, worker)
+                kind = self._kinds[worker]
+                if kind not in allowed:
+                    continue
+                finish = expected + estimates[kind]
+                if mixed:
+                    finish += self.transfer_cost(task, worker)
                 key = (finish, len(self._heaps[worker]))
                 if best_key is None or key < best_key:
                     best, best_key = worker, key
+            estimate = estimates[self._kinds[best]]
             self._expected[best] += estimate
             self._estimates[task.seq] = estimate
             heapq.heappush(self._heaps[best], (-task.priority, task.seq, task))
@@ -92,6 +172,16 @@ class DmdaScheduler:
 
     def pop(self, worker: int) -> Task | None:
         self._tokens[worker].get()
+        with self._lock:
+            if self._stopping or not self._heaps[worker]:
+                return None
+            return heapq.heappop(self._heaps[worker])[2]
+
+    def try_pop(self, worker: int) -> Task | None:
+        try:
+            self._tokens[worker].get_nowait()
+        except queue.Empty:
+            return None
         with self._lock:
             if self._stopping or not self._heaps[worker]:
                 return None
@@ -120,7 +210,7 @@ class SyncScheduler:
     name = "sync"
     inline = True
 
-    def __init__(self, nworkers: int, models: PerfModels) -> None:
+    def __init__(self, kinds: list[str], models: PerfModels, where: Callable) -> None:
         self.runtime: Runtime | None = None
 
     def push(self, task: Task) -> None:
@@ -128,6 +218,9 @@ class SyncScheduler:
         self.runtime._run(task, worker=0)
 
     def pop(self, worker: int) -> Task | None:
+        return None
+
+    def try_pop(self, worker: int) -> Task | None:
         return None
 
     def finished(self, task: Task, worker: int) -> None:

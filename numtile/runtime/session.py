@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from numtile.config import Config
+from numtile.config import Config, parse_bytes
 from numtile.runtime.engine import Runtime, RuntimeShutdownError
 from numtile.runtime.trace import Tracer, summary
 
@@ -33,8 +33,12 @@ def get_runtime() -> Runtime:
         return _runtime
 
 
-def init(ncpu: int | None = None, scheduler: str | None = None) -> Runtime:
+def init(ncpu: int | None = None, scheduler: str | None = None, **settings) -> Runtime:
     """(Re)start the runtime with ``ncpu`` workers and a scheduler (``eager|dmda|sync``).
+
+    Any other ``Config`` field can be given too (``ncuda``, ``restrict``,
+    ``host_mem_limit``, ``cuda_mem_limit``, ``spill_dir``, ...); the rest is read from the
+    ``NUMTILE_*`` environment variables.
 
     Tensors made before keep their data once their tasks have finished.
 
@@ -49,6 +53,12 @@ def init(ncpu: int | None = None, scheduler: str | None = None) -> Runtime:
         config.ncpu = ncpu
     if scheduler is not None:
         config.scheduler = scheduler
+    for name, value in settings.items():
+        if not hasattr(config, name):
+            raise TypeError(f"init() got an unknown setting {name!r}")
+        if name.endswith("_limit") and isinstance(value, str):
+            value = parse_bytes(value)
+        setattr(config, name, value)
     config.__post_init__()
     with _lock:
         if _runtime is not None:
@@ -96,13 +106,17 @@ def trace(path: str) -> Iterator[Tracer]:
     True
     """
     runtime = get_runtime()
-    tracer = Tracer(time.perf_counter())
+    tracer = Tracer(time.perf_counter(), runtime.worker_names)
     runtime.tracer = tracer
+    if runtime.manager is not None:
+        runtime.manager.tracer = tracer
     try:
         yield tracer
         runtime.wait_all()
     finally:
         runtime.tracer = None
+        if runtime.manager is not None:
+            runtime.manager.tracer = None
         tracer.write(path)
 
 

@@ -18,10 +18,16 @@ if TYPE_CHECKING:
 class Tracer:
     """Collects one event per finished task: worker, codelet, start, end, tiles."""
 
-    def __init__(self, origin: float) -> None:
+    def __init__(self, origin: float, worker_names: list[str] | None = None) -> None:
         self.origin = origin
+        self.worker_names = worker_names or []
         self.events: list[tuple] = []
+        self.transfers: list[tuple] = []  # (route, start, end, bytes)
         self._lock = threading.Lock()
+
+    def record_transfer(self, route: str, start: float, end: float, nbytes: int) -> None:
+        with self._lock:
+            self.transfers.append((route, start, end, nbytes))
 
     def record(self, task: Task) -> None:
         event = (
@@ -48,7 +54,33 @@ class Tracer:
                     "ph": "M",
                     "pid": 0,
                     "tid": worker,
-                    "args": {"name": f"cpu{worker}"},
+                    "args": {"name": self._worker_name(worker)},
+                }
+            )
+        routes = sorted({t[0] for t in self.transfers})
+        first_row = max([e[0] for e in self.events] + [len(self.worker_names)], default=0) + 1
+        rows = {route: first_row + i for i, route in enumerate(routes)}
+        for route, row in rows.items():  # transfers get rows of their own: overlap is visible
+            events.append(
+                {
+                    "name": "thread_name",
+                    "ph": "M",
+                    "pid": 0,
+                    "tid": row,
+                    "args": {"name": f"copy {route}"},
+                }
+            )
+        for route, start, end, nbytes in self.transfers:
+            events.append(
+                {
+                    "name": route,
+                    "cat": "transfer",
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": rows[route],
+                    "ts": (start - self.origin) * 1e6,
+                    "dur": max(end - start, 0.0) * 1e6,
+                    "args": {"bytes": nbytes},
                 }
             )
         for worker, name, start, end, seq, tiles, ok in self.events:
@@ -66,6 +98,11 @@ class Tracer:
             )
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
+    def _worker_name(self, worker: int) -> str:
+        if 0 <= worker < len(self.worker_names):
+            return self.worker_names[worker]
+        return f"cpu{worker}"
+
     def write(self, path: str) -> None:
         directory = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
@@ -78,12 +115,13 @@ def summary(runtime: Runtime) -> str:
     """Busy time per worker and time / GFLOP/s per codelet since the runtime started."""
     elapsed = max(runtime.elapsed, 1e-12)
     lines = [
-        f"numtile runtime: {runtime.ncpu} CPU worker(s), scheduler {runtime.scheduler.name}, "
-        f"{elapsed:.3f} s since start"
+        f"numtile runtime: {runtime.ncpu} CPU worker(s), {runtime.ncuda} GPU worker(s), "
+        f"scheduler {runtime.scheduler.name}, {elapsed:.3f} s since start"
     ]
     lines.append(f"{'worker':<10}{'busy s':>10}{'busy %':>9}")
     for worker, busy in enumerate(runtime.busy):
-        lines.append(f"{'cpu' + str(worker):<10}{busy:>10.3f}{100 * busy / elapsed:>8.1f}%")
+        name = runtime.worker_names[worker]
+        lines.append(f"{name:<10}{busy:>10.3f}{100 * busy / elapsed:>8.1f}%")
     lines.append(f"{'codelet':<22}{'calls':>9}{'seconds':>10}{'GFLOP/s':>10}")
     for codelet in sorted(REGISTRY.values(), key=lambda c: -c.seconds):
         if codelet.calls == 0:
@@ -95,4 +133,6 @@ def summary(runtime: Runtime) -> str:
         )
         rate_text = f"{rate:>10.1f}" if codelet.total_flops else f"{'-':>10}"
         lines.append(f"{codelet.name:<22}{codelet.calls:>9}{codelet.seconds:>10.3f}{rate_text}")
+    if runtime.manager is not None:
+        lines.append(runtime.manager.summary())
     return "\n".join(lines)

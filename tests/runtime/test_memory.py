@@ -1,0 +1,188 @@
+"""The memory manager on host: a limit, LRU eviction to spill files, counters and errors."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import numtile as nt
+from numtile.runtime import Access, Codelet, DataHandle
+from numtile.runtime.handle import DISK, HOST
+from numtile.runtime.manager import OutOfMemoryError
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def limited(tmp_path):
+    """A runtime whose host memory is limited to 1 MiB, spilling under ``tmp_path``."""
+
+    def start(limit=MiB, scheduler="eager", ncpu=2):
+        return nt.init(
+            ncpu=ncpu, scheduler=scheduler, host_mem_limit=limit, spill_dir=str(tmp_path)
+        )
+
+    yield start
+    nt.init()
+
+
+@pytest.mark.parametrize("scheduler", ["eager", "dmda", "sync"])
+def test_working_set_four_times_the_limit_matches_numpy(limited, tmp_path, scheduler):
+    runtime = limited(scheduler=scheduler)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 256))  # 512 KiB each, 64 KiB tiles
+    b = rng.standard_normal((256, 256))
+    x = nt.from_numpy(a, tile_shape=(64, 128))
+    y = nt.from_numpy(b, tile_shape=(128, 64))
+    z = nt.tanh(x @ y) * 2.0 - x  # live: x, y, x@y, tanh, *2, result: 6 x 512 KiB = 3 MiB
+    w = z @ y + z
+    expected_z = np.tanh(a @ b) * 2.0 - a
+    np.testing.assert_allclose(w.to_numpy(), expected_z @ b + expected_z, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(z.to_numpy(), expected_z, rtol=1e-10, atol=1e-10)
+    counters = runtime.manager.counters()
+    host = counters["nodes"]["host"]
+    assert host["peak"] <= MiB
+    assert host["evictions"] > 0
+    assert counters["spill"]["writes"] > 0 and counters["spill"]["reads"] > 0
+    assert counters["transferred_bytes"]["host->disk"] == counters["spill"]["bytes_written"]
+    assert any(name.startswith("tile-") for name in os.listdir(tmp_path))
+
+
+def test_spill_files_and_accounting_go_with_dead_tensors(limited, tmp_path):
+    runtime = limited()
+    x = nt.from_numpy(np.arange(2 * 65536, dtype=np.float64), tile_shape=16384)  # 1 MiB
+    y = nt.from_numpy(np.ones(2 * 65536), tile_shape=16384)  # pushes half of x to disk
+    assert runtime.manager.counters()["spill"]["writes"] > 0
+    np.testing.assert_array_equal((x + y).to_numpy(), np.arange(2 * 65536) + 1.0)
+    del x, y
+    gc.collect()
+    assert runtime.manager.counters()["nodes"]["host"]["used"] <= 128 * 1024  # the sum's
+    nt.wait_all()
+    leftovers = [n for n in os.listdir(tmp_path) if n.startswith("tile-")]
+    assert leftovers == []
+
+
+def test_a_task_larger_than_the_limit_fails_at_submission(limited):
+    limited(limit=256 * 1024)
+    with pytest.raises(OutOfMemoryError, match=r"needs 512\.0 KiB .* limit \(256\.0 KiB\)"):
+        nt.ones((256, 256), tile_shape=(256, 256)) + 1  # one 512 KiB tile
+
+
+def test_the_largest_tile_is_checked_when_data_arrives(limited):
+    limited(limit=256 * 1024)
+    with pytest.raises(OutOfMemoryError, match="limit"):
+        nt.from_numpy(np.ones((256, 256)), tile_shape=(256, 256))
+
+
+def test_unwritable_spill_directory_fails_at_start(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    with pytest.raises(OSError, match="spill directory .* not writable"):
+        nt.init(ncpu=1, host_mem_limit=MiB, spill_dir=str(blocked / "sub"))
+    nt.init()
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"restrict": "gpu"}, "unknown restrict value 'gpu'"),
+        ({"host_mem_limit": 0}, "host_mem_limit must be a positive"),
+        ({"host_mem_limit": "12 parsecs"}, "not a size in bytes"),
+        ({"ncuda": 0, "restrict": "cuda"}, "asks for no GPU"),
+        ({"colour": "red"}, "unknown setting"),
+    ],
+)
+def test_bad_settings_fail_at_start(setting, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        nt.init(ncpu=1, **setting)
+    nt.init()
+
+
+def test_environment_sizes_are_parsed(monkeypatch):
+    from numtile.config import Config
+
+    monkeypatch.setenv("NUMTILE_HOST_MEM_LIMIT", "1.5GiB")
+    assert Config().host_mem_limit == 3 << 29
+    monkeypatch.setenv("NUMTILE_HOST_MEM_LIMIT", "lots")
+    with pytest.raises(ValueError, match="NUMTILE_HOST_MEM_LIMIT"):
+        Config()
+
+
+def test_invalidate_drops_spilled_copies_without_reading_them(limited, tmp_path):
+    runtime = limited()
+    x = nt.from_numpy(np.ones(4 * 65536), tile_shape=16384)  # 2 MiB: half on disk
+    assert any(DISK in h.replicas for h in x.handles)
+    reads = runtime.manager.counters()["spill"]["reads"]
+    for handle in x.handles:
+        runtime.invalidate(handle)
+    nt.wait_all()
+    assert all(not h.replicas for h in x.handles)
+    assert runtime.manager.counters()["spill"]["reads"] == reads
+    assert [n for n in os.listdir(tmp_path) if n.startswith("tile-")] == []
+    assert runtime.manager.counters()["nodes"]["host"]["used"] == 0
+
+
+def test_wont_use_puts_a_tile_first_in_line(limited):
+    runtime = limited()
+    x = nt.from_numpy(np.zeros(65536), tile_shape=16384)  # 4 tiles, 512 KiB
+    handles = list(x.handles)
+    last_used = handles[2]
+    runtime.wont_use(last_used)
+    nt.wait_all()
+    assert next(iter(runtime.manager.nodes[HOST].lru)) == last_used.id
+    y = nt.ones(5 * 16384, tile_shape=16384)  # needs one tile of room: the hinted one goes
+    y.to_numpy()
+    assert DISK in last_used.replicas and HOST not in last_used.replicas
+
+
+def test_a_task_waits_for_memory_held_by_running_tasks(limited):
+    """Two workers, each task needing most of the limit: they take turns instead of failing."""
+    import threading
+
+    runtime = limited(limit=3 * 64 * 1024, ncpu=2)
+    running = []
+    lock = threading.Lock()
+
+    def work(src, dst):
+        with lock:
+            running.append(1)
+            assert len(running) == 1  # both tasks' tiles (4 x 64 KiB) never fit together
+        np.multiply(src, 2, out=dst)
+        with lock:
+            running.pop()
+
+    codelet = Codelet("test_memory_turns", cpu=work)
+    pairs = [
+        (DataHandle((8192,), np.float64, np.full(8192, i, float)), DataHandle((8192,), np.float64))
+        for i in range(4)
+    ]
+    for src, dst in pairs:
+        runtime.submit(codelet, [(src, Access.R), (dst, Access.W)])
+    nt.wait_all()
+    for i, (_, dst) in enumerate(pairs):
+        np.testing.assert_array_equal(dst.host_array(), 2.0 * i)
+
+
+def test_summary_shows_memory_counters(limited):
+    limited()
+    x = nt.ones(4 * 65536, tile_shape=16384)
+    (x * 2).to_numpy()
+    text = nt.runtime_summary(file=open(os.devnull, "w"))
+    assert "host" in text and "evictions" in text and "host->disk" in text
+
+
+def test_trace_shows_transfers_on_their_own_rows(limited, tmp_path):
+    import json
+
+    limited()
+    path = tmp_path / "trace.json"
+    with nt.trace(str(path)):
+        x = nt.ones(4 * 65536, tile_shape=16384)
+        (x * 2).to_numpy()
+    events = json.loads(path.read_text())["traceEvents"]
+    rows = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert "copy host->disk" in rows
+    assert any(e.get("cat") == "transfer" and e["args"]["bytes"] > 0 for e in events)
