@@ -68,11 +68,11 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
         runtime.submit(AXPY, [(src, R), (dst, ACC)], (one,))
 
 
-def _axpy(x, y, alpha):
-    ops_cpu.axpy(alpha, x.reshape(-1), y.reshape(-1))
+def _axpy(ops, x, y, alpha):
+    ops.axpy(alpha, x.reshape(-1), y.reshape(-1))
 
 
-AXPY = Codelet("axpy", cpu=_axpy, flops=lambda x, y, alpha: 2.0 * math.prod(y))
+AXPY = Codelet("axpy", kernel=_axpy, flops=lambda x, y, alpha: 2.0 * math.prod(y))
 
 
 class Add(Function):

@@ -26,25 +26,25 @@ from numtile.tiletensor.tensor import TileTensor
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 
-def _forward_block(q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal):
+def _forward_block(ops, q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal):
     for b in range(q.shape[0]):
-        kernels.attention_forward_block(
+        ops.nn.attention_forward_block(
             q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, q_start, k_start, causal
         )
 
 
-def _finalize(acc, m, l, out, lse, n_heads):
+def _finalize(ops, acc, m, l, out, lse, n_heads):
     for b in range(acc.shape[0]):
-        kernels.attention_forward_finalize(acc[b], m[b], l[b], out[b], lse[b], n_heads)
+        ops.nn.attention_forward_finalize(acc[b], m[b], l[b], out[b], lse[b], n_heads)
 
 
-def _delta(dout, out, delta, n_heads):
+def _delta(ops, dout, out, delta, n_heads):
     for b in range(out.shape[0]):
-        kernels.attention_backward_delta(dout[b], out[b], delta[b], n_heads)
+        ops.nn.attention_backward_delta(dout[b], out[b], delta[b], n_heads)
 
 
 def _backward_block(
-    q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal
+    ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal
 ):
     for b in range(q.shape[0]):
         kernels.attention_backward_block(
@@ -69,11 +69,11 @@ def _block_flops(q, k, *args) -> float:
     return 4.0 * math.prod(q) * k[1]  # two (tq x tk x width) products per head
 
 
-ATTENTION_FORWARD = Codelet("attention_forward", cpu=_forward_block, flops=_block_flops)
-ATTENTION_FINALIZE = Codelet("attention_finalize", cpu=_finalize)
-ATTENTION_DELTA = Codelet("attention_delta", cpu=_delta)
+ATTENTION_FORWARD = Codelet("attention_forward", kernel=_forward_block, flops=_block_flops)
+ATTENTION_FINALIZE = Codelet("attention_finalize", kernel=_finalize)
+ATTENTION_DELTA = Codelet("attention_delta", kernel=_delta)
 ATTENTION_BACKWARD = Codelet(
-    "attention_backward", cpu=_backward_block, flops=lambda q, k, *a: 2.5 * _block_flops(q, k)
+    "attention_backward", kernel=_backward_block, flops=lambda q, k, *a: 2.5 * _block_flops(q, k)
 )
 
 

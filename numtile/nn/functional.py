@@ -12,9 +12,7 @@ import math
 
 import numpy as np
 
-from numtile import ops_cpu
 from numtile.autograd.tape import Function
-from numtile.ops_cpu import nn as kernels
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor import reduction as rd
 from numtile.tiletensor.creation import fill_tiles, zeros
@@ -49,8 +47,8 @@ def row_stats(x: TileTensor, fill=0.0, width: int | None = None, tile: int | Non
     return out
 
 
-def _gemm_rows(a, b, c, trans_a, trans_b, alpha, beta):
-    ops_cpu.gemm(rows(a), rows(b), rows(c), trans_a, trans_b, alpha, beta)
+def _gemm_rows(ops, a, b, c, trans_a, trans_b, alpha, beta):
+    ops.gemm(rows(a), rows(b), rows(c), trans_a, trans_b, alpha, beta)
 
 
 def _gemm_flops(a, b, c, trans_a, trans_b, alpha, beta) -> float:
@@ -58,7 +56,7 @@ def _gemm_flops(a, b, c, trans_a, trans_b, alpha, beta) -> float:
     return 2.0 * math.prod(c) * inner
 
 
-GEMM_ROWS = Codelet("gemm_rows", cpu=_gemm_rows, flops=_gemm_flops)
+GEMM_ROWS = Codelet("gemm_rows", kernel=_gemm_rows, flops=_gemm_flops)
 
 
 def _match_last_tile(x: TileTensor, tile: int) -> TileTensor:
@@ -169,16 +167,16 @@ def linear(
 # -- embedding --------------------------------------------------------------------------------
 
 
-def _embedding_gather(ids, table, out, v_start):
-    kernels.embedding_gather(flat(ids), table, v_start, rows(out))
+def _embedding_gather(ops, ids, table, out, v_start):
+    ops.nn.embedding_gather(flat(ids), table, v_start, rows(out))
 
 
-def _embedding_scatter(ids, grad_out, grad_table, v_start):
-    kernels.embedding_scatter_add(flat(ids), rows(grad_out), v_start, grad_table)
+def _embedding_scatter(ops, ids, grad_out, grad_table, v_start):
+    ops.nn.embedding_scatter_add(flat(ids), rows(grad_out), v_start, grad_table)
 
 
-EMBEDDING_GATHER = Codelet("embedding_gather", cpu=_embedding_gather)
-EMBEDDING_SCATTER = Codelet("embedding_scatter", cpu=_embedding_scatter)
+EMBEDDING_GATHER = Codelet("embedding_gather", kernel=_embedding_gather)
+EMBEDDING_SCATTER = Codelet("embedding_scatter", kernel=_embedding_scatter)
 
 
 class EmbeddingFunction(Function):
@@ -246,35 +244,35 @@ def embedding(ids: TileTensor, table: TileTensor) -> TileTensor:
 # -- layer norm and RMS norm ------------------------------------------------------------------
 
 
-def _moments(x, s1, s2):
-    kernels.row_moments_accumulate(rows(x), flat(s1), flat(s2))
+def _moments(ops, x, s1, s2):
+    ops.nn.row_moments_accumulate(rows(x), flat(s1), flat(s2))
 
 
-def _norm_apply(x, gamma, beta, s1, s2, y, n, eps):
-    kernels.layer_norm_apply(rows(x), gamma, beta, flat(s1), flat(s2), rows(y), n, eps)
+def _norm_apply(ops, x, gamma, beta, s1, s2, y, n, eps):
+    ops.nn.layer_norm_apply(rows(x), gamma, beta, flat(s1), flat(s2), rows(y), n, eps)
 
 
-def _norm_backward_accumulate(x, dy, gamma, s1, s2, a1, a2, n, eps):
-    kernels.layer_norm_backward_accumulate(
+def _norm_backward_accumulate(ops, x, dy, gamma, s1, s2, a1, a2, n, eps):
+    ops.nn.layer_norm_backward_accumulate(
         rows(x), rows(dy), gamma, flat(s1), flat(s2), flat(a1), flat(a2), n, eps
     )
 
 
-def _norm_backward_apply(x, dy, gamma, s1, s2, a1, a2, dx, n, eps):
-    kernels.layer_norm_backward_apply(
+def _norm_backward_apply(ops, x, dy, gamma, s1, s2, a1, a2, dx, n, eps):
+    ops.nn.layer_norm_backward_apply(
         rows(x), rows(dy), gamma, flat(s1), flat(s2), flat(a1), flat(a2), rows(dx), n, eps
     )
 
 
-def _norm_param_grad(x, dy, s1, s2, dgamma, dbeta, n, eps):
-    kernels.layer_norm_param_grad(rows(x), rows(dy), flat(s1), flat(s2), dgamma, dbeta, n, eps)
+def _norm_param_grad(ops, x, dy, s1, s2, dgamma, dbeta, n, eps):
+    ops.nn.layer_norm_param_grad(rows(x), rows(dy), flat(s1), flat(s2), dgamma, dbeta, n, eps)
 
 
-MOMENTS = Codelet("row_moments", cpu=_moments)
-NORM_APPLY = Codelet("layer_norm", cpu=_norm_apply)
-NORM_BACKWARD_ACCUMULATE = Codelet("layer_norm_backward_sums", cpu=_norm_backward_accumulate)
-NORM_BACKWARD_APPLY = Codelet("layer_norm_backward", cpu=_norm_backward_apply)
-NORM_PARAM_GRAD = Codelet("layer_norm_param_grad", cpu=_norm_param_grad)
+MOMENTS = Codelet("row_moments", kernel=_moments)
+NORM_APPLY = Codelet("layer_norm", kernel=_norm_apply)
+NORM_BACKWARD_ACCUMULATE = Codelet("layer_norm_backward_sums", kernel=_norm_backward_accumulate)
+NORM_BACKWARD_APPLY = Codelet("layer_norm_backward", kernel=_norm_backward_apply)
+NORM_PARAM_GRAD = Codelet("layer_norm_param_grad", kernel=_norm_param_grad)
 
 
 class LayerNormFunction(Function):

@@ -11,7 +11,6 @@ import numpy as np
 
 from numtile.autograd.tape import Function
 from numtile.nn.functional import flat, lead_indices, row_stats, rows
-from numtile.ops_cpu import nn as kernels
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor import elementwise as ew
 from numtile.tiletensor import reduction as rd
@@ -23,24 +22,24 @@ R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 IGNORE = -1
 
 
-def _lse(logits, m, s):
-    kernels.logsumexp_accumulate(rows(logits), flat(m), flat(s))
+def _lse(ops, logits, m, s):
+    ops.nn.logsumexp_accumulate(rows(logits), flat(m), flat(s))
 
 
-def _pick(logits, targets, picked, v_start):
-    kernels.cross_entropy_pick(rows(logits), flat(targets), v_start, flat(picked))
+def _pick(ops, logits, targets, picked, v_start):
+    ops.nn.cross_entropy_pick(rows(logits), flat(targets), v_start, flat(picked))
 
 
-def _backward(logits, targets, m, s, grad, dlogits, v_start, inverse_count):
-    scale = float(grad.reshape(-1)[0]) * inverse_count
-    kernels.cross_entropy_backward(
+def _backward(ops, logits, targets, m, s, grad, dlogits, v_start, inverse_count):
+    scale = float(ops.to_host(grad).reshape(-1)[0]) * inverse_count
+    ops.nn.cross_entropy_backward(
         rows(logits), flat(targets), flat(m), flat(s), v_start, scale, rows(dlogits)
     )
 
 
-LOGSUMEXP = Codelet("logsumexp", cpu=_lse)
-PICK = Codelet("cross_entropy_pick", cpu=_pick)
-CROSS_ENTROPY_BACKWARD = Codelet("cross_entropy_backward", cpu=_backward)
+LOGSUMEXP = Codelet("logsumexp", kernel=_lse)
+PICK = Codelet("cross_entropy_pick", kernel=_pick)
+CROSS_ENTROPY_BACKWARD = Codelet("cross_entropy_backward", kernel=_backward)
 
 
 class CrossEntropy(Function):

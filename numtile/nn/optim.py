@@ -7,8 +7,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from numtile import ops_cpu
-from numtile.ops_cpu import nn as kernels
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor import elementwise as ew
 from numtile.tiletensor import reduction as rd
@@ -18,8 +16,8 @@ from numtile.tiletensor.tensor import TileTensor
 R, RW = Access.R, Access.RW
 
 
-def _adamw(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
-    kernels.adamw_step(
+def _adamw(ops, param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
+    ops.nn.adamw_step(
         param.reshape(-1),
         grad.reshape(-1),
         exp_avg.reshape(-1),
@@ -33,12 +31,12 @@ def _adamw(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay
     )
 
 
-def _sgd(param, grad, lr):
-    ops_cpu.axpy(param.dtype.type(-lr), grad.reshape(-1), param.reshape(-1))
+def _sgd(ops, param, grad, lr):
+    ops.axpy(param.dtype.type(-lr), grad.reshape(-1), param.reshape(-1))
 
 
-ADAMW = Codelet("adamw", cpu=_adamw, flops=lambda p, *args: 12.0 * math.prod(p))
-SGD_STEP = Codelet("sgd", cpu=_sgd, flops=lambda p, *args: 2.0 * math.prod(p))
+ADAMW = Codelet("adamw", kernel=_adamw, flops=lambda p, *args: 12.0 * math.prod(p))
+SGD_STEP = Codelet("sgd", kernel=_sgd, flops=lambda p, *args: 2.0 * math.prod(p))
 
 
 def _groups(params) -> list[dict]:

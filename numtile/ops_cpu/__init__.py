@@ -4,6 +4,9 @@ A kernel knows nothing about tiles, tasks or the runtime: inputs first, prealloc
 after, then scalars. ``ops_cpu`` is the reference backend that defines the semantics.
 """
 
+from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
+
+from numtile.ops_cpu import nn  # noqa: F401  (ops.nn on either backend)
 from numtile.ops_cpu.blas import gemm, gemm_batched, potrf, syrk, trsm
 from numtile.ops_cpu.elementwise import (
     BINARY_OPS,
@@ -26,7 +29,15 @@ from numtile.ops_cpu.reduction import (
     softmax_backward,
 )
 
+
+def to_host(array):
+    """A host view of a tile: on CPU the tile itself (on a GPU, a synchronised copy)."""
+    return array
+
+
 __all__ = [
+    "empty",
+    "to_host",
     "NORMAL",
     "UNIFORM",
     "arange_fill",

@@ -26,6 +26,19 @@ def default_tile_shape(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(max(1, min(edge, s)) for s in shape)
 
 
+def c_strides(shape) -> list[int]:
+    """Element strides of a C-ordered array of ``shape``.
+
+    >>> c_strides((2, 3, 4))
+    [12, 4, 1]
+    """
+    strides, step = [0] * len(shape), 1
+    for axis in range(len(shape) - 1, -1, -1):
+        strides[axis] = step
+        step *= shape[axis]
+    return strides
+
+
 class Layout:
     """Shape, tile shape and grid of a tiled tensor; any shape with any tile shape works.
 

@@ -22,13 +22,13 @@ from numtile.tiletensor.tensor import TileTensor
 R, W, RW = Access.R, Access.W, Access.RW
 
 
-def _gemm_tiles(a, b, c, trans_a, trans_b, alpha, beta):
+def _gemm_tiles(ops, a, b, c, trans_a, trans_b, alpha, beta):
     if c.ndim == 2:
-        ops_cpu.gemm(a, b, c, trans_a, trans_b, alpha, beta)
+        ops.gemm(a, b, c, trans_a, trans_b, alpha, beta)
         return
     batch = c.shape[:-2]
     if a.shape[:-2] in (batch, (1,) * len(batch)) and b.shape[:-2] in (batch, (1,) * len(batch)):
-        ops_cpu.gemm_batched(
+        ops.gemm_batched(
             a.reshape((-1,) + a.shape[-2:]),
             b.reshape((-1,) + b.shape[-2:]),
             c.reshape((-1,) + c.shape[-2:]),
@@ -41,15 +41,15 @@ def _gemm_tiles(a, b, c, trans_a, trans_b, alpha, beta):
     for index in np.ndindex(batch):  # batch axes broadcast one at a time
         ia = tuple(0 if s == 1 else i for s, i in zip(a.shape[:-2], index))
         ib = tuple(0 if s == 1 else i for s, i in zip(b.shape[:-2], index))
-        ops_cpu.gemm(a[ia], b[ib], c[index], trans_a, trans_b, alpha, beta)
+        ops.gemm(a[ia], b[ib], c[index], trans_a, trans_b, alpha, beta)
 
 
 def _gemm_flops(a, b, c, trans_a, trans_b, alpha, beta) -> float:
     return 2.0 * math.prod(c) * (a[-2] if trans_a else a[-1])
 
 
-def _potrf(a, offset):
-    info = ops_cpu.potrf(a)
+def _potrf(ops, a, offset):
+    info = ops.potrf(a)
     if info > 0:
         raise np.linalg.LinAlgError(
             f"matrix is not positive definite: the leading minor of order {offset + info} "
@@ -57,8 +57,8 @@ def _potrf(a, offset):
         )
 
 
-gemm = Codelet("gemm", cpu=_gemm_tiles, flops=_gemm_flops)
-potrf = Codelet("potrf", cpu=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0)
+gemm = Codelet("gemm", kernel=_gemm_tiles, flops=_gemm_flops)
+potrf = Codelet("potrf", kernel=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0)
 trsm = Codelet(
     "trsm",
     cpu=lambda a, b, left, lower, trans, unit, alpha: ops_cpu.trsm(

@@ -11,17 +11,10 @@ import numpy as np
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.layout import c_strides as _c_strides
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
-
-
-def _c_strides(shape) -> list[int]:
-    strides, step = [0] * len(shape), 1
-    for axis in range(len(shape) - 1, -1, -1):
-        strides[axis] = step
-        step *= shape[axis]
-    return strides
 
 
 def _runs(src: Layout, axis: int, first: int, count: int, start: int, step: int):
