@@ -51,9 +51,15 @@ def info(args: argparse.Namespace) -> int:
         f"NumPy {numpy.__version__}, Numba {numba.__version__})"
     )
     print(
-        f"workers: {runtime.ncpu} CPU (NUMTILE_NCPU), scheduler: {runtime.scheduler.name} "
-        f"(NUMTILE_SCHEDULER)"
+        f"workers: {runtime.ncpu} CPU (NUMTILE_NCPU), {runtime.ncuda} GPU (NUMTILE_NCUDA), "
+        f"scheduler: {runtime.scheduler.name} (NUMTILE_SCHEDULER), "
+        f"restrict: {runtime.restrict or 'none'} (NUMTILE_RESTRICT)"
     )
+    limits = [
+        f"host {config.host_mem_limit or 'unlimited'} (NUMTILE_HOST_MEM_LIMIT)",
+        f"GPU {config.cuda_mem_limit or 'free memory'} (NUMTILE_CUDA_MEM_LIMIT)",
+    ]
+    print(f"memory limits: {', '.join(limits)}")
     print(
         f"default tiles: {config.tile} per axis, {config.tile_1d} for 1-d (NUMTILE_TILE, "
         f"NUMTILE_TILE_1D)"

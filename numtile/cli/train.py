@@ -36,9 +36,33 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    """Where kernels run and how much memory they may use (override NUMTILE_* variables)."""
+    group = parser.add_argument_group("runtime")
+    group.add_argument("--restrict", choices=["cpu", "cuda"], help="run kernels only there")
+    group.add_argument("--ncuda", type=int, help="GPU workers (default: every GPU found)")
+    group.add_argument("--cuda-mem-limit", metavar="SIZE", help="bytes per GPU, e.g. 20GiB")
+    group.add_argument("--host-mem-limit", metavar="SIZE", help="host bytes before spilling")
+    group.add_argument("--spill-dir", metavar="DIR", help="where host tiles spill")
+
+
+def _start_runtime(args: argparse.Namespace) -> None:
+    import numtile as nt
+
+    names = ("restrict", "ncuda", "cuda_mem_limit", "host_mem_limit", "spill_dir")
+    settings = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    if settings:
+        try:
+            nt.init(**settings)
+        except (ValueError, OSError, RuntimeError) as exc:  # bad settings: say so, no traceback
+            raise SystemExit(f"numtile: error: {exc}") from None
+
+
 def train_command(args: argparse.Namespace) -> int:
     import numtile as nt
     from numtile.train import TrainConfig, Trainer, generate
+
+    _start_runtime(args)
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     cfg = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
@@ -46,10 +70,12 @@ def train_command(args: argparse.Namespace) -> int:
         cfg.checkpoint = None
     trainer = Trainer(cfg)
     model, config = trainer.model, trainer.config
+    runtime = nt.get_runtime()
+    gpus = f" + {runtime.ncuda} GPU" if runtime.ncuda else ""
     print(
         f"numtile train: {model.num_parameters():,} parameters "
         f"({config.n_layer} layers, {config.n_embd} wide, {config.n_head} heads), "
-        f"{nt.get_runtime().ncpu} workers, data {trainer.data_dir}, "
+        f"{runtime.ncpu} CPU{gpus} workers, data {trainer.data_dir}, "
         f"{len(trainer.train_data):,} training tokens"
     )
     stop = _StopOnInterrupt()
@@ -128,6 +154,7 @@ def _decode(ids: np.ndarray, data_dir: str | None, tokenizer: str | None = None)
 def generate_command(args: argparse.Namespace) -> int:
     from numtile.train import generate, load_model
 
+    _start_runtime(args)
     model, attrs = load_model(args.checkpoint)
     if args.tokenizer:
         from tokenizers import Tokenizer
@@ -149,6 +176,7 @@ def register(subparsers) -> None:
         "train", help="train a GPT (default: a small byte-level model on the stdlib sources)"
     )
     _add_train_flags(train)
+    _add_runtime_flags(train)
     train.set_defaults(func=train_command)
     gen = subparsers.add_parser("generate", help="sample text from a training checkpoint")
     gen.add_argument("--checkpoint", required=True)
@@ -158,6 +186,7 @@ def register(subparsers) -> None:
     gen.add_argument("--top-k", type=int, default=40)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--tokenizer", help="tokenizer.json used to prepare the data (else bytes)")
+    _add_runtime_flags(gen)
     gen.set_defaults(func=generate_command)
 
 

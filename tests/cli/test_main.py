@@ -39,3 +39,18 @@ def test_unknown_command_is_a_usage_error():
     with pytest.raises(SystemExit) as info:
         main(["frobnicate"])
     assert info.value.code == 2
+
+
+def test_runtime_flags_are_checked_before_training(capsys):
+    import numtile as nt
+    from numtile.cli.main import main
+
+    with pytest.raises(SystemExit, match="host_mem_limit.*not a size in bytes|not a size"):
+        main(["train", "--host-mem-limit", "plenty", "--steps", "1"])
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--restrict", "gpu"])
+    assert info.value.code == 2  # argparse: invalid choice
+    assert "invalid choice: 'gpu'" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="restrict='cuda' but NUMTILE_NCUDA=0"):
+        main(["train", "--restrict", "cuda", "--ncuda", "0"])
+    nt.init()
