@@ -1,0 +1,230 @@
+"""numtile on a real NVIDIA GPU against CuPy and PyTorch, timed in the same run.
+
+Cases (ratio = numtile throughput / peer throughput):
+  gemm     tiled float32 (and TF32) matmul, n x n, vs ``cupy.matmul``     [>= 0.85 at 8192]
+  gpt      GPT-2 training tokens/s (numtile GPT2 + AdamW, all kernels on the GPU) vs
+           transformers GPT2LMHeadModel + torch.optim.AdamW on CUDA
+  largest  the largest GPT-2 (by layers) whose training state is >= 4x a GPU memory limit
+           of a quarter of the card, trained for a few steps with that limit
+
+Each case runs in its own process (TF32 is read by CuPy at import). Usage:
+  python bench/compare_gpu.py [--cases gemm,gpt,largest] [--n 8192] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _median_seconds(fn, sync, repeat=5, warmup=2) -> float:
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def case_gemm(args) -> dict:
+    import cupy
+    import numpy as np
+
+    import numtile as nt
+
+    n, tile = args.n, args.tile
+    runtime = nt.init(ncpu=2, ncuda=1, restrict="cuda")
+    rng = np.random.default_rng(0)
+    a_np = rng.standard_normal((n, n), np.float32)
+    b_np = rng.standard_normal((n, n), np.float32)
+    a = nt.from_numpy(a_np, tile_shape=(tile, tile))
+    b = nt.from_numpy(b_np, tile_shape=(tile, tile))
+    results = {}
+
+    def ours():
+        c = a @ b
+        runtime.wait_handles(c.handles)  # results stay on the GPU
+        results["c"] = c
+
+    def sync():
+        cupy.cuda.Device(0).synchronize()
+
+    t_ours = _median_seconds(ours, sync)
+    check = results["c"].to_numpy()
+    ca, cb = cupy.asarray(a_np), cupy.asarray(b_np)
+    t_cupy = _median_seconds(lambda: cupy.matmul(ca, cb), sync)
+    reference = cupy.asnumpy(cupy.matmul(ca, cb))
+    error = float(np.max(np.abs(check - reference)) / np.max(np.abs(reference)))
+    flops = 2.0 * n**3
+    return {
+        "case": f"gemm float32 {n} tile {tile} tf32={os.environ.get('CUPY_TF32', '0')}",
+        "numtile_tflops": flops / t_ours / 1e12,
+        "cupy_tflops": flops / t_cupy / 1e12,
+        "ratio": t_cupy / t_ours,
+        "max_rel_error": error,
+    }
+
+
+def case_gpt(args) -> dict:
+    import numpy as np
+    import torch
+    from transformers import GPT2Config as HFConfig
+    from transformers import GPT2LMHeadModel
+
+    import numtile as nt
+    from numtile.nn import optim
+    from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
+
+    cfg = dict(vocab_size=50304, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+    batch, seq = args.batch, args.seq
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, cfg["vocab_size"], (batch, seq))
+    targets = rng.integers(0, cfg["vocab_size"], (batch, seq))
+
+    hf = GPT2LMHeadModel(HFConfig(**cfg, activation_function="gelu_new")).cuda()
+    opt = torch.optim.AdamW(hf.parameters(), lr=1e-4)
+    ti, tt = torch.tensor(idx).cuda(), torch.tensor(targets).cuda()
+
+    def torch_step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(
+            hf(ti).logits.reshape(-1, cfg["vocab_size"]), tt.reshape(-1)
+        )
+        loss.backward()
+        opt.step()
+
+    t_torch = _median_seconds(torch_step, torch.cuda.synchronize, repeat=5)
+    del hf, opt
+    torch.cuda.empty_cache()
+
+    nt.init(ncpu=2, ncuda=1, restrict="cuda")
+    tiling = Tiling(batch=1, seq=None, embd=None, inner=None, head=cfg["n_head"], vocab=8192)
+    model = GPT2(GPT2Config(**cfg), tiling, dtype="float32", seq_len=seq)
+    ours_opt = optim.AdamW(model.parameters(), lr=1e-4)
+
+    def ours_step():
+        ours_opt.zero_grad()
+        _, loss = model(idx, targets)
+        loss.backward()
+        ours_opt.step()
+        loss.item()
+
+    t_ours = _median_seconds(ours_step, nt.wait_all, repeat=3, warmup=1)
+    tokens = batch * seq
+    return {
+        "case": f"gpt2-small train step, batch {batch} x {seq}",
+        "numtile_tokens_per_s": tokens / t_ours,
+        "torch_tokens_per_s": tokens / t_torch,
+        "ratio": t_torch / t_ours,
+    }
+
+
+def case_largest(args) -> dict:
+    import numpy as np
+
+    import numtile as nt
+    from numtile.nn import optim
+    from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
+
+    from numba import cuda
+
+    total = cuda.current_context().get_memory_info().total
+    limit = total // 4
+    runtime = nt.init(ncpu=2, ncuda=1, restrict="cuda", cuda_mem_limit=limit)
+    embd, seq, batch = 2048, 256, 1
+    per_layer = 12 * embd * embd + 13 * embd
+    state_bytes_per_param = 4 * 4  # float32 weight, gradient, two AdamW moments
+    layers = int(4 * limit / state_bytes_per_param / per_layer) + 1  # state >= 4x the limit
+    cfg = GPT2Config(vocab_size=8192, n_positions=seq, n_embd=embd, n_layer=layers, n_head=16)
+    tiling = Tiling(batch=1, seq=None, embd=1024, inner=1024, head=4, vocab=4096)
+    model = GPT2(cfg, tiling, dtype="float32", seq_len=seq)
+    opt = optim.AdamW(model.parameters(), lr=1e-4)
+    params = model.num_parameters()
+    rng = np.random.default_rng(0)
+    losses, start = [], time.perf_counter()
+    for _ in range(args.largest_steps):
+        idx = rng.integers(0, cfg.vocab_size, (batch, seq))
+        opt.zero_grad()
+        _, loss = model(idx, idx)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    seconds = time.perf_counter() - start
+    counters = runtime.manager.counters()
+    return {
+        "case": f"largest GPT-2 under a {limit / 2**30:.1f} GiB limit (quarter of the card)",
+        "layers": layers,
+        "parameters": params,
+        "training_state_gib": params * state_bytes_per_param / 2**30,
+        "state_over_limit": params * state_bytes_per_param / limit,
+        "losses": losses,
+        "seconds_per_step": seconds / args.largest_steps,
+        "gpu_peak_gib": counters["nodes"]["cuda0"]["peak"] / 2**30,
+        "evictions": counters["nodes"]["cuda0"]["evictions"],
+        "moved_gib": {k: v / 2**30 for k, v in counters["transferred_bytes"].items()},
+    }
+
+
+CASES = {"gemm": case_gemm, "gpt": case_gpt, "largest": case_largest}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="gemm,gpt,largest")
+    parser.add_argument("--n", type=int, default=8192)
+    parser.add_argument("--tile", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--largest-steps", type=int, default=3)
+    parser.add_argument("--out", default="gpu_results.json")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(CASES[args.child](args)), flush=True)
+        return
+    results = []
+    for name in args.cases.split(","):
+        runs = [("", {})]
+        if name == "gemm":
+            runs = [("", {"CUPY_TF32": "0"}), (" (TF32)", {"CUPY_TF32": "1"})]
+        for _, extra in runs:
+            env = {**os.environ, **extra, "PYTHONPATH": ROOT}
+            command = [sys.executable, os.path.abspath(__file__), "--child", name]
+            command += [f"--n={args.n}", f"--tile={args.tile}", f"--batch={args.batch}"]
+            command += [f"--seq={args.seq}", f"--largest-steps={args.largest_steps}"]
+            try:
+                out = subprocess.run(
+                    command, env=env, capture_output=True, text=True, timeout=args_timeout(name)
+                )
+                lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+                result = (
+                    json.loads(lines[-1][7:])
+                    if lines
+                    else {"case": name, "error": out.stderr[-2000:]}
+                )
+            except subprocess.TimeoutExpired:
+                result = {"case": name, "error": f"timed out after {args_timeout(name)} s"}
+            print(json.dumps(result), flush=True)
+            results.append(result)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+
+
+def args_timeout(name: str) -> int:
+    return {"gemm": 90, "gpt": 150, "largest": 150}[name]
+
+
+if __name__ == "__main__":
+    main()
