@@ -2,13 +2,64 @@
 
 Each public function has the name and signature of its ``ops_cpu`` twin plus a keyword-only
 ``stream`` (``0``: the default stream). Arrays are device arrays (``numba.cuda``
-``DeviceNDArray``, or the simulator's stand-in under ``NUMBA_ENABLE_CUDASIM=1``). A function
-only launches work on ``stream``: it never synchronises and never allocates its outputs.
+``DeviceNDArray``, or the simulator's stand-in under ``NUMBA_ENABLE_CUDASIM=1``); shapes and
+strides stay host arrays. A function only launches work on ``stream``: it never
+synchronises and never allocates its outputs. One deviation: ``potrf`` writes LAPACK's
+``info`` into a 1-element device array instead of returning it (the runtime's ``StreamOps``
+gives codelets the CPU signature back).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
 """
 
+from numtile.ops_cuda import nn
 from numtile.ops_cuda._launch import SIMULATOR, CudaUnavailableError, available, require
+from numtile.ops_cuda.blas import gemm, gemm_batched, gemm_path, potrf, syrk, trsm
+from numtile.ops_cuda.elementwise import (
+    BINARY_OPS,
+    COMPARE_OPS,
+    UNARY_BACKWARD_OPS,
+    UNARY_OPS,
+    axpy,
+    binary,
+    compare,
+    scale,
+    unary,
+    unary_backward,
+)
+from numtile.ops_cuda.generate import arange_fill, random_fill
+from numtile.ops_cuda.memory import cast, copy_strided, fill
+from numtile.ops_cuda.reduction import REDUCE_OPS, reduce_accumulate, softmax, softmax_backward
 
-__all__ = ["SIMULATOR", "CudaUnavailableError", "available", "require"]
+__all__ = [
+    "BINARY_OPS",
+    "COMPARE_OPS",
+    "REDUCE_OPS",
+    "SIMULATOR",
+    "UNARY_BACKWARD_OPS",
+    "UNARY_OPS",
+    "CudaUnavailableError",
+    "arange_fill",
+    "available",
+    "axpy",
+    "binary",
+    "cast",
+    "compare",
+    "copy_strided",
+    "fill",
+    "gemm",
+    "gemm_batched",
+    "gemm_path",
+    "nn",
+    "potrf",
+    "random_fill",
+    "reduce_accumulate",
+    "require",
+    "scale",
+    "softmax",
+    "softmax_backward",
+    "syrk",
+    "trsm",
+    "unary",
+    "unary_backward",
+]

@@ -1,0 +1,655 @@
+"""CUDA elementwise kernels: unary maps and their derivatives, broadcasting binary ops,
+comparisons, scale and axpy (twins of ``ops_cpu.elementwise``, with its op codes).
+
+A kernel takes the op code at run time and branches on it per element (the branch is the same
+for every thread, so it costs a few instructions, not divergence). Kernels whose maths needs
+constants in the data's precision (float32 arithmetic must stay float32, as on the CPU) are
+built once per dtype by a cached factory that freezes typed constants into them.
+
+Transcendental functions guard the inputs where IEEE results are wanted but Python's
+``math`` (which runs the kernels under the simulator) would raise: the guards return what
+CUDA's libdevice returns anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+
+import numba
+import numpy as np
+from numba import cuda
+
+from numtile.ops_cpu.elementwise import (
+    ABS,
+    ADD,
+    BINARY_OPS,
+    CEIL,
+    COMPARE_OPS,
+    COS,
+    DIVIDE,
+    EQUAL,
+    EXP,
+    EXP_BACKWARD,
+    EXPM1,
+    FLOOR,
+    FLOOR_DIVIDE,
+    GELU_TANH,
+    GELU_TANH_BACKWARD,
+    GREATER,
+    GREATER_EQUAL,
+    LESS,
+    LESS_EQUAL,
+    LOG,
+    LOG1P,
+    LOG_BACKWARD,
+    LOGICAL_AND,
+    LOGICAL_OR,
+    MAXIMUM,
+    MINIMUM,
+    MULTIPLY,
+    NEGATIVE,
+    NOT_EQUAL,
+    POWER,
+    RECIPROCAL,
+    RELU,
+    RELU_BACKWARD,
+    REMAINDER,
+    SIGMOID,
+    SIGMOID_BACKWARD,
+    SIGN,
+    SILU,
+    SILU_BACKWARD,
+    SIN,
+    SQRT,
+    SQRT_BACKWARD,
+    SQUARE,
+    SUBTRACT,
+    TANH,
+    TANH_BACKWARD,
+    UNARY_BACKWARD_OPS,
+    UNARY_OPS,
+)
+from numtile.ops_cuda._launch import block, grid
+from numtile.ops_cuda.memory import (
+    DeviceArray,
+    coalesce,
+    host_ints,
+    is_c_contiguous,
+    is_host,
+    offsets2,
+)
+
+__all__ = [
+    "BINARY_OPS",
+    "COMPARE_OPS",
+    "UNARY_BACKWARD_OPS",
+    "UNARY_OPS",
+    "axpy",
+    "binary",
+    "compare",
+    "scale",
+    "unary",
+    "unary_backward",
+]
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_CUBIC = 0.044715
+# exp overflows float64 above this (and float32 far below it): larger inputs give inf
+_EXP_LIMIT = 709.782712893384
+_INT64_MIN = np.int64(np.iinfo(np.int64).min)
+
+# How a broadcasting kernel reads an operand: a[i] (C-contiguous, full size), a[0] (one
+# element), a scalar kernel argument (the operand was a host scalar), or a[offset(i)].
+_DENSE, _SINGLE, _VALUE, _STRIDED = range(4)
+
+
+# --- dtype-independent device functions ----------------------------------------------------------
+
+
+@cuda.jit(device=True)
+def maximum(a, b):
+    """np.maximum of two scalars: NaN propagates, maximum(-0.0, +0.0) is +0.0 (llvm.maximum)."""
+    if a > b:
+        return a
+    if b > a:
+        return b
+    if a == b:
+        # equal: only -0.0 against +0.0 differs, and their sum is +0.0
+        return a + b if a == 0 else a
+    return a + b  # unordered: a NaN is involved
+
+
+@cuda.jit(device=True)
+def minimum(a, b):
+    """np.minimum of two scalars: NaN propagates, minimum(-0.0, +0.0) is -0.0 (llvm.minimum)."""
+    if a < b:
+        return a
+    if b < a:
+        return b
+    if a == b:
+        return -(-a - b) if a == 0 else a
+    return a + b
+
+
+@cuda.jit(device=True)
+def _load(array, value, kind, at):
+    """The operand element a broadcasting kernel reads (see the _DENSE... kinds)."""
+    if kind == _VALUE:
+        return value
+    if kind == _SINGLE:
+        return array[0]
+    return array[at]
+
+
+# --- per-dtype device functions ------------------------------------------------------------------
+
+
+@functools.cache
+def scalar_math(dtype: np.dtype):
+    """Device functions for elements of ``dtype`` with constants frozen in its precision.
+
+    Floats compute in their own precision. Integers compute transcendental functions in
+    float64 with the formulas' constants converted to the integer type, exactly as the CPU
+    twins do (the tiled ops convert integers to floats before such ops anyway).
+    """
+    dtype = np.dtype(dtype)
+    floating = dtype.kind == "f"
+    ftype = dtype.type if floating else np.float64
+    real = numba.from_dtype(np.dtype(ftype))
+    # constants of the formulas in the data's type, as the CPU's as_type_of (so for integers
+    # 0.5 is 0, as there); the IEEE guards in the precision of the float results
+    zero, one, minus_one, two, three, half = (dtype.type(c) for c in (0, 1, -1, 2, 3, 0.5))
+    sqrt_2_over_pi, gelu_cubic = dtype.type(_SQRT_2_OVER_PI), dtype.type(_GELU_CUBIC)
+    inf, nan = ftype(np.inf), ftype(np.nan)
+    exp_limit = ftype(_EXP_LIMIT)
+    big = ftype(2.0**52)  # every float at least this large is an integer
+
+    @cuda.jit(device=True)
+    def exp(v):
+        if v > exp_limit:
+            return inf
+        return real(math.exp(v))
+
+    @cuda.jit(device=True)
+    def expm1(v):
+        if v > exp_limit:
+            return inf
+        return real(math.expm1(v))
+
+    @cuda.jit(device=True)
+    def log(v):
+        if v < zero:
+            return nan
+        if v == zero:
+            return -inf
+        return real(math.log(v))
+
+    @cuda.jit(device=True)
+    def log1p(v):
+        if v < -one:
+            return nan
+        if v == -one:
+            return -inf
+        return real(math.log1p(v))
+
+    @cuda.jit(device=True)
+    def sqrt(v):
+        if v < zero:
+            return nan
+        return real(math.sqrt(v))
+
+    @cuda.jit(device=True)
+    def sin(v):
+        if math.isinf(v):
+            return nan
+        return real(math.sin(v))
+
+    @cuda.jit(device=True)
+    def cos(v):
+        if math.isinf(v):
+            return nan
+        return real(math.cos(v))
+
+    @cuda.jit(device=True)
+    def tanh(v):
+        return real(math.tanh(v))
+
+    @cuda.jit(device=True)
+    def fmod(a, b):
+        if math.isinf(a) or b == zero:
+            return nan
+        return real(math.fmod(a, b))
+
+    @cuda.jit(device=True)
+    def copysign(a, b):
+        return real(math.copysign(a, b))
+
+    if floating:
+
+        @cuda.jit(device=True)
+        def floor(v):
+            # math.floor returns an integer in Numba: floor through fmod keeps a float
+            if not v < big or not v > -big or v == zero:
+                return v  # inf, NaN, signed zeros and floats too large to have a fraction
+            whole = v - real(math.fmod(v, one))
+            return whole - one if whole > v else whole
+
+        @cuda.jit(device=True)
+        def ceil(v):
+            if not v < big or not v > -big or v == zero:
+                return v
+            whole = real(math.copysign(v - real(math.fmod(v, one)), v))
+            return whole + one if whole < v else whole
+
+        @cuda.jit(device=True)
+        def floor_divide(a, b):
+            # npy_divmod from NumPy's npy_math, as the CPU twin: exact quotient of
+            # a - fmod(a, b), then rounding
+            if b == zero:
+                return a / b
+            mod = fmod(a, b)
+            div = (a - mod) / b
+            if mod != zero and (b < zero) != (mod < zero):
+                div -= one
+            if div == zero:
+                return copysign(zero, a / b)
+            whole = floor(div)
+            if div - whole > half:
+                whole += one
+            return whole
+
+        @cuda.jit(device=True)
+        def remainder(a, b):
+            mod = fmod(a, b)
+            if b == zero:
+                return mod
+            if mod == zero:
+                return copysign(zero, b)
+            return mod + b if (b < zero) != (mod < zero) else mod
+
+        @cuda.jit(device=True)
+        def power(a, b):
+            return a**b
+
+    else:
+
+        @cuda.jit(device=True)
+        def floor(v):
+            return real(v)  # NumPy's floor of an integer is the float of it
+
+        ceil = floor
+
+        @cuda.jit(device=True)
+        def floor_divide(a, b):
+            # Python's floor division; x // 0 is 0 (NumPy's error model) and -a wraps INT_MIN
+            # to INT_MIN as NumPy does
+            if b == zero:
+                return zero
+            if b == minus_one:
+                return -a
+            return a // b
+
+        @cuda.jit(device=True)
+        def remainder(a, b):
+            if b == zero or b == minus_one:
+                return zero
+            return a % b
+
+        @cuda.jit(device=True)
+        def power(a, b):
+            # as Numba's integer power (the CPU twin): a negative exponent gives 1 / a**-b
+            # truncated to an integer, and the INT_MIN of converting inf for a == 0
+            if b < zero:
+                if a == one:
+                    return one
+                if a == minus_one:
+                    return one if b % 2 == 0 else minus_one
+                if a == zero:
+                    return _INT64_MIN
+                return zero
+            result = one
+            base = a
+            exponent = b
+            while exponent != 0:
+                if exponent & 1:
+                    result *= base
+                exponent >>= 1
+                base *= base
+            return result
+
+    @cuda.jit(device=True)
+    def sign(v):
+        # NumPy: sign(nan) is nan and sign(-0.0) is +0.0
+        if v > zero:
+            return one
+        if v < zero:
+            return minus_one
+        return v if v != v else zero
+
+    @cuda.jit(device=True)
+    def sigmoid(v):
+        # exp of a non-positive number only: no overflow for any input
+        decay = exp(-abs(v))
+        return one / (one + decay) if v >= zero else decay / (one + decay)
+
+    @cuda.jit(device=True)
+    def gelu_tanh(v):
+        inner = sqrt_2_over_pi * (v + gelu_cubic * v * v * v)
+        return half * v * (one + tanh(inner))
+
+    @cuda.jit(device=True)
+    def gelu_tanh_backward(v, grad):
+        t = tanh(sqrt_2_over_pi * (v + gelu_cubic * v * v * v))
+        inner_slope = sqrt_2_over_pi * (one + three * gelu_cubic * v * v)
+        return grad * (half * (one + t) + half * v * (one - t * t) * inner_slope)
+
+    @cuda.jit(device=True)
+    def silu_backward(v, grad):
+        s = sigmoid(v)
+        return grad * s * (one + v * (one - s))
+
+    return types.SimpleNamespace(**locals())
+
+
+# --- kernels -------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _unary_kernel(dtype: np.dtype):
+    m = scalar_math(dtype)
+    exp, expm1, log, log1p, sqrt = m.exp, m.expm1, m.log, m.log1p, m.sqrt
+    sin, cos, tanh, floor, ceil, sign = m.sin, m.cos, m.tanh, m.floor, m.ceil, m.sign
+    sigmoid, gelu_tanh = m.sigmoid, m.gelu_tanh
+    one, zero = m.one, m.zero
+
+    @cuda.jit
+    def kernel(x, out, op):
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            v = x[i]
+            if op == NEGATIVE:
+                out[i] = -v
+            elif op == ABS:
+                out[i] = abs(v)
+            elif op == EXP:
+                out[i] = exp(v)
+            elif op == LOG:
+                out[i] = log(v)
+            elif op == SQRT:
+                out[i] = sqrt(v)
+            elif op == TANH:
+                out[i] = tanh(v)
+            elif op == RELU:
+                # a select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0)
+                out[i] = zero if v < zero else v
+            elif op == GELU_TANH:
+                out[i] = gelu_tanh(v)
+            elif op == SILU:
+                out[i] = v * sigmoid(v)
+            elif op == SIN:
+                out[i] = sin(v)
+            elif op == COS:
+                out[i] = cos(v)
+            elif op == SQUARE:
+                out[i] = v * v
+            elif op == RECIPROCAL:
+                out[i] = one / v
+            elif op == SIGMOID:
+                out[i] = sigmoid(v)
+            elif op == EXPM1:
+                out[i] = expm1(v)
+            elif op == LOG1P:
+                out[i] = log1p(v)
+            elif op == FLOOR:
+                out[i] = floor(v)
+            elif op == CEIL:
+                out[i] = ceil(v)
+            elif op == SIGN:
+                out[i] = sign(v)
+
+    return kernel
+
+
+@functools.cache
+def _unary_backward_kernel(dtype: np.dtype):
+    m = scalar_math(dtype)
+    exp, sqrt, tanh, sigmoid = m.exp, m.sqrt, m.tanh, m.sigmoid
+    gelu_tanh_backward, silu_backward = m.gelu_tanh_backward, m.silu_backward
+    one, two, zero = m.one, m.two, m.zero
+
+    @cuda.jit
+    def kernel(x, grad_out, grad_in, op):
+        for i in range(cuda.grid(1), grad_in.size, cuda.gridsize(1)):
+            v = x[i]
+            grad = grad_out[i]
+            if op == RELU_BACKWARD:
+                grad_in[i] = grad if v > zero else zero
+            elif op == GELU_TANH_BACKWARD:
+                grad_in[i] = gelu_tanh_backward(v, grad)
+            elif op == SILU_BACKWARD:
+                grad_in[i] = silu_backward(v, grad)
+            elif op == TANH_BACKWARD:
+                t = tanh(v)
+                grad_in[i] = grad * (one - t * t)
+            elif op == SIGMOID_BACKWARD:
+                s = sigmoid(v)
+                grad_in[i] = grad * s * (one - s)
+            elif op == EXP_BACKWARD:
+                grad_in[i] = grad * exp(v)
+            elif op == LOG_BACKWARD:
+                grad_in[i] = grad / v
+            elif op == SQRT_BACKWARD:
+                grad_in[i] = grad / (two * sqrt(v))
+
+    return kernel
+
+
+@functools.cache
+def _binary_kernel(dtype: np.dtype):
+    m = scalar_math(dtype)
+    floor_divide, remainder, power = m.floor_divide, m.remainder, m.power
+
+    @cuda.jit
+    def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
+        strided = a_kind == _STRIDED or b_kind == _STRIDED
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            a_at = i
+            b_at = i
+            if strided:
+                a_at, b_at = offsets2(i, shape, a_strides, b_strides)
+            x = _load(a, a_value, a_kind, a_at)
+            y = _load(b, b_value, b_kind, b_at)
+            if op == ADD:
+                out[i] = x + y
+            elif op == SUBTRACT:
+                out[i] = x - y
+            elif op == MULTIPLY:
+                out[i] = x * y
+            elif op == DIVIDE:
+                out[i] = x / y
+            elif op == MAXIMUM:
+                out[i] = maximum(x, y)
+            elif op == MINIMUM:
+                out[i] = minimum(x, y)
+            elif op == POWER:
+                out[i] = power(x, y)
+            elif op == FLOOR_DIVIDE:
+                out[i] = floor_divide(x, y)
+            elif op == REMAINDER:
+                out[i] = remainder(x, y)
+
+    return kernel
+
+
+@cuda.jit
+def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
+    strided = a_kind == _STRIDED or b_kind == _STRIDED
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        a_at = i
+        b_at = i
+        if strided:
+            a_at, b_at = offsets2(i, shape, a_strides, b_strides)
+        x = _load(a, a_value, a_kind, a_at)
+        y = _load(b, b_value, b_kind, b_at)
+        if op == EQUAL:
+            out[i] = x == y
+        elif op == NOT_EQUAL:
+            out[i] = x != y
+        elif op == LESS:
+            out[i] = x < y
+        elif op == LESS_EQUAL:
+            out[i] = x <= y
+        elif op == GREATER:
+            out[i] = x > y
+        elif op == GREATER_EQUAL:
+            out[i] = x >= y
+        elif op == LOGICAL_AND:
+            out[i] = x != 0 and y != 0
+        elif op == LOGICAL_OR:
+            out[i] = x != 0 or y != 0
+
+
+@cuda.jit
+def _scale_kernel(x, alpha, out):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = alpha * x[i]
+
+
+@cuda.jit
+def _axpy_kernel(alpha, x, y):
+    for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
+        y[i] += alpha * x[i]
+
+
+# --- launchers -----------------------------------------------------------------------------------
+
+
+def _check_op(op, table: dict, name: str) -> int:
+    op = int(op)
+    if not 0 <= op < len(table):
+        raise ValueError(f"{name}: unknown op code")
+    return op
+
+
+def _operand(array, strides, shape: tuple[int, ...], size: int, other):
+    """(array, value, kind, strides) of a broadcast operand as the kernels take it.
+
+    A host operand (a Python or NumPy scalar, or a one-element host array such as the
+    ``np.full(1, scalar)`` the tiled scalar ops pass) becomes a scalar kernel argument of
+    the other operand's dtype; the other operand's device array stands in for its array.
+    """
+    if is_host(array):
+        values = np.asarray(array).reshape(-1)
+        if values.size != 1:
+            raise ValueError(
+                f"a host operand of a broadcasting kernel must hold one element, got {values.size}"
+            )
+        return other, other.dtype.type(values[0]), _VALUE, (0,) * len(shape)
+    strides = host_ints(strides, "strides")
+    if len(strides) != len(shape):
+        raise ValueError(f"strides {strides} do not match shape {shape}")
+    if array.size == size and is_c_contiguous(strides, shape):
+        kind = _DENSE
+    elif array.size == 1:
+        kind, strides = _SINGLE, (0,) * len(shape)
+    else:
+        kind = _STRIDED
+    return array, array.dtype.type(0), kind, strides
+
+
+def _operand_dtype(a, b) -> np.dtype:
+    """The dtype of the device operand(s) of a broadcasting kernel."""
+    if is_host(a) and is_host(b):
+        raise TypeError("a broadcasting kernel needs at least one device operand")
+    return np.dtype(b.dtype if is_host(a) else a.dtype)
+
+
+def _broadcast(kernel, a, a_strides, b, b_strides, out, shape, op, stream) -> None:
+    shape = host_ints(shape, "shape")
+    size = out.size
+    if size == 0:
+        return
+    # the kernels index flat arrays (a 0-d device scalar becomes a 1-element array)
+    a, b = (x if is_host(x) or x.ndim == 1 else x.reshape(-1) for x in (a, b))
+    a, a_value, a_kind, a_strides = _operand(a, a_strides, shape, size, b)
+    b, b_value, b_kind, b_strides = _operand(b, b_strides, shape, size, a)
+    if _STRIDED in (a_kind, b_kind):
+        shape, (a_strides, b_strides) = coalesce(shape, a_strides, b_strides)
+    else:  # the kernel only indexes by i: one specialisation whatever the rank
+        shape, a_strides, b_strides = (size,), (1,), (1,)
+    kernel[grid(size), block(), stream](
+        a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op
+    )
+
+
+def unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS)."""
+    op = _check_op(op, UNARY_OPS, "unary")
+    if out.size == 0:
+        return
+    _unary_kernel(np.dtype(x.dtype))[grid(out.size), block(), stream](x, out, op)
+
+
+def unary_backward(
+    x: DeviceArray, grad_out: DeviceArray, grad_in: DeviceArray, op: int, *, stream=0
+) -> None:
+    """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of UNARY_BACKWARD_OPS)."""
+    op = _check_op(op, UNARY_BACKWARD_OPS, "unary_backward")
+    if grad_in.size == 0:
+        return
+    kernel = _unary_backward_kernel(np.dtype(x.dtype))
+    kernel[grid(grad_in.size), block(), stream](x, grad_out, grad_in, op)
+
+
+def binary(
+    a: DeviceArray,
+    a_strides,
+    b: DeviceArray,
+    b_strides,
+    out: DeviceArray,
+    shape,
+    op: int,
+    *,
+    stream=0,
+) -> None:
+    """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS; strides 0 on broadcast
+    axes); either operand may be a host scalar or one-element host array."""
+    op = _check_op(op, BINARY_OPS, "binary")
+    _broadcast(
+        _binary_kernel(_operand_dtype(a, b)), a, a_strides, b, b_strides, out, shape, op, stream
+    )
+
+
+def compare(
+    a: DeviceArray,
+    a_strides,
+    b: DeviceArray,
+    b_strides,
+    out: DeviceArray,
+    shape,
+    op: int,
+    *,
+    stream=0,
+) -> None:
+    """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS); either operand
+    may be a host scalar or one-element host array."""
+    op = _check_op(op, COMPARE_OPS, "compare")
+    _operand_dtype(a, b)
+    _broadcast(_compare_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
+
+
+def scale(x: DeviceArray, alpha, out: DeviceArray, *, stream=0) -> None:
+    """out[i] = alpha * x[i], alpha converted to out's dtype."""
+    if out.size == 0:
+        return
+    alpha = np.dtype(out.dtype).type(alpha)
+    _scale_kernel[grid(out.size), block(), stream](x, alpha, out)
+
+
+def axpy(alpha, x: DeviceArray, y: DeviceArray, *, stream=0) -> None:
+    """y[i] += alpha * x[i] in place, alpha converted to y's dtype."""
+    if y.size == 0:
+        return
+    alpha = np.dtype(y.dtype).type(alpha)
+    _axpy_kernel[grid(y.size), block(), stream](alpha, x, y)

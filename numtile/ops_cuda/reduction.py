@@ -1,0 +1,268 @@
+"""CUDA reduction kernels along the middle axis of a flat array viewed as (pre, n, post)
+(twins of ``ops_cpu.reduction``, with its op codes).
+
+Two layouts of the work: one thread per output element (per (p, q) column) walking the
+reduced axis, whose neighbouring threads read neighbouring elements when ``post > 1``; and one
+block per output element, whose threads stride over the reduced axis and combine their
+partials in shared memory, used when the reduced axis is long and either contiguous
+(``post == 1``) or there are too few outputs to give every GPU thread one. Partial results
+are accumulated in float64 (in int64 for integers and bools) whatever the input precision, as
+on the CPU; the summation order differs from the CPU's vectorised one, so float sums agree to
+rounding.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numba
+import numpy as np
+from numba import cuda
+
+from numtile.ops_cpu.reduction import MAX, MAXABS, MIN, REDUCE_OPS, SUM, SUMABS, SUMSQ
+from numtile.ops_cuda._launch import MAX_BLOCKS, block, grid
+from numtile.ops_cuda.elementwise import maximum, minimum
+from numtile.ops_cuda.memory import DeviceArray
+
+__all__ = ["REDUCE_OPS", "reduce_accumulate", "softmax", "softmax_backward"]
+
+_float64 = numba.float64
+# A block reduces each output element when the reduced axis has at least _ROWS_MIN_N
+# elements and is contiguous, or when there are fewer than _COLUMNS_MIN_OUTPUTS outputs (too
+# few threads to fill a GPU with one per output); otherwise a thread reduces each.
+_ROWS_MIN_N = 32
+_COLUMNS_MIN_OUTPUTS = 4096
+_SCRATCH = 1024  # one shared slot per thread of the largest block
+
+
+def _by_rows(pre: int, n: int, post: int) -> bool:
+    """Whether a block (rather than a thread) should reduce each output element."""
+    return n >= _ROWS_MIN_N and (post == 1 or pre * post < _COLUMNS_MIN_OUTPUTS)
+
+
+def _rows_launch(pre: int, post: int) -> tuple[int, int]:
+    """(blocks, threads) of a block-per-output kernel."""
+    return max(1, min(pre * post, MAX_BLOCKS)), min(block(), _SCRATCH)
+
+
+def _wide(dtype) -> numba.types.Type:
+    """The accumulation type of ``dtype``: float64 for floats, int64 otherwise."""
+    return numba.float64 if np.dtype(dtype).kind == "f" else numba.int64
+
+
+@cuda.jit(device=True)
+def _transform(value, op):
+    if op == SUMSQ:
+        return value * value
+    if op == SUMABS or op == MAXABS:
+        return abs(value)
+    return value
+
+
+@cuda.jit(device=True)
+def _combine(total, value, op):
+    if op == SUM or op == SUMSQ or op == SUMABS:
+        return total + value
+    if op == MAX or op == MAXABS:
+        return maximum(total, value)
+    if op == MIN:
+        return minimum(total, value)
+    return total * value  # PROD
+
+
+@cuda.jit(device=True)
+def _block_combine(scratch, active, op):
+    """scratch[0] = combination of scratch[:active] over the block; every thread of the block
+    calls it after writing its slot, and reads scratch[0] after it."""
+    cuda.syncthreads()
+    tid = cuda.threadIdx.x
+    step = 1
+    while step < active:
+        if tid % (2 * step) == 0 and tid + step < active:
+            scratch[tid] = _combine(scratch[tid], scratch[tid + step], op)
+        cuda.syncthreads()
+        step *= 2
+
+
+@functools.cache
+def _reduce_kernels(x_wide, out_wide):
+    """(thread per output, block per output) reduction kernels for these accumulation types."""
+
+    @cuda.jit
+    def columns(x, out, pre, n, post, op):
+        for column in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
+            p = column // post
+            start = p * n * post + (column - p * post)
+            partial = _transform(x_wide(x[start]), op)
+            for j in range(1, n):
+                partial = _combine(partial, _transform(x_wide(x[start + j * post]), op), op)
+            out[column] = _combine(out_wide(out[column]), partial, op)
+
+    @cuda.jit
+    def rows(x, out, pre, n, post, op):
+        scratch = cuda.shared.array(_SCRATCH, x_wide)
+        tid = cuda.threadIdx.x
+        width = cuda.blockDim.x
+        active = width if width < n else n
+        for column in range(cuda.blockIdx.x, pre * post, cuda.gridDim.x):
+            p = column // post
+            start = p * n * post + (column - p * post)
+            if tid < active:
+                partial = _transform(x_wide(x[start + tid * post]), op)
+                for j in range(tid + width, n, width):
+                    partial = _combine(partial, _transform(x_wide(x[start + j * post]), op), op)
+                scratch[tid] = partial
+            _block_combine(scratch, active, op)
+            if tid == 0:
+                out[column] = _combine(out_wide(out[column]), scratch[0], op)
+            cuda.syncthreads()  # scratch[0] is read before the next column overwrites it
+
+    return columns, rows
+
+
+@functools.cache
+def _softmax_kernels(real):
+    """(thread per row, block per row) softmax kernels for elements of numba type ``real``."""
+
+    @cuda.jit
+    def columns(x, out, pre, n, post):
+        for column in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
+            p = column // post
+            start = p * n * post + (column - p * post)
+            end = start + n * post
+            peak = x[start]
+            for k in range(start + post, end, post):
+                peak = maximum(peak, x[k])
+            total = _float64(0.0)
+            for k in range(start, end, post):
+                # exp in the input's precision, summed as stored, as on the CPU
+                out[k] = math.exp(x[k] - peak)
+                total += out[k]
+            inverse = 1.0 / total
+            for k in range(start, end, post):
+                out[k] = out[k] * inverse
+
+    @cuda.jit
+    def rows(x, out, pre, n, post):
+        scratch = cuda.shared.array(_SCRATCH, _float64)
+        tid = cuda.threadIdx.x
+        width = cuda.blockDim.x
+        active = width if width < n else n
+        for column in range(cuda.blockIdx.x, pre * post, cuda.gridDim.x):
+            p = column // post
+            start = p * n * post + (column - p * post)
+            if tid < active:
+                peak = x[start + tid * post]
+                for j in range(tid + width, n, width):
+                    peak = maximum(peak, x[start + j * post])
+                scratch[tid] = peak
+            _block_combine(scratch, active, MAX)
+            peak = real(scratch[0])
+            total = _float64(0.0)
+            for j in range(tid, n, width):
+                k = start + j * post
+                out[k] = math.exp(x[k] - peak)
+                total += out[k]
+            cuda.syncthreads()
+            if tid < active:
+                scratch[tid] = total
+            _block_combine(scratch, active, SUM)
+            inverse = 1.0 / scratch[0]
+            for j in range(tid, n, width):
+                k = start + j * post
+                out[k] = out[k] * inverse
+            cuda.syncthreads()
+
+    return columns, rows
+
+
+@cuda.jit
+def _softmax_backward_columns(y, grad_out, grad_in, pre, n, post):
+    for column in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
+        p = column // post
+        start = p * n * post + (column - p * post)
+        end = start + n * post
+        dot = _float64(0.0)
+        for k in range(start, end, post):
+            dot += grad_out[k] * _float64(y[k])
+        for k in range(start, end, post):
+            grad_in[k] = y[k] * (grad_out[k] - dot)
+
+
+@cuda.jit
+def _softmax_backward_rows(y, grad_out, grad_in, pre, n, post):
+    scratch = cuda.shared.array(_SCRATCH, _float64)
+    tid = cuda.threadIdx.x
+    width = cuda.blockDim.x
+    active = width if width < n else n
+    for column in range(cuda.blockIdx.x, pre * post, cuda.gridDim.x):
+        p = column // post
+        start = p * n * post + (column - p * post)
+        dot = _float64(0.0)
+        for j in range(tid, n, width):
+            k = start + j * post
+            dot += grad_out[k] * _float64(y[k])
+        if tid < active:
+            scratch[tid] = dot
+        _block_combine(scratch, active, SUM)
+        dot = scratch[0]
+        for j in range(tid, n, width):
+            k = start + j * post
+            grad_in[k] = y[k] * (grad_out[k] - dot)
+        cuda.syncthreads()
+
+
+def reduce_accumulate(
+    x: DeviceArray, out: DeviceArray, pre: int, n: int, post: int, op: int, *, stream=0
+) -> None:
+    """out[p, q] = combine(out[p, q], reduction over j of x[p, j, q]) for ``op`` (a code of
+    REDUCE_OPS)."""
+    op = int(op)
+    if not 0 <= op < len(REDUCE_OPS):
+        raise ValueError("reduce_accumulate: unknown op code")
+    pre, n, post = int(pre), int(n), int(post)
+    if n == 0 or pre * post == 0:
+        return
+    columns, rows = _reduce_kernels(_wide(x.dtype), _wide(out.dtype))
+    if _by_rows(pre, n, post):
+        blocks, threads = _rows_launch(pre, post)
+        rows[blocks, threads, stream](x, out, pre, n, post, op)
+    else:
+        columns[grid(pre * post), block(), stream](x, out, pre, n, post, op)
+
+
+def softmax(x: DeviceArray, out: DeviceArray, pre: int, n: int, post: int, *, stream=0) -> None:
+    """out = exp(x - max) / sum(exp(x - max)) along the middle axis of (pre, n, post)."""
+    pre, n, post = int(pre), int(n), int(post)
+    if n == 0 or pre * post == 0:
+        return
+    columns, rows = _softmax_kernels(numba.from_dtype(x.dtype))
+    if _by_rows(pre, n, post):
+        blocks, threads = _rows_launch(pre, post)
+        rows[blocks, threads, stream](x, out, pre, n, post)
+    else:
+        columns[grid(pre * post), block(), stream](x, out, pre, n, post)
+
+
+def softmax_backward(
+    y: DeviceArray,
+    grad_out: DeviceArray,
+    grad_in: DeviceArray,
+    pre: int,
+    n: int,
+    post: int,
+    *,
+    stream=0,
+) -> None:
+    """grad_in = y * (grad_out - sum_j(grad_out * y)) along the middle axis; y = softmax
+    output."""
+    pre, n, post = int(pre), int(n), int(post)
+    if n == 0 or pre * post == 0:
+        return
+    if _by_rows(pre, n, post):
+        blocks, threads = _rows_launch(pre, post)
+        _softmax_backward_rows[blocks, threads, stream](y, grad_out, grad_in, pre, n, post)
+    else:
+        kernel = _softmax_backward_columns
+        kernel[grid(pre * post), block(), stream](y, grad_out, grad_in, pre, n, post)
