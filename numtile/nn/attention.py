@@ -16,7 +16,6 @@ import math
 import numpy as np
 
 from numtile.autograd.tape import Function
-from numtile.ops_cpu import nn as kernels
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor.creation import fill_tiles, zeros
 from numtile.tiletensor.layout import Layout
@@ -47,7 +46,7 @@ def _backward_block(
     ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal
 ):
     for b in range(q.shape[0]):
-        kernels.attention_backward_block(
+        ops.nn.attention_backward_block(
             q[b],
             k[b],
             v[b],

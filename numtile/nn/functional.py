@@ -1,8 +1,9 @@
 """Fused differentiable ops on activations of shape (..., features): linear, embedding, norms.
 
 Each is one ``Function`` whose forward and backward submit tile tasks on the hand-written
-kernels of ``ops_cpu.nn``. Activation tiles are flattened to (rows, features) blocks inside
-the codelets, so any tiling of the leading (batch, sequence) axes works, leftovers included.
+kernels of ``ops_cpu.nn`` (``ops_cuda.nn`` on a GPU). Activation tiles are flattened to
+(rows, features) blocks inside the codelets, so any tiling of the leading (batch, sequence)
+axes works, leftovers included.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 def rows(t: np.ndarray) -> np.ndarray:
     """A tile viewed as (rows, last axis): leading axes merged (a view, tiles are C-ordered)."""
-    return t.reshape(-1, t.shape[-1]) if t.ndim != 2 else t
+    # tuple(): the CUDA simulator's shapes refuse negative indices, like device code
+    return t.reshape(-1, tuple(t.shape)[-1]) if t.ndim != 2 else t
 
 
 def flat(t: np.ndarray) -> np.ndarray:

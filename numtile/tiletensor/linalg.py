@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from numtile import ops_cpu
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
@@ -61,14 +60,14 @@ gemm = Codelet("gemm", kernel=_gemm_tiles, flops=_gemm_flops)
 potrf = Codelet("potrf", kernel=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0)
 trsm = Codelet(
     "trsm",
-    cpu=lambda a, b, left, lower, trans, unit, alpha: ops_cpu.trsm(
+    kernel=lambda ops, a, b, left, lower, trans, unit, alpha: ops.trsm(
         a, b, left, lower, trans, unit, alpha
     ),
     flops=lambda a, b, left, *args: float(a[0]) * a[0] * (b[1] if left else b[0]),
 )
 syrk = Codelet(
     "syrk",
-    cpu=lambda a, c, trans, alpha, beta: ops_cpu.syrk(a, c, trans, alpha, beta),
+    kernel=lambda ops, a, c, trans, alpha, beta: ops.syrk(a, c, trans, alpha, beta),
     flops=lambda a, c, trans, *args: float(c[0]) * c[0] * (a[0] if trans else a[1]),
 )
 
