@@ -9,6 +9,9 @@ Cases (ratio = numtile throughput / peer throughput):
 
 Each case runs in its own process (TF32 is read by CuPy at import). Usage:
   python bench/compare_gpu.py [--cases gemm,gpt,largest] [--n 8192] [--out results.json]
+Smoke test of the "largest" case without a GPU, under Numba's CUDA simulator:
+  NUMBA_ENABLE_CUDASIM=1 python bench/compare_gpu.py --cases largest --largest-embd 32 \
+      --largest-seq 8 --largest-steps 1 --card-bytes 4e6
 """
 
 from __future__ import annotations
@@ -93,20 +96,22 @@ def case_gpt(args) -> dict:
     idx = rng.integers(0, cfg["vocab_size"], (batch, seq))
     targets = rng.integers(0, cfg["vocab_size"], (batch, seq))
 
-    hf = GPT2LMHeadModel(HFConfig(**cfg, activation_function="gelu_new")).cuda()
-    opt = torch.optim.AdamW(hf.parameters(), lr=1e-4)
-    ti, tt = torch.tensor(idx).cuda(), torch.tensor(targets).cuda()
+    def time_torch() -> float:  # its own scope: the model is freed before numtile runs
+        hf = GPT2LMHeadModel(HFConfig(**cfg, activation_function="gelu_new")).cuda()
+        opt = torch.optim.AdamW(hf.parameters(), lr=1e-4)
+        ti, tt = torch.tensor(idx).cuda(), torch.tensor(targets).cuda()
 
-    def torch_step():
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(
-            hf(ti).logits.reshape(-1, cfg["vocab_size"]), tt.reshape(-1)
-        )
-        loss.backward()
-        opt.step()
+        def torch_step():
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(
+                hf(ti).logits.reshape(-1, cfg["vocab_size"]), tt.reshape(-1)
+            )
+            loss.backward()
+            opt.step()
 
-    t_torch = _median_seconds(torch_step, torch.cuda.synchronize, repeat=5)
-    del hf, opt
+        return _median_seconds(torch_step, torch.cuda.synchronize, repeat=5)
+
+    t_torch = time_torch()
     torch.cuda.empty_cache()
 
     nt.init(ncpu=2, ncuda=1, restrict="cuda")
@@ -133,22 +138,23 @@ def case_gpt(args) -> dict:
 
 def case_largest(args) -> dict:
     import numpy as np
+    from numba import cuda
 
     import numtile as nt
     from numtile.nn import optim
     from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
 
-    from numba import cuda
-
-    total = cuda.current_context().get_memory_info().total
-    limit = total // 4
+    total = args.card_bytes or cuda.current_context().get_memory_info().total
+    limit = int(total // 4)
     runtime = nt.init(ncpu=2, ncuda=1, restrict="cuda", cuda_mem_limit=limit)
-    embd, seq, batch = 2048, 256, 1
+    embd, seq, batch = args.largest_embd, args.largest_seq, 1
     per_layer = 12 * embd * embd + 13 * embd
     state_bytes_per_param = 4 * 4  # float32 weight, gradient, two AdamW moments
     layers = int(4 * limit / state_bytes_per_param / per_layer) + 1  # state >= 4x the limit
-    cfg = GPT2Config(vocab_size=8192, n_positions=seq, n_embd=embd, n_layer=layers, n_head=16)
-    tiling = Tiling(batch=1, seq=None, embd=1024, inner=1024, head=4, vocab=4096)
+    vocab = min(8192, 4 * embd)
+    cfg = GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=embd, n_layer=layers, n_head=16)
+    tile = max(embd // 2, 16)
+    tiling = Tiling(batch=1, seq=None, embd=tile, inner=tile, head=4, vocab=vocab // 2)
     model = GPT2(cfg, tiling, dtype="float32", seq_len=seq)
     opt = optim.AdamW(model.parameters(), lr=1e-4)
     params = model.num_parameters()
@@ -188,6 +194,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--largest-steps", type=int, default=3)
+    parser.add_argument("--largest-embd", type=int, default=2048)
+    parser.add_argument("--largest-seq", type=int, default=256)
+    parser.add_argument(
+        "--card-bytes", type=float, help="pretend the GPU has this many bytes (smoke tests)"
+    )
     parser.add_argument("--out", default="gpu_results.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -204,6 +215,9 @@ def main() -> None:
             command = [sys.executable, os.path.abspath(__file__), "--child", name]
             command += [f"--n={args.n}", f"--tile={args.tile}", f"--batch={args.batch}"]
             command += [f"--seq={args.seq}", f"--largest-steps={args.largest_steps}"]
+            command += [f"--largest-embd={args.largest_embd}", f"--largest-seq={args.largest_seq}"]
+            if args.card_bytes:
+                command.append(f"--card-bytes={args.card_bytes}")
             try:
                 out = subprocess.run(
                     command, env=env, capture_output=True, text=True, timeout=args_timeout(name)

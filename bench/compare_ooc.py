@@ -124,9 +124,7 @@ def main() -> None:
         (f"host limit {limit / mib:.0f} MiB (1/{args.factor:g})", limited),
     ):
         rate = result["flops"] / result["seconds"] / 1e9
-        print(
-            f"{name:<34}{result['seconds']:>10.3f}{rate:>10.1f}{result['max_abs_error']:>12.2e}"
-        )
+        print(f"{name:<34}{result['seconds']:>10.3f}{rate:>10.1f}{result['max_abs_error']:>12.2e}")
     ratio = free["seconds"] / limited["seconds"]
     print(f"throughput limited / unlimited: {ratio:.2f}  [target >= 0.5]")
     moved = limited["counters"].get("transferred_bytes", {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -106,6 +107,8 @@ class Runtime:
             if self.restrict == "cuda":
                 raise ValueError("restrict='cuda' but NUMTILE_NCUDA=0 asks for no GPU")
             return []
+        if self.config.ncuda < 0 and self.restrict != "cuda" and not _gpu_possible():
+            return []  # the common CPU-only case: do not even import numba.cuda
         from numtile.runtime.cuda import CudaNode, detect_gpus
 
         ncuda = detect_gpus(self.config.ncuda)
@@ -542,6 +545,13 @@ class Runtime:
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.started_at
+
+
+def _gpu_possible() -> bool:
+    """Cheap test for an NVIDIA driver (or the CUDA simulator) before importing numba.cuda."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        return True
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg")
 
 
 def _root(error: BaseException) -> BaseException:

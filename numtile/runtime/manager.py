@@ -51,7 +51,7 @@ def format_bytes(n: float) -> str:
 
 
 class HostNode:
-    """Host RAM: NumPy buffers, page-locked when GPUs copy from them asynchronously."""
+    """Host RAM: NumPy buffers, page-locked for the ones GPUs write back into."""
 
     kind = "host"
 
@@ -61,8 +61,10 @@ class HostNode:
         self.capacity = capacity
         self.pinned = pinned
 
-    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if self.pinned:
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype, pinned: bool = False):
+        """A host buffer; page-locked when a GPU will copy into it asynchronously (only
+        write-backs and downloads ask: pinning every tile would cost more than it saves)."""
+        if pinned and self.pinned:
             from numba import cuda
 
             return cuda.pinned_array(shape, dtype)
@@ -244,7 +246,7 @@ class MemoryManager:
         data = handle.replicas[node]
         sole = len(handle.replicas) == 1
         if sole and node != HOST:  # GPU -> host
-            host = self._allocate(handle, HOST, exclude=(handle,))
+            host = self._allocate(handle, HOST, exclude=(handle,), pinned=True)
             self._copy(handle, node, data, HOST, host, sync=True)
             handle.replicas[HOST] = host
             handle.states[HOST] = ReplicaState.MODIFIED
@@ -259,10 +261,12 @@ class MemoryManager:
         self._drop(handle, node)
         self.nodes[node].evictions += 1
 
-    def _allocate(self, handle: DataHandle, node: int, exclude=(), task: Task | None = None):
+    def _allocate(self, handle, node: int, exclude=(), task=None, pinned: bool = False):
         state = self.nodes[node]
         if not self._make_room(node, handle.nbytes, exclude):
             raise OutOfMemoryError(self._no_room(handle.nbytes, node, task))
+        if node == HOST:
+            return state.node.allocate(handle.shape, handle.dtype, pinned)
         return state.node.allocate(handle.shape, handle.dtype)
 
     def _no_room(self, nbytes: int, node: int, task: Task | None) -> str:
@@ -320,7 +324,8 @@ class MemoryManager:
             if source == HOST and node != HOST:  # the upload reads host: hold it till done
                 pins.append((handle, HOST))
                 self._pin(handle, HOST)
-            data = self._allocate(handle, node, exclude=(handle,), task=task)
+            from_gpu = source is not None and source > HOST
+            data = self._allocate(handle, node, exclude=(handle,), task=task, pinned=from_gpu)
             if source is not None:
                 self._copy(handle, source, handle.replicas[source], node, data, sync=node == HOST)
             handle.replicas[node] = data
