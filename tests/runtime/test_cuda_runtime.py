@@ -161,3 +161,23 @@ def test_simulator_gpus_are_not_used_unless_asked_for():
     runtime = nt.init(ncpu=1)
     assert runtime.ncuda == 0 and runtime.manager is None
     nt.init()
+
+
+def test_gpu_and_host_limits_together_spill_write_backs_to_disk(gpu_runtime, tmp_path):
+    """GPU evictions need host room, which a host limit makes by spilling to disk."""
+    runtime = gpu_runtime(
+        restrict="cuda",
+        cuda_mem_limit=4 * N * 8,
+        host_mem_limit=6 * N * 8,
+        spill_dir=str(tmp_path),
+    )
+    xs, ys = _tiles(10), [DataHandle((N,), np.float64) for _ in range(10)]
+    for x, y in zip(xs, ys):
+        runtime.submit(AFFINE, [(x, R), (y, W)], (3.0, -1.0))
+    runtime.wait_all()
+    for i, y in enumerate(ys):
+        np.testing.assert_array_equal(y.host_array(), 3.0 * i - 1.0)
+    counters = runtime.manager.counters()
+    assert counters["nodes"]["cuda0"]["peak"] <= 4 * N * 8
+    assert counters["nodes"]["host"]["peak"] <= 6 * N * 8
+    assert counters["spill"]["writes"] > 0 and counters["spill"]["reads"] > 0
