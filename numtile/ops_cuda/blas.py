@@ -272,42 +272,25 @@ def _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream) -> bool:
     with _cupy_stream(cp, stream):
         handle = cp.cuda.device.get_cublas_handle()
         lib.setPointerMode(handle, lib.CUBLAS_POINTER_MODE_HOST)
+        leading = (handle, op_b, op_a, n, m, k, alpha_pointer)  # what both calls start with
+        pointer_a, pointer_b, pointer_c = _device_pointer(a), _device_pointer(b), _device_pointer(c)
         if c.ndim == 2 or batch == 1:
             (lib.sgemm if single else lib.dgemm)(
-                handle,
-                op_b,
-                op_a,
-                n,
-                m,
-                k,
-                alpha_pointer,
-                _device_pointer(b),
-                ld_b,
-                _device_pointer(a),
-                ld_a,
-                beta_pointer,
-                _device_pointer(c),
-                ld_c,
+                *leading, pointer_b, ld_b, pointer_a, ld_a, beta_pointer, pointer_c, ld_c
             )
         else:
             stride_a = 0 if shape_a[0] == 1 else shape_a[1] * shape_a[2]
             stride_b = 0 if shape_b[0] == 1 else shape_b[1] * shape_b[2]
             (lib.sgemmStridedBatched if single else lib.dgemmStridedBatched)(
-                handle,
-                op_b,
-                op_a,
-                n,
-                m,
-                k,
-                alpha_pointer,
-                _device_pointer(b),
+                *leading,
+                pointer_b,
                 ld_b,
                 stride_b,
-                _device_pointer(a),
+                pointer_a,
                 ld_a,
                 stride_a,
                 beta_pointer,
-                _device_pointer(c),
+                pointer_c,
                 ld_c,
                 m * n,
                 batch,
@@ -317,6 +300,21 @@ def _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # public GEMM launchers
+
+
+def _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, *, batched: bool, cublas: bool) -> None:
+    """Check the shapes (3-D stacks when ``batched``, else matrices), then run through cuBLAS
+    where ``cublas`` and it applies, else through the tiled kernel."""
+    if batched:
+        _check_stacks(a, b, c)
+    else:
+        _check_matrices(a, b, c)
+    _gemm_inner(a, b, c, trans_a, trans_b)
+    if cublas and _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream):
+        return
+    if not batched:
+        a, b, c = _stack(a), _stack(b), _stack(c)
+    _launch_gemm(a, b, c, trans_a, trans_b, alpha, beta, False, stream)
 
 
 def gemm(
@@ -331,10 +329,7 @@ def gemm(
     stream: Any = 0,
 ) -> None:
     """c = alpha * op(a) @ op(b) + beta * c in place; c is not read when beta == 0."""
-    _check_matrices(a, b, c)
-    _gemm_inner(a, b, c, trans_a, trans_b)
-    if not _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream):
-        _launch_gemm(_stack(a), _stack(b), _stack(c), trans_a, trans_b, alpha, beta, False, stream)
+    _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, batched=False, cublas=True)
 
 
 def gemm_fallback(
@@ -349,9 +344,7 @@ def gemm_fallback(
     stream: Any = 0,
 ) -> None:
     """``gemm`` through the tiled ``@cuda.jit`` kernel always, never cuBLAS."""
-    _check_matrices(a, b, c)
-    _gemm_inner(a, b, c, trans_a, trans_b)
-    _launch_gemm(_stack(a), _stack(b), _stack(c), trans_a, trans_b, alpha, beta, False, stream)
+    _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, batched=False, cublas=False)
 
 
 def gemm_batched(
@@ -366,10 +359,7 @@ def gemm_batched(
     stream: Any = 0,
 ) -> None:
     """gemm on each matrix of 3-D stacks; a or b with leading size 1 is broadcast over the batch."""
-    _check_stacks(a, b, c)
-    _gemm_inner(a, b, c, trans_a, trans_b)
-    if not _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream):
-        _launch_gemm(a, b, c, trans_a, trans_b, alpha, beta, False, stream)
+    _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, batched=True, cublas=True)
 
 
 def gemm_batched_fallback(
@@ -384,9 +374,7 @@ def gemm_batched_fallback(
     stream: Any = 0,
 ) -> None:
     """``gemm_batched`` through the tiled ``@cuda.jit`` kernel always, never cuBLAS."""
-    _check_stacks(a, b, c)
-    _gemm_inner(a, b, c, trans_a, trans_b)
-    _launch_gemm(a, b, c, trans_a, trans_b, alpha, beta, False, stream)
+    _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, batched=True, cublas=False)
 
 
 # ---------------------------------------------------------------------------------------------

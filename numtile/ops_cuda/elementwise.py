@@ -143,6 +143,17 @@ def _load(array, value, kind, at):
     return array[at]
 
 
+@cuda.jit(device=True)
+def _operands(i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides):
+    """The two operand elements a broadcasting kernel combines into its ``i``-th output
+    (``strided``: either operand is read at strided offsets over ``shape``)."""
+    a_at = i
+    b_at = i
+    if strided:
+        a_at, b_at = offsets2(i, shape, a_strides, b_strides)
+    return _load(a, a_value, a_kind, a_at), _load(b, b_value, b_kind, b_at)
+
+
 # --- per-dtype device functions ------------------------------------------------------------------
 
 
@@ -454,12 +465,9 @@ def _binary_kernel(dtype: np.dtype):
     def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
         strided = a_kind == _STRIDED or b_kind == _STRIDED
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            a_at = i
-            b_at = i
-            if strided:
-                a_at, b_at = offsets2(i, shape, a_strides, b_strides)
-            x = _load(a, a_value, a_kind, a_at)
-            y = _load(b, b_value, b_kind, b_at)
+            x, y = _operands(
+                i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
+            )
             if op == ADD:
                 out[i] = x + y
             elif op == SUBTRACT:
@@ -486,12 +494,9 @@ def _binary_kernel(dtype: np.dtype):
 def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
     strided = a_kind == _STRIDED or b_kind == _STRIDED
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        a_at = i
-        b_at = i
-        if strided:
-            a_at, b_at = offsets2(i, shape, a_strides, b_strides)
-        x = _load(a, a_value, a_kind, a_at)
-        y = _load(b, b_value, b_kind, b_at)
+        x, y = _operands(
+            i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
+        )
         if op == EQUAL:
             out[i] = x == y
         elif op == NOT_EQUAL:

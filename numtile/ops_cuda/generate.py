@@ -15,8 +15,7 @@ import numpy as np
 from numba import cuda
 
 from numtile.ops_cpu.generate import NORMAL, UNIFORM
-from numtile.ops_cuda._launch import block, grid
-from numtile.ops_cuda.memory import DeviceArray, coalesce, host_ints, offset1
+from numtile.ops_cuda.memory import DeviceArray, coalesce, host_ints, launch, offset1
 
 __all__ = ["NORMAL", "UNIFORM", "arange_fill", "random_fill"]
 
@@ -96,7 +95,10 @@ def random_fill(
     base = sum(s * g for s, g in zip(start, global_strides, strict=True))
     shape, (global_strides,) = coalesce(shape, global_strides)
     seed = np.uint64(int(seed) & _MASK64)
-    _random_kernel[grid(out.size), block(), stream](
+    launch(
+        _random_kernel,
+        out.size,
+        stream,
         out,
         shape,
         global_strides,
@@ -111,6 +113,4 @@ def random_fill(
 
 def arange_fill(out: DeviceArray, first, step, *, stream=0) -> None:
     """out[i] = first + i * step (flat ``out``)."""
-    if out.size == 0:
-        return
-    _arange_kernel[grid(out.size), block(), stream](out, first, step)
+    launch(_arange_kernel, out.size, stream, out, first, step)

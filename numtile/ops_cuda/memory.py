@@ -1,8 +1,8 @@
 """CUDA memory kernels: fill, strided copy and dtype cast (twins of ``ops_cpu.memory``).
 
 Also home of what the other CUDA kernel modules share: host-side handling of the small
-integer arguments (shapes, strides) and the device functions that turn a flat element index
-into strided offsets.
+integer arguments (shapes, strides), the launch of a 1-D grid-stride kernel and the device
+functions that turn a flat element index into strided offsets.
 
 Shapes and strides are launch parameters, not tile data: they are passed as host values
 (NumPy arrays, tuples or lists, as the tiled ops build them) and reach the kernels as tuples
@@ -45,6 +45,14 @@ def host_ints(value, what: str) -> tuple[int, ...]:
     return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 
+def launch(kernel, n: int, stream, *args) -> None:
+    """Launch the 1-D grid-stride ``kernel`` over ``n`` items on ``stream`` with ``args``;
+    nothing when ``n`` is 0."""
+    if n == 0:
+        return
+    kernel[grid(n), block(), stream](*args)
+
+
 def is_c_contiguous(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """True when element ``strides`` are the C-contiguous strides of ``shape`` (extent-1 axes
     ignored), as in ``ops_cpu.memory.is_c_contiguous``."""
@@ -83,21 +91,6 @@ def coalesce(
 
 
 @cuda.jit(device=True)
-def offset1(i, shape, strides):
-    """Offset of the ``i``-th element (C order over the tuple ``shape``) under ``strides``."""
-    if len(shape) == 1:
-        return i * strides[0]
-    offset = 0
-    rest = i
-    for axis in range(len(shape) - 1, -1, -1):
-        extent = shape[axis]
-        index = rest % extent
-        rest //= extent
-        offset += index * strides[axis]
-    return offset
-
-
-@cuda.jit(device=True)
 def offsets2(i, shape, first, second):
     """Offsets of the ``i``-th element (C order over ``shape``) under two stride tuples."""
     if len(shape) == 1:
@@ -112,6 +105,13 @@ def offsets2(i, shape, first, second):
         offset_first += index * first[axis]
         offset_second += index * second[axis]
     return offset_first, offset_second
+
+
+@cuda.jit(device=True)
+def offset1(i, shape, strides):
+    """Offset of the ``i``-th element (C order over the tuple ``shape``) under ``strides``."""
+    offset, _ = offsets2(i, shape, strides, strides)
+    return offset
 
 
 # --- kernels -------------------------------------------------------------------------------------
@@ -141,9 +141,7 @@ def _cast_kernel(x, out):
 
 def fill(out: DeviceArray, value, *, stream=0) -> None:
     """out[i] = value (converted to out's dtype) for every element of flat ``out``."""
-    if out.size == 0:
-        return
-    _fill_kernel[grid(out.size), block(), stream](out, value)
+    launch(_fill_kernel, out.size, stream, out, value)
 
 
 def copy_strided(
@@ -174,6 +172,4 @@ def copy_strided(
 def cast(x: DeviceArray, out: DeviceArray, *, stream=0) -> None:
     """out[i] = x[i] converted to out's dtype (truncation toward zero to integers, ``x != 0``
     to bool)."""
-    if out.size == 0:
-        return
-    _cast_kernel[grid(out.size), block(), stream](x, out)
+    launch(_cast_kernel, out.size, stream, x, out)

@@ -25,6 +25,7 @@ from typing import Any
 from numba import cuda
 
 from numtile.ops_cuda._launch import SIMULATOR, block, grid
+from numtile.ops_cuda.memory import launch
 
 # numba's DeviceNDArray, or the simulator's stand-in
 DeviceArray = Any
@@ -156,6 +157,31 @@ def _attention_backward(
                     dk[j, d] = float(dk[j, d]) + dscore * float(q[i, d])
 
 
+def _launch_per_head(kernel, arrays, rows, n_heads, stream) -> None:
+    """Launch ``kernel`` on ``arrays``, ``n_heads`` and the head width (of the columns of
+    ``rows``) with a thread per (row of ``rows``, head)."""
+    n = rows.shape[0] * n_heads
+    if n == 0:
+        return
+    kernel[grid(n), block(), stream](*arrays, int(n_heads), rows.shape[1] // n_heads)
+
+
+def _launch_attention_block(
+    kernel, arrays, key_threads, n_heads, scale, q_start, k_start, causal, stream
+) -> None:
+    """Launch a flash-attention block kernel on ``arrays`` (q and k first) and the scalars all
+    of them take: a thread per (query row, head), and a thread per (key row, head) too with
+    ``key_threads``. Nothing is launched for an empty block or one the causal mask hides."""
+    q, k = arrays[0], arrays[1]
+    n_queries, n_keys = q.shape[0], k.shape[0]
+    if n_queries == 0 or n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
+        return
+    n = (n_queries + n_keys if key_threads else n_queries) * n_heads
+    width = q.shape[1] // n_heads
+    scalars = (int(n_heads), width, float(scale), int(q_start), int(k_start), bool(causal))
+    kernel[grid(n), block(), stream](*arrays, *scalars)
+
+
 def attention_forward_block(
     q: DeviceArray,
     k: DeviceArray,
@@ -172,23 +198,9 @@ def attention_forward_block(
     stream=0,
 ) -> None:
     """Online-softmax update of each head's running max m, sum l and output acc by one key block."""
-    n_queries, n_keys = q.shape[0], k.shape[0]
-    if n_queries == 0 or n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
-        return
-    n = n_queries * n_heads
-    _attention_forward[grid(n), block(), stream](
-        q,
-        k,
-        v,
-        m,
-        l,
-        acc,
-        int(n_heads),
-        q.shape[1] // n_heads,
-        float(scale),
-        int(q_start),
-        int(k_start),
-        bool(causal),
+    arrays = (q, k, v, m, l, acc)
+    _launch_attention_block(
+        _attention_forward, arrays, False, n_heads, scale, q_start, k_start, causal, stream
     )
 
 
@@ -203,24 +215,14 @@ def attention_forward_finalize(
     stream=0,
 ) -> None:
     """out = acc / l and lse = m + log(l) per head, after the last key block."""
-    n = acc.shape[0] * n_heads
-    if n == 0:
-        return
-    _attention_finalize[grid(n), block(), stream](
-        acc, m, l, out, lse, int(n_heads), acc.shape[1] // n_heads
-    )
+    _launch_per_head(_attention_finalize, (acc, m, l, out, lse), acc, n_heads, stream)
 
 
 def attention_backward_delta(
     dout: DeviceArray, out: DeviceArray, delta: DeviceArray, n_heads: int, *, stream=0
 ) -> None:
     """delta[i, h] = sum over head h's columns of dout * out."""
-    n = out.shape[0] * n_heads
-    if n == 0:
-        return
-    _attention_delta[grid(n), block(), stream](
-        dout, out, delta, int(n_heads), out.shape[1] // n_heads
-    )
+    _launch_per_head(_attention_delta, (dout, out, delta), out, n_heads, stream)
 
 
 def attention_backward_block(
@@ -242,26 +244,9 @@ def attention_backward_block(
     stream=0,
 ) -> None:
     """Accumulate one (query block, key block) pair's share of dq, dk and dv."""
-    n_queries, n_keys = q.shape[0], k.shape[0]
-    if n_queries == 0 or n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
-        return
-    n = (n_queries + n_keys) * n_heads
-    _attention_backward[grid(n), block(), stream](
-        q,
-        k,
-        v,
-        dout,
-        lse,
-        delta,
-        dq,
-        dk,
-        dv,
-        int(n_heads),
-        q.shape[1] // n_heads,
-        float(scale),
-        int(q_start),
-        int(k_start),
-        bool(causal),
+    arrays = (q, k, v, dout, lse, delta, dq, dk, dv)
+    _launch_attention_block(
+        _attention_backward, arrays, True, n_heads, scale, q_start, k_start, causal, stream
     )
 
 
@@ -342,11 +327,11 @@ def _normalize_param_grad(x, dy, s1, s2, dgamma, dbeta, n_features, eps, centere
 
 
 def _launch_normalize(x, dy, gamma, beta, s1, s2, a1, a2, out, n_features, eps, centered, stream):
-    n = x.shape[0] * x.shape[1]
-    if n == 0:
-        return
     backward = dy is not None
-    _normalize[grid(n), block(), stream](
+    launch(
+        _normalize,
+        x.shape[0] * x.shape[1],
+        stream,
         x,
         dy if backward else x,
         gamma,
@@ -364,26 +349,18 @@ def _launch_normalize(x, dy, gamma, beta, s1, s2, a1, a2, out, n_features, eps, 
 
 
 def _launch_backward_sums(x, dy, gamma, s1, s2, a1, a2, n_features, eps, centered, stream):
-    if x.shape[0] == 0:
-        return
-    _normalize_backward_sums[grid(x.shape[0]), block(), stream](
-        x, dy, gamma, s1, s2, a1, a2, int(n_features), float(eps), centered
-    )
+    args = (x, dy, gamma, s1, s2, a1, a2, int(n_features), float(eps), centered)
+    launch(_normalize_backward_sums, x.shape[0], stream, *args)
 
 
 def _launch_param_grad(x, dy, s1, s2, dgamma, dbeta, n_features, eps, centered, stream):
-    if x.shape[1] == 0:
-        return
-    _normalize_param_grad[grid(x.shape[1]), block(), stream](
-        x, dy, s1, s2, dgamma, dbeta, int(n_features), float(eps), centered
-    )
+    args = (x, dy, s1, s2, dgamma, dbeta, int(n_features), float(eps), centered)
+    launch(_normalize_param_grad, x.shape[1], stream, *args)
 
 
 def row_moments_accumulate(x: DeviceArray, s1: DeviceArray, s2: DeviceArray, *, stream=0) -> None:
     """s1[i] += sum_j x[i, j] and s2[i] += sum_j x[i, j]**2, in float64."""
-    if x.shape[0] == 0:
-        return
-    _row_moments[grid(x.shape[0]), block(), stream](x, s1, s2)
+    launch(_row_moments, x.shape[0], stream, x, s1, s2)
 
 
 def layer_norm_apply(
@@ -570,9 +547,7 @@ def cross_entropy_pick(
     logits: DeviceArray, targets: DeviceArray, v_start: int, picked: DeviceArray, *, stream=0
 ) -> None:
     """picked[i] += logits[i, targets[i] - v_start] when the target is in this tile."""
-    if logits.shape[0] == 0:
-        return
-    _pick[grid(logits.shape[0]), block(), stream](logits, targets, int(v_start), picked)
+    launch(_pick, logits.shape[0], stream, logits, targets, int(v_start), picked)
 
 
 def cross_entropy_backward(
@@ -588,11 +563,8 @@ def cross_entropy_backward(
 ) -> None:
     """dlogits = grad_scale * (softmax - onehot(target)), 0 on rows with an ignored target."""
     n = logits.shape[0] * logits.shape[1]
-    if n == 0:
-        return
-    _cross_entropy_backward[grid(n), block(), stream](
-        logits, targets, m, s, int(v_start), float(grad_scale), dlogits
-    )
+    args = (logits, targets, m, s, int(v_start), float(grad_scale), dlogits)
+    launch(_cross_entropy_backward, n, stream, *args)
 
 
 # --- optimizer ---------------------------------------------------------------------------------
@@ -686,10 +658,7 @@ def embedding_gather(
     ids: DeviceArray, table: DeviceArray, v_start: int, out: DeviceArray, *, stream=0
 ) -> None:
     """out[i] = table[ids[i] - v_start] for the ids this table tile holds (other rows kept)."""
-    n = ids.size * table.shape[1]
-    if n == 0:
-        return
-    _embedding_gather[grid(n), block(), stream](ids, table, int(v_start), out)
+    launch(_embedding_gather, ids.size * table.shape[1], stream, ids, table, int(v_start), out)
 
 
 def embedding_scatter_add(
@@ -697,6 +666,4 @@ def embedding_scatter_add(
 ) -> None:
     """grad_table[ids[i] - v_start] += grad_out[i] for the ids this table tile holds."""
     n = ids.size * grad_table.shape[1]
-    if n == 0:
-        return
-    _embedding_scatter_add[grid(n), block(), stream](ids, grad_out, int(v_start), grad_table)
+    launch(_embedding_scatter_add, n, stream, ids, grad_out, int(v_start), grad_table)

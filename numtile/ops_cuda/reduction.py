@@ -72,6 +72,20 @@ def _combine(total, value, op):
 
 
 @cuda.jit(device=True)
+def _column_start(column, n, post):
+    """Flat index of the first element that output ``column`` (p * post + q) reduces."""
+    p = column // post
+    return p * n * post + (column - p * post)
+
+
+@cuda.jit(device=True)
+def _block_threads(n):
+    """(thread index, block size, threads with elements) of a block reducing ``n`` elements."""
+    width = cuda.blockDim.x
+    return cuda.threadIdx.x, width, width if width < n else n
+
+
+@cuda.jit(device=True)
 def _block_combine(scratch, active, op):
     """scratch[0] = combination of scratch[:active] over the block; every thread of the block
     calls it after writing its slot, and reads scratch[0] after it."""
@@ -92,8 +106,7 @@ def _reduce_kernels(x_wide, out_wide):
     @cuda.jit
     def columns(x, out, pre, n, post, op):
         for column in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
-            p = column // post
-            start = p * n * post + (column - p * post)
+            start = _column_start(column, n, post)
             partial = _transform(x_wide(x[start]), op)
             for j in range(1, n):
                 partial = _combine(partial, _transform(x_wide(x[start + j * post]), op), op)
@@ -102,12 +115,9 @@ def _reduce_kernels(x_wide, out_wide):
     @cuda.jit
     def rows(x, out, pre, n, post, op):
         scratch = cuda.shared.array(_SCRATCH, x_wide)
-        tid = cuda.threadIdx.x
-        width = cuda.blockDim.x
-        active = width if width < n else n
+        tid, width, active = _block_threads(n)
         for column in range(cuda.blockIdx.x, pre * post, cuda.gridDim.x):
-            p = column // post
-            start = p * n * post + (column - p * post)
+            start = _column_start(column, n, post)
             if tid < active:
                 partial = _transform(x_wide(x[start + tid * post]), op)
                 for j in range(tid + width, n, width):
@@ -128,8 +138,7 @@ def _softmax_kernels(real):
     @cuda.jit
     def columns(x, out, pre, n, post):
         for column in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
-            p = column // post
-            start = p * n * post + (column - p * post)
+            start = _column_start(column, n, post)
             end = start + n * post
             peak = x[start]
             for k in range(start + post, end, post):
@@ -146,12 +155,9 @@ def _softmax_kernels(real):
     @cuda.jit
     def rows(x, out, pre, n, post):
         scratch = cuda.shared.array(_SCRATCH, _float64)
-        tid = cuda.threadIdx.x
-        width = cuda.blockDim.x
-        active = width if width < n else n
+        tid, width, active = _block_threads(n)
         for column in range(cuda.blockIdx.x, pre * post, cuda.gridDim.x):
-            p = column // post
-            start = p * n * post + (column - p * post)
+            start = _column_start(column, n, post)
             if tid < active:
                 peak = x[start + tid * post]
                 for j in range(tid + width, n, width):
@@ -180,8 +186,7 @@ def _softmax_kernels(real):
 @cuda.jit
 def _softmax_backward_columns(y, grad_out, grad_in, pre, n, post):
     for column in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
-        p = column // post
-        start = p * n * post + (column - p * post)
+        start = _column_start(column, n, post)
         end = start + n * post
         dot = _float64(0.0)
         for k in range(start, end, post):
@@ -193,12 +198,9 @@ def _softmax_backward_columns(y, grad_out, grad_in, pre, n, post):
 @cuda.jit
 def _softmax_backward_rows(y, grad_out, grad_in, pre, n, post):
     scratch = cuda.shared.array(_SCRATCH, _float64)
-    tid = cuda.threadIdx.x
-    width = cuda.blockDim.x
-    active = width if width < n else n
+    tid, width, active = _block_threads(n)
     for column in range(cuda.blockIdx.x, pre * post, cuda.gridDim.x):
-        p = column // post
-        start = p * n * post + (column - p * post)
+        start = _column_start(column, n, post)
         dot = _float64(0.0)
         for j in range(tid, n, width):
             k = start + j * post
@@ -213,6 +215,21 @@ def _softmax_backward_rows(y, grad_out, grad_in, pre, n, post):
         cuda.syncthreads()
 
 
+def _launch_middle(kernels, arrays, pre, n, post, scalars, stream) -> None:
+    """Launch the kernel of the pair ``kernels`` (thread per output, block per output) that
+    suits (pre, n, post) on ``arrays``, pre, n, post and ``scalars``; nothing when there is
+    nothing to reduce."""
+    pre, n, post = int(pre), int(n), int(post)
+    if n == 0 or pre * post == 0:
+        return
+    columns, rows = kernels
+    if _by_rows(pre, n, post):
+        blocks, threads = _rows_launch(pre, post)
+        rows[blocks, threads, stream](*arrays, pre, n, post, *scalars)
+    else:
+        columns[grid(pre * post), block(), stream](*arrays, pre, n, post, *scalars)
+
+
 def reduce_accumulate(
     x: DeviceArray, out: DeviceArray, pre: int, n: int, post: int, op: int, *, stream=0
 ) -> None:
@@ -221,28 +238,14 @@ def reduce_accumulate(
     op = int(op)
     if not 0 <= op < len(REDUCE_OPS):
         raise ValueError("reduce_accumulate: unknown op code")
-    pre, n, post = int(pre), int(n), int(post)
-    if n == 0 or pre * post == 0:
-        return
-    columns, rows = _reduce_kernels(_wide(x.dtype), _wide(out.dtype))
-    if _by_rows(pre, n, post):
-        blocks, threads = _rows_launch(pre, post)
-        rows[blocks, threads, stream](x, out, pre, n, post, op)
-    else:
-        columns[grid(pre * post), block(), stream](x, out, pre, n, post, op)
+    kernels = _reduce_kernels(_wide(x.dtype), _wide(out.dtype))
+    _launch_middle(kernels, (x, out), pre, n, post, (op,), stream)
 
 
 def softmax(x: DeviceArray, out: DeviceArray, pre: int, n: int, post: int, *, stream=0) -> None:
     """out = exp(x - max) / sum(exp(x - max)) along the middle axis of (pre, n, post)."""
-    pre, n, post = int(pre), int(n), int(post)
-    if n == 0 or pre * post == 0:
-        return
-    columns, rows = _softmax_kernels(numba.from_dtype(x.dtype))
-    if _by_rows(pre, n, post):
-        blocks, threads = _rows_launch(pre, post)
-        rows[blocks, threads, stream](x, out, pre, n, post)
-    else:
-        columns[grid(pre * post), block(), stream](x, out, pre, n, post)
+    kernels = _softmax_kernels(numba.from_dtype(x.dtype))
+    _launch_middle(kernels, (x, out), pre, n, post, (), stream)
 
 
 def softmax_backward(
@@ -257,12 +260,5 @@ def softmax_backward(
 ) -> None:
     """grad_in = y * (grad_out - sum_j(grad_out * y)) along the middle axis; y = softmax
     output."""
-    pre, n, post = int(pre), int(n), int(post)
-    if n == 0 or pre * post == 0:
-        return
-    if _by_rows(pre, n, post):
-        blocks, threads = _rows_launch(pre, post)
-        _softmax_backward_rows[blocks, threads, stream](y, grad_out, grad_in, pre, n, post)
-    else:
-        kernel = _softmax_backward_columns
-        kernel[grid(pre * post), block(), stream](y, grad_out, grad_in, pre, n, post)
+    kernels = (_softmax_backward_columns, _softmax_backward_rows)
+    _launch_middle(kernels, (y, grad_out, grad_in), pre, n, post, (), stream)

@@ -7,12 +7,6 @@ GPU (sm_90) in a process without the simulator.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import numpy as np
 import pytest
 from numba import cuda
@@ -174,24 +168,7 @@ def test_launches_on_a_stream():
 
 # --- real-GPU compilation ------------------------------------------------------------------------
 
-_COMPILE_ALL = textwrap.dedent(
-    """
-    import numba.cuda.dispatcher as dispatcher
-    from numba import cuda, types
-    from numba.cuda.cudadrv import nvvm
-
-    try:
-        nvvm.NVVM()
-    except Exception as exc:
-        print("SKIP no NVVM:", exc)
-        raise SystemExit(0)
-
-
-    class Device:  # device functions ask the current device for its compute capability
-        compute_capability = (9, 0)
-
-
-    dispatcher.get_current_device = Device
+_COMPILE_ALL = """
     from numtile.ops_cuda import memory as m
 
     i64 = types.int64
@@ -206,22 +183,8 @@ _COMPILE_ALL = textwrap.dedent(
             cuda.compile_ptx(m._copy_kernel.py_func, signature, cc=(9, 0))
         for target in scalars:
             cuda.compile_ptx(m._cast_kernel.py_func, (a, target[::1]), cc=(9, 0))
-    print("OK")
-    """
-)
+"""
 
 
-def test_kernels_compile_for_a_real_gpu():
-    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    result = subprocess.run(
-        [sys.executable, "-c", _COMPILE_ALL],
-        env=environment,
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    if result.stdout.startswith("SKIP"):
-        pytest.skip(result.stdout.strip())
-    assert result.stdout.strip().endswith("OK"), result.stdout
+def test_kernels_compile_for_a_real_gpu(compile_for_a_real_gpu):
+    compile_for_a_real_gpu(_COMPILE_ALL)

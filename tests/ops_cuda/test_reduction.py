@@ -8,11 +8,7 @@ kernel specialisation to PTX for a real GPU (sm_90) in a process without the sim
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,24 +243,7 @@ def test_launches_on_a_stream():
 
 # --- real-GPU compilation ------------------------------------------------------------------------
 
-_COMPILE_ALL = textwrap.dedent(
-    """
-    import numba.cuda.dispatcher as dispatcher
-    from numba import cuda, types
-    from numba.cuda.cudadrv import nvvm
-
-    try:
-        nvvm.NVVM()
-    except Exception as exc:
-        print("SKIP no NVVM:", exc)
-        raise SystemExit(0)
-
-
-    class Device:  # device functions ask the current device for its compute capability
-        compute_capability = (9, 0)
-
-
-    dispatcher.get_current_device = Device
+_COMPILE_ALL = """
     from numtile.ops_cuda import reduction as r
 
     i64 = types.int64
@@ -280,22 +259,8 @@ _COMPILE_ALL = textwrap.dedent(
             cuda.compile_ptx(kernel.py_func, (a, a, i64, i64, i64), cc=(9, 0))
         for kernel in (r._softmax_backward_columns, r._softmax_backward_rows):
             cuda.compile_ptx(kernel.py_func, (a, a, a, i64, i64, i64), cc=(9, 0))
-    print("OK")
-    """
-)
+"""
 
 
-def test_kernels_compile_for_a_real_gpu():
-    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    result = subprocess.run(
-        [sys.executable, "-c", _COMPILE_ALL],
-        env=environment,
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    if result.stdout.startswith("SKIP"):
-        pytest.skip(result.stdout.strip())
-    assert result.stdout.strip().endswith("OK"), result.stdout
+def test_kernels_compile_for_a_real_gpu(compile_for_a_real_gpu):
+    compile_for_a_real_gpu(_COMPILE_ALL)
