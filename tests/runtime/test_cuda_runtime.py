@@ -181,3 +181,21 @@ def test_gpu_and_host_limits_together_spill_write_backs_to_disk(gpu_runtime, tmp
     assert counters["nodes"]["cuda0"]["peak"] <= 4 * N * 8
     assert counters["nodes"]["host"]["peak"] <= 6 * N * 8
     assert counters["spill"]["writes"] > 0 and counters["spill"]["reads"] > 0
+
+
+def test_dmda_charges_the_transfer_of_missing_tiles():
+    from numtile.runtime.perfmodel import PerfModels
+    from numtile.runtime.scheduler import DmdaScheduler
+    from numtile.runtime.task import Task
+
+    on_gpu = DataHandle((1000,), np.float64)
+    on_gpu.replicas[GPU] = object()  # only the GPU holds it
+    on_host = DataHandle((1000,), np.float64, np.zeros(1000))
+    scheduler = DmdaScheduler(["cpu", "cuda"], PerfModels(None), lambda c: {"cpu", "cuda"})
+    task = Task(ADD, [on_gpu, on_host], [R, RW], (), 0, 0, None)
+    cpu_cost, gpu_cost = scheduler.transfer_cost(task, 0), scheduler.transfer_cost(task, 1)
+    assert cpu_cost == pytest.approx(8000 / scheduler.bandwidth["cuda"])  # bring on_gpu home
+    assert gpu_cost == pytest.approx(8000 / scheduler.bandwidth["cuda"])  # upload on_host
+    on_host.replicas[GPU] = object()
+    assert scheduler.transfer_cost(task, 1) == 0.0
+    assert scheduler.transfer_cost(task, 0) == pytest.approx(cpu_cost)
