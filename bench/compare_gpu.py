@@ -4,8 +4,9 @@ Cases (ratio = numtile throughput / peer throughput):
   gemm     tiled float32 (and TF32) matmul, n x n, vs ``cupy.matmul``     [>= 0.85 at 8192]
   gpt      GPT-2 training tokens/s (numtile GPT2 + AdamW, all kernels on the GPU) vs
            transformers GPT2LMHeadModel + torch.optim.AdamW on CUDA
-  largest  the largest GPT-2 (by layers) whose training state is >= 4x a GPU memory limit
-           of a quarter of the card, trained for a few steps with that limit
+  largest  the largest GPT-2 (by layers) whose training state is 4x a GPU memory limit
+           of a quarter of the card (capped at 40% of host RAM, where evicted tiles live;
+           the ratio reached is reported), trained for a few steps with that limit
 
 Each case runs in its own process (TF32 is read by CuPy at import). Usage:
   python bench/compare_gpu.py [--cases gemm,gpt,largest] [--n 8192] [--out results.json]
@@ -146,11 +147,15 @@ def case_largest(args) -> dict:
 
     total = args.card_bytes or cuda.current_context().get_memory_info().total
     limit = int(total // 4)
+    # the evicted state lives in host RAM: 4x a quarter of a big card can exceed it, so the
+    # state is capped at 40% of host RAM and the ratio reached is reported
+    host_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    target_state = min(4 * limit, 0.4 * host_ram)
     runtime = nt.init(ncpu=2, ncuda=1, restrict="cuda", cuda_mem_limit=limit)
     embd, seq, batch = args.largest_embd, args.largest_seq, 1
     per_layer = 12 * embd * embd + 13 * embd
     state_bytes_per_param = 4 * 4  # float32 weight, gradient, two AdamW moments
-    layers = int(4 * limit / state_bytes_per_param / per_layer) + 1  # state >= 4x the limit
+    layers = int(target_state / state_bytes_per_param / per_layer) + 1
     vocab = min(8192, 4 * embd)
     cfg = GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=embd, n_layer=layers, n_head=16)
     tile = max(embd // 2, 16)
@@ -175,6 +180,7 @@ def case_largest(args) -> dict:
         "parameters": params,
         "training_state_gib": params * state_bytes_per_param / 2**30,
         "state_over_limit": params * state_bytes_per_param / limit,
+        "host_ram_gib": host_ram / 2**30,
         "losses": losses,
         "seconds_per_step": seconds / args.largest_steps,
         "gpu_peak_gib": counters["nodes"]["cuda0"]["peak"] / 2**30,
@@ -193,7 +199,7 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=4096)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=1024)
-    parser.add_argument("--largest-steps", type=int, default=3)
+    parser.add_argument("--largest-steps", type=int, default=2)
     parser.add_argument("--largest-embd", type=int, default=2048)
     parser.add_argument("--largest-seq", type=int, default=256)
     parser.add_argument(
@@ -237,7 +243,7 @@ def main() -> None:
 
 
 def args_timeout(name: str) -> int:
-    return {"gemm": 90, "gpt": 150, "largest": 150}[name]
+    return {"gemm": 50, "gpt": 100, "largest": 120}[name]  # bench/gpu_check.sh: < 8 min
 
 
 if __name__ == "__main__":

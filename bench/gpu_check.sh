@@ -13,15 +13,15 @@ PY="${PYTHON:-python3}"
 {
   echo "== numtile GPU check $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-  if ! timeout 120 "$PY" -m pip install -q -e ".[cuda]" 2>/dev/null; then
+  if ! timeout 40 "$PY" -m pip install -q -e ".[cuda]" 2>/dev/null; then
     echo "(no network for the cuda extra: using the installed numba-cuda / CuPy)"
-    timeout 120 "$PY" -m pip install -q --no-deps --no-build-isolation -e . || true
+    timeout 40 "$PY" -m pip install -q --no-deps --no-build-isolation -e . || true
   fi
   "$PY" -c "import numba, numba.cuda as c; print('numba', numba.__version__, 'gpus', len(c.gpus))"
   echo "== CUDA tests on the GPU"
-  timeout 180 "$PY" -m pytest -q -p no:cacheprovider -x tests/ops_cuda \
+  timeout 120 "$PY" -m pytest -q -p no:cacheprovider -x tests/ops_cuda \
     tests/runtime/test_cuda_runtime.py tests/nn/test_gpt2_cuda.py 2>&1 | tail -15
   echo "== benchmarks"
-  timeout 330 "$PY" bench/compare_gpu.py --out "$OUT/gpu_results.json"
+  timeout 300 "$PY" bench/compare_gpu.py --out "$OUT/gpu_results.json"
   echo "== done $(date -u +%FT%TZ)"
 } 2>&1 | tee "$LOG"
