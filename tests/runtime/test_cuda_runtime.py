@@ -13,12 +13,13 @@ import pytest
 from numba import cuda
 
 import numtile as nt
-from numtile.ops_cuda import SIMULATOR, CudaUnavailableError
+from numtile.ops_cuda import SIMULATOR, CudaUnavailableError, available
 from numtile.runtime import Access, Codelet, DataHandle, TaskError
 from numtile.runtime.handle import HOST
 from numtile.runtime.manager import OutOfMemoryError
 
-pytestmark = pytest.mark.skipif(not SIMULATOR, reason="runs under NUMBA_ENABLE_CUDASIM=1")
+pytestmark = pytest.mark.skipif(not available(), reason="needs a GPU or the CUDA simulator")
+simulator_only = pytest.mark.skipif(not SIMULATOR, reason="needs the CUDA simulator")
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 N = 50  # float64 elements per tile: 400 bytes
@@ -107,6 +108,7 @@ def test_cpu_and_gpu_workers_share_tiles_and_accumulate(gpu_runtime, scheduler):
         np.testing.assert_array_equal(y.host_array(), expected + 1.0 + i)
 
 
+@simulator_only  # a real GPU does not check bounds: the planted bug would corrupt memory
 def test_a_failing_kernel_names_the_task_and_frees_its_device_memory(gpu_runtime):
     runtime = gpu_runtime(restrict="cuda")
     x = DataHandle((N,), np.float64, np.zeros(N))
@@ -157,6 +159,7 @@ def test_asking_for_more_gpus_than_exist_fails_at_start():
     nt.init()
 
 
+@simulator_only
 def test_simulator_gpus_are_not_used_unless_asked_for():
     runtime = nt.init(ncpu=1)
     assert runtime.ncuda == 0 and runtime.manager is None
