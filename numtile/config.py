@@ -86,8 +86,12 @@ class Config:
             limit = getattr(self, name)
             if limit is not None and limit <= 0:
                 raise ValueError(f"{name} must be a positive number of bytes, got {limit}")
-        if self.cuda_block < 1 or self.cuda_gemm_tile < 1:
-            raise ValueError("CUDA block sizes must be >= 1")
+        if not (1 <= self.cuda_block <= 1024 and 1 <= self.cuda_gemm_tile <= 32):
+            raise ValueError(
+                "a CUDA block holds at most 1024 threads: NUMTILE_CUDA_BLOCK must be in "
+                f"1..1024 (got {self.cuda_block}) and NUMTILE_CUDA_GEMM_TILE in 1..32 (got "
+                f"{self.cuda_gemm_tile})"
+            )
 
     @classmethod
     def defaults(cls) -> Config:

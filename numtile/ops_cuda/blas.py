@@ -209,7 +209,12 @@ def _cupy() -> Any:
         return None
     try:
         import cupy
-    except Exception:  # not installed, or installed for another CUDA: use the fallback
+
+        # cupy.cuda.cublas is imported lazily and needs libcublas, which ``import cupy``
+        # alone does not load: a CuPy without its cuBLAS must mean the fallback, not a
+        # failure at the first gemm
+        cupy.cuda.cublas  # noqa: B018
+    except Exception:  # not installed, installed for another CUDA, or without cuBLAS
         return None
     return cupy
 

@@ -12,6 +12,7 @@ Nothing here is imported unless a GPU (or Numba's CUDA simulator) is asked for.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import os
 
@@ -42,6 +43,13 @@ def detect_gpus(requested: int) -> int:
     return requested
 
 
+def _parameters(function) -> set[str]:
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # builtins and classes without a signature
+        return set()
+
+
 class StreamOps:
     """``numtile.ops_cuda`` (or one of its modules) with ``stream=`` bound: a codelet calls
     ``ops.gemm(a, b, c, ...)`` the same way on either backend."""
@@ -56,7 +64,7 @@ class StreamOps:
         value = getattr(self._module, name)
         if isinstance(value, type(os)):  # a submodule, e.g. ops.nn
             bound = StreamOps(self.stream, value)
-        elif callable(value):
+        elif callable(value) and "stream" in _parameters(value):  # a kernel launcher
             bound = functools.partial(value, stream=self.stream)
         else:
             bound = value  # constants such as op codes
@@ -119,13 +127,21 @@ class CudaNode:
 
     def download(self, device, host: np.ndarray) -> None:
         with self.device:
+            # the d2h stream is not ordered after h2d: a replica whose upload is still in
+            # flight (a stage abandoned half way) must land before it is read back
+            self._event_after(self.h2d).wait(self.d2h)
             device.copy_to_host(host, stream=self.d2h)
             self.d2h.synchronize()
 
     def event_after_uploads(self):
         """An event the compute stream waits on: every upload issued so far has landed."""
-        event = self.cuda.event()
-        event.record(self.h2d)
+        return self._event_after(self.h2d)
+
+    def _event_after(self, stream):
+        """An event recorded on ``stream``, without timing data (cheaper to record and wait on;
+        the simulator's events take no arguments)."""
+        event = self.cuda.event() if SIMULATOR else self.cuda.event(timing=False)
+        event.record(stream)
         return event
 
     def __repr__(self) -> str:

@@ -382,11 +382,10 @@ class Runtime:
             self._complete(task, worker, error)
             return
         pins, locks, error = running
-        if error is None:
-            try:
-                gpu.compute.synchronize()
-            except Exception as exc:  # an error inside the kernel surfaces here
-                error = exc
+        try:  # also after a failed launch: kernels it did start must end before unpinning
+            gpu.compute.synchronize()
+        except Exception as exc:  # an error inside the kernel surfaces here
+            error = error or exc
         task.end = time.perf_counter()
         failed_writes = None
         if error is not None:

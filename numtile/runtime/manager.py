@@ -15,6 +15,7 @@ when some node is limited or a GPU is in use, so the CPU-only default pays nothi
 from __future__ import annotations
 
 import collections
+import math
 import os
 import shutil
 import tempfile
@@ -61,14 +62,22 @@ class HostNode:
         self.capacity = capacity
         self.pinned = pinned
 
-    def allocate(self, shape: tuple[int, ...], dtype: np.dtype, pinned: bool = False):
-        """A host buffer; page-locked when a GPU will copy into it asynchronously (only
-        write-backs and downloads ask: pinning every tile would cost more than it saves)."""
-        if pinned and self.pinned:
-            from numba import cuda
-
-            return cuda.pinned_array(shape, dtype)
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype, gpu=None):
+        """A host buffer; page-locked (under ``gpu``'s context) when that GPU copies into it
+        (write-backs and downloads: pinning every tile would cost more than it saves)."""
+        if gpu is not None and self.pinned and math.prod(shape):
+            with gpu.device:
+                return gpu.cuda.pinned_array(shape, dtype)
         return np.empty(shape, dtype)
+
+
+class Pins(list):
+    """The (handle, node) pairs a task holds, plus the host buffers its asynchronous uploads
+    read (``keep``): alive until the task is released, even if a write drops the replica."""
+
+    def __init__(self, pairs) -> None:
+        super().__init__(pairs)
+        self.keep: list = []
 
 
 class NodeState:
@@ -246,7 +255,7 @@ class MemoryManager:
         data = handle.replicas[node]
         sole = len(handle.replicas) == 1
         if sole and node != HOST:  # GPU -> host
-            host = self._allocate(handle, HOST, exclude=(handle,), pinned=True)
+            host = self._allocate(handle, HOST, exclude=(handle,), gpu=self.nodes[node].node)
             self._copy(handle, node, data, HOST, host, sync=True)
             handle.replicas[HOST] = host
             handle.states[HOST] = ReplicaState.MODIFIED
@@ -261,12 +270,12 @@ class MemoryManager:
         self._drop(handle, node)
         self.nodes[node].evictions += 1
 
-    def _allocate(self, handle, node: int, exclude=(), task=None, pinned: bool = False):
+    def _allocate(self, handle, node: int, exclude=(), task=None, gpu=None):
         state = self.nodes[node]
         if not self._make_room(node, handle.nbytes, exclude):
             raise OutOfMemoryError(self._no_room(handle.nbytes, node, task))
         if node == HOST:
-            return state.node.allocate(handle.shape, handle.dtype, pinned)
+            return state.node.allocate(handle.shape, handle.dtype, gpu)
         return state.node.allocate(handle.shape, handle.dtype)
 
     def _no_room(self, nbytes: int, node: int, task: Task | None) -> str:
@@ -324,10 +333,12 @@ class MemoryManager:
             if source == HOST and node != HOST:  # the upload reads host: hold it till done
                 pins.append((handle, HOST))
                 self._pin(handle, HOST)
-            from_gpu = source is not None and source > HOST
-            data = self._allocate(handle, node, exclude=(handle,), task=task, pinned=from_gpu)
+            gpu = self.nodes[source].node if source is not None and source > HOST else None
+            data = self._allocate(handle, node, exclude=(handle,), task=task, gpu=gpu)
             if source is not None:
                 self._copy(handle, source, handle.replicas[source], node, data, sync=node == HOST)
+                if node != HOST:
+                    pins.keep.append(handle.replicas[source])
             handle.replicas[node] = data
             handle.states[node] = ReplicaState.SHARED
             self._track(handle, node)
@@ -363,7 +374,7 @@ class MemoryManager:
                     return None
                 self.freed.wait(timeout=1.0)  # a running task will unpin its tiles
                 self._reap()
-            pins = [(h, node) for h in distinct.values()]
+            pins = Pins((h, node) for h in distinct.values())
             for h in distinct.values():
                 self._pin(h, node)
             try:
@@ -403,7 +414,7 @@ class MemoryManager:
         """A valid host replica of ``handle`` (fetched from a GPU or disk if needed)."""
         with self.lock:
             self._reap()
-            pins = [(handle, HOST)]
+            pins = Pins([(handle, HOST)])
             self._pin(handle, HOST)
             try:
                 return self._fetch(handle, HOST, True, False, None, pins)
