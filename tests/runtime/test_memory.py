@@ -93,6 +93,7 @@ def test_unwritable_spill_directory_fails_at_start(tmp_path):
         ({"host_mem_limit": "12 parsecs"}, "not a size in bytes"),
         ({"ncuda": 0, "restrict": "cuda"}, "asks for no GPU"),
         ({"colour": "red"}, "unknown setting"),
+        ({"cuda_block": 2048}, "at most 1024 threads"),
     ],
 )
 def test_bad_settings_fail_at_start(setting, message):
