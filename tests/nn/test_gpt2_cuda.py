@@ -1,9 +1,10 @@
-"""GPT-2 training on a GPU worker whose memory holds less than the training state.
+"""GPT-2 training with less memory than its training state: on a GPU worker, and on host.
 
-Under Numba's CUDA simulator on a CPU-only machine (``NUMTILE_TEST_GPU=1`` runs it on a real
-GPU): every kernel runs on the GPU worker (``restrict="cuda"``), the GPU memory limit is
-below the bytes of parameters + gradients + AdamW moments, and losses and parameters after
-two AdamW steps must match the same steps on the CPU backend.
+GPU: under Numba's CUDA simulator on a CPU-only machine (``NUMTILE_TEST_GPU=1`` runs it on a
+real GPU), every kernel runs on the GPU worker (``restrict="cuda"``) and the GPU memory
+limit is below the bytes of parameters + gradients + AdamW moments. Host: the same with a
+host memory limit, tiles spilling to disk. Losses and parameters after two AdamW steps must
+match the unlimited CPU run.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import numtile as nt
 from numtile.nn import optim
 from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
 from numtile.ops_cuda import available
-
-pytestmark = pytest.mark.skipif(not available(), reason="needs a GPU or the CUDA simulator")
 
 CONFIG = dict(vocab_size=19, n_positions=8, n_embd=8, n_layer=1, n_head=2)
 TILING = Tiling(batch=1, seq=4, embd=4, inner=16, head=1, vocab=10)
@@ -39,27 +38,49 @@ def _train(state, steps, **runtime):
             opt.step()
             losses.append(loss.item())
         params = {name: p.to_numpy() for name, p in model.named_parameters()}
-        counters = nt.get_runtime().manager.counters() if runtime.get("ncuda") else None
+        manager = nt.get_runtime().manager
+        counters = manager.counters() if manager is not None else None
         return losses, params, counters, model
     finally:
         nt.init()
 
 
-def test_training_with_gpu_memory_below_the_training_state_matches_cpu():
+def _initial_state():
     nt.init()
     model = GPT2(GPT2Config(**CONFIG), TILING, dtype="float64", seq_len=SEQ)
     state = {name: p.to_numpy() for name, p in model.named_parameters()}
-    n_params = model.num_parameters()
-    training_state = 4 * 8 * n_params  # float64 weights, gradients, two moments
-    limit = training_state // 2
+    return state, 4 * 8 * model.num_parameters()  # float64 weights, gradients, two moments
 
-    cpu_losses, cpu_params, _, _ = _train(state, 2, ncpu=2)
-    gpu_losses, gpu_params, counters, _ = _train(
+
+def _check_same_training(reference, limited):
+    np.testing.assert_allclose(limited[0], reference[0], rtol=1e-10)
+    for name, value in reference[1].items():
+        np.testing.assert_allclose(limited[1][name], value, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.skipif(not available(), reason="needs a GPU or the CUDA simulator")
+def test_training_with_gpu_memory_below_the_training_state_matches_cpu():
+    state, training_state = _initial_state()
+    limit = training_state // 2
+    reference = _train(state, 2, ncpu=2)
+    limited = _train(
         state, 2, ncpu=1, ncuda=1, restrict="cuda", cuda_mem_limit=limit, scheduler="eager"
     )
-    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-10)
-    for name, value in cpu_params.items():
-        np.testing.assert_allclose(gpu_params[name], value, rtol=1e-9, atol=1e-12, err_msg=name)
-    gpu = counters["nodes"]["cuda0"]
+    _check_same_training(reference, limited)
+    gpu = limited[2]["nodes"]["cuda0"]
     assert gpu["peak"] <= limit < training_state
-    assert gpu["evictions"] > 0 and counters["transferred_bytes"]["cuda0->host"] > 0
+    assert gpu["evictions"] > 0 and limited[2]["transferred_bytes"]["cuda0->host"] > 0
+
+
+@pytest.mark.parametrize("scheduler", ["eager", "dmda"])
+def test_training_with_host_memory_below_the_training_state_matches(tmp_path, scheduler):
+    state, training_state = _initial_state()
+    limit = training_state // 2
+    reference = _train(state, 2, ncpu=2)
+    limited = _train(
+        state, 2, ncpu=2, scheduler=scheduler, host_mem_limit=limit, spill_dir=str(tmp_path)
+    )
+    _check_same_training(reference, limited)
+    host, spill = limited[2]["nodes"]["host"], limited[2]["spill"]
+    assert host["peak"] <= limit < training_state
+    assert spill["writes"] > 0 and spill["reads"] > 0
