@@ -7,7 +7,12 @@ fixed at start-up), ``--repeat`` times; the script prints the median seconds, GF
 ratio limited / unlimited throughput [target >= 0.5], the bytes moved each way and checks
 the result against NumPy.
 
+A second case trains the default ``numtile train`` GPT for ``--train-steps`` steps with the
+host limit at ``--train-limit`` and without, and reports tokens/s, peak host bytes, data
+moved and that the validation loss is the same.
+
 Usage: python bench/compare_ooc.py [--n 4096] [--tile 1024] [--factor 4] [--repeat 3]
+                                   [--cases chain,train] [--train-steps 20] [--train-limit 32MiB]
 """
 
 from __future__ import annotations
@@ -41,6 +46,29 @@ def workload(n: int, tile: int, seed: int = 0):
     live = [a, b, ab, c, d, e]  # everything stays referenced: 6 n x n float64 matrices
     flops = 2 * 2.0 * n**3
     return (a_np, b_np), live, flops, sum(t.nbytes for t in live)
+
+
+def train_child(args) -> None:
+    import numtile as nt
+    from numtile.train import TrainConfig, Trainer
+
+    runtime = nt.init()
+    cfg = TrainConfig(
+        steps=args.train_steps, eval_every=10**6, eval_batches=1, checkpoint=None, sample_tokens=0
+    )
+    trainer = Trainer(cfg, log=lambda *a, **k: None)
+    result = trainer.run()
+    counters = runtime.manager.counters() if runtime.manager is not None else {}
+    print(
+        json.dumps(
+            {
+                "tokens_per_s": result["tokens_per_s"],
+                "val_loss": result["final_val_loss"],
+                "state_bytes": 16 * trainer.model.num_parameters(),  # f32 weight, grad, 2 moments
+                "counters": counters,
+            }
+        )
+    )
 
 
 def child(args) -> None:
@@ -78,7 +106,7 @@ def child(args) -> None:
     )
 
 
-def run(limit: int | None, args) -> dict:
+def run(limit, args, case: str = "chain") -> dict:
     env = dict(os.environ)
     env.pop("NUMTILE_HOST_MEM_LIMIT", None)
     spill = tempfile.mkdtemp(prefix="numtile-ooc-bench-")
@@ -89,6 +117,8 @@ def run(limit: int | None, args) -> dict:
         sys.executable,
         os.path.abspath(__file__),
         "--child",
+        f"--cases={case}",
+        f"--train-steps={args.train_steps}",
         f"--n={args.n}",
         f"--tile={args.tile}",
         f"--repeat={args.repeat}",
@@ -104,11 +134,45 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=1024)
     parser.add_argument("--factor", type=float, default=4.0, help="live data / host limit")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cases", default="chain,train")
+    parser.add_argument("--train-steps", type=int, default=20)
+    parser.add_argument("--train-limit", default="32MiB")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args)
+        train_child(args) if args.cases == "train" else child(args)
         return
+    if "chain" in args.cases.split(","):
+        chain(args)
+    if "train" in args.cases.split(","):
+        train(args)
+
+
+def train(args) -> None:
+    from numtile.config import parse_bytes
+
+    limit = parse_bytes(args.train_limit)
+    # the unlimited run is tracked with a limit no tile set reaches, for its peak
+    free, limited = run("1TiB", args, "train"), run(limit, args, "train")
+    mib = 1 << 20
+    peak = free["counters"]["nodes"]["host"]["peak"]
+    print(
+        f"\ntraining the default GPT, {args.train_steps} steps: training state "
+        f"{free['state_bytes'] / mib:.0f} MiB, peak tiles in host RAM without a limit "
+        f"{peak / mib:.0f} MiB"
+    )
+    print(f"{'configuration':<34}{'tokens/s':>10}{'val loss':>10}{'host peak MiB':>15}")
+    for name, result in (("no limit", free), (f"host limit {args.train_limit}", limited)):
+        host = result["counters"]["nodes"]["host"]["peak"] / mib
+        print(f"{name:<34}{result['tokens_per_s']:>10,.0f}{result['val_loss']:>10.4f}{host:>15.0f}")
+    moved = limited["counters"]["transferred_bytes"]
+    print(
+        f"throughput limited / unlimited: {limited['tokens_per_s'] / free['tokens_per_s']:.2f}; "
+        + ", ".join(f"{route} {nbytes / mib:.0f} MiB" for route, nbytes in sorted(moved.items()))
+    )
+
+
+def chain(args) -> None:
     live_bytes = 6 * args.n * args.n * 8
     limit = int(live_bytes / args.factor)
     free = run(None, args)
