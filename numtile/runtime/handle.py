@@ -34,7 +34,6 @@ class InvalidatedError(RuntimeError):
 
 _handle_ids = itertools.count()
 POOL = BufferPool(Config.defaults().pool_bytes)
-POOL_MIN_BYTES = 1 << 17  # smaller tiles come from malloc's heap: no page faults to save
 NO_TASKS: list = []  # a shared empty task list: only ever replaced, never appended to
 # the running runtime's ``MemoryManager`` when some memory node is limited or a GPU is in use;
 # None (the CPU-only default) keeps every tile in host RAM with no accounting at all
@@ -109,7 +108,7 @@ class DataHandle:
                 self.states[node] = ReplicaState.MODIFIED
             return data
         if data is None:
-            if self.nbytes >= POOL_MIN_BYTES:
+            if self.nbytes >= POOL.min_bytes:  # checked here too: the tiny-tile path stays cheap
                 data = POOL.allocate(self.shape, self.dtype)
             else:
                 data = np.empty(self.shape, self.dtype)
@@ -141,7 +140,7 @@ class DataHandle:
         self.states.clear()
 
     def _recycle(self) -> None:
-        if self.nbytes < POOL_MIN_BYTES:
+        if self.nbytes < POOL.min_bytes:
             return
         data = self.replicas.get(HOST)
         # held by the dict and the local name only: nobody else can see the buffer again

@@ -7,6 +7,7 @@ same cost the same way.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 
@@ -16,15 +17,19 @@ import numpy as np
 class BufferPool:
     """Free host arrays keyed by (shape, dtype), up to ``capacity`` bytes in all.
 
-    >>> pool = BufferPool(1 << 20)
+    Arrays under ``min_bytes`` come from malloc's heap, which has no page faults to save:
+    ``allocate`` returns a fresh one and ``release`` declines them.
+
+    >>> pool = BufferPool(1 << 20, min_bytes=0)
     >>> a = pool.allocate((4,), np.dtype(np.float64)); pool.release(a)
     True
     >>> pool.allocate((4,), np.dtype(np.float64)) is a
     True
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, min_bytes: int = 1 << 17) -> None:
         self.capacity = capacity
+        self.min_bytes = min_bytes
         self.held = 0
         self.hits = 0
         self.misses = 0
@@ -32,6 +37,8 @@ class BufferPool:
         self._lock = threading.Lock()
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        if math.prod(shape) * dtype.itemsize < self.min_bytes:
+            return np.empty(shape, dtype)
         key = (shape, dtype)
         with self._lock:
             free = self._free.get(key)
@@ -45,7 +52,7 @@ class BufferPool:
 
     def release(self, array: np.ndarray) -> bool:
         """Keep ``array`` for reuse if the pool has room; the caller must own it alone."""
-        if array.nbytes == 0:
+        if array.nbytes == 0 or array.nbytes < self.min_bytes:
             return False
         with self._lock:
             if self.held + array.nbytes > self.capacity:
