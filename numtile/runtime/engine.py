@@ -536,8 +536,8 @@ class Runtime:
         self._workers = []
         self._blas_limit.restore_original_limits()
         if self.manager is not None:
+            self.manager.close(bring_home=wait)
             set_manager(None)
-            self.manager.close()
         gc.set_threshold(*self._old_gc)
         self.models.save()
 

@@ -159,6 +159,7 @@ class MemoryManager:
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles
+        self.spilled: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> handle
         self.tracer: Tracer | None = None
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -266,6 +267,7 @@ class MemoryManager:
             start = time.perf_counter()
             handle.replicas[DISK] = self.spill.write(handle, data)
             handle.states[DISK] = ReplicaState.MODIFIED
+            self.spilled[handle.id] = handle
             self._count("host->disk", handle.nbytes, start)
         self._drop(handle, node)
         self.nodes[node].evictions += 1
@@ -438,7 +440,27 @@ class MemoryManager:
             if handle.id in host.lru:
                 host.lru.move_to_end(handle.id, last=False)
 
-    def close(self) -> None:
+    def close(self, bring_home: bool = True) -> None:
+        """Shut down: tiles still alive come back to host RAM (from the GPUs and the spill
+        files, which are removed), so tensors outlive the runtime; ``bring_home=False`` (at
+        interpreter exit) skips that work."""
+        with self.lock:
+            self._reap()
+            if bring_home:
+                self.host.capacity = None  # no limit any more: nothing is evicted now
+                for node, state in self.nodes.items():
+                    if node == HOST:
+                        continue
+                    for ref in list(state.lru.values()):
+                        handle = ref()
+                        if handle is not None and node in handle.replicas:
+                            pins = Pins([])
+                            self._fetch(handle, HOST, True, False, None, pins)
+                            self._drop(handle, node)
+                for handle in list(self.spilled.values()):
+                    if DISK in handle.replicas:
+                        self._fetch(handle, HOST, True, False, None, Pins([]))
+                        self._drop(handle, DISK)
         if self.spill is not None:
             self.spill.close()
 

@@ -202,3 +202,14 @@ def test_dmda_charges_the_transfer_of_missing_tiles():
     on_host.replicas[GPU] = object()
     assert scheduler.transfer_cost(task, 1) == 0.0
     assert scheduler.transfer_cost(task, 0) == pytest.approx(cpu_cost)
+
+
+def test_tiles_on_the_gpu_outlive_the_runtime(gpu_runtime):
+    runtime = gpu_runtime(restrict="cuda")
+    x, y = _tiles(1, start=5.0)[0], DataHandle((N,), np.float64)
+    runtime.submit(AFFINE, [(x, R), (y, W)], (2.0, 0.0))
+    runtime.wait_all()
+    assert set(y.replicas) == {GPU}  # only the GPU holds the result
+    nt.init()
+    assert set(y.replicas) == {HOST}
+    np.testing.assert_array_equal(y.host_array(), 10.0)

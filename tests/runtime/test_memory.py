@@ -187,3 +187,14 @@ def test_trace_shows_transfers_on_their_own_rows(limited, tmp_path):
     rows = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert "copy host->disk" in rows
     assert any(e.get("cat") == "transfer" and e["args"]["bytes"] > 0 for e in events)
+
+
+def test_tensors_outlive_a_limited_runtime(limited, tmp_path):
+    limited()
+    x = nt.from_numpy(np.arange(4 * 65536, dtype=np.float64), tile_shape=16384)  # half on disk
+    y = x * 2.0
+    y.wait()
+    nt.init()  # the manager closes: spilled tiles come home, spill files go
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(4 * 65536))
+    np.testing.assert_array_equal(y.to_numpy(), 2.0 * np.arange(4 * 65536))
+    assert [n for n in os.listdir(tmp_path) if n.startswith("tile-")] == []
