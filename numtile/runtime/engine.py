@@ -269,18 +269,10 @@ class Runtime:
         error = None
         locks = None
         if task.cancelled_by is not None:
-            error = TaskCancelled(
-                f"{task.describe()} was cancelled because a task it depends on failed: "
-                f"{task.cancelled_by}",
-                root=task.cancelled_by,
-            )
+            error = _cancelled(task)
         else:
             if ACC in task.modes:
-                locks = sorted(
-                    {h.id: h.lock for h, m in zip(task.handles, task.modes) if m is ACC}.items()
-                )
-                for _, lock in locks:
-                    lock.acquire()
+                locks = _accumulate_locks(task)
             pins = None
             try:
                 if task.codelet.control:
@@ -301,9 +293,8 @@ class Runtime:
             finally:
                 if pins is not None:
                     self.manager.release(pins)
-                if locks is not None:
-                    for _, lock in locks:
-                        lock.release()
+                for lock in locks or ():
+                    lock.release()
         self._complete(task, worker, error)
 
     def _cuda_worker_loop(self, worker: int) -> None:
@@ -350,14 +341,7 @@ class Runtime:
         if task.cancelled_by is not None:
             return None
         if ACC in task.modes:
-            locks = [
-                lock
-                for _, lock in sorted(
-                    {h.id: h.lock for h, m in zip(task.handles, task.modes) if m is ACC}.items()
-                )
-            ]
-            for lock in locks:
-                lock.acquire()
+            locks = _accumulate_locks(task)
             if staged is None:
                 staged = self._stage(task, gpu, wait=True)
         buffers, pins, event, error = staged
@@ -374,12 +358,7 @@ class Runtime:
         task.worker = worker
         if running is None:  # cancelled before it could run
             task.end = task.start = time.perf_counter()
-            error = TaskCancelled(
-                f"{task.describe()} was cancelled because a task it depends on failed: "
-                f"{task.cancelled_by}",
-                root=task.cancelled_by,
-            )
-            self._complete(task, worker, error)
+            self._complete(task, worker, _cancelled(task))
             return
         pins, locks, error = running
         try:  # also after a failed launch: kernels it did start must end before unpinning
@@ -544,6 +523,27 @@ class Runtime:
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.started_at
+
+
+def _cancelled(task: Task) -> TaskCancelled:
+    return TaskCancelled(
+        f"{task.describe()} was cancelled because a task it depends on failed: "
+        f"{task.cancelled_by}",
+        root=task.cancelled_by,
+    )
+
+
+def _accumulate_locks(task: Task) -> list:
+    """Take the locks of ``task``'s ACCUMULATE tiles, in handle order (no deadlock)."""
+    locks = [
+        lock
+        for _, lock in sorted(
+            {h.id: h.lock for h, m in zip(task.handles, task.modes) if m is ACC}.items()
+        )
+    ]
+    for lock in locks:
+        lock.acquire()
+    return locks
 
 
 def _gpu_possible() -> bool:
