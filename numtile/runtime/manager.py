@@ -280,14 +280,16 @@ class MemoryManager:
             return state.node.allocate(handle.shape, handle.dtype, gpu)
         return state.node.allocate(handle.shape, handle.dtype)
 
-    def _no_room(self, nbytes: int, node: int, task: Task | None) -> str:
+    def _no_room(self, nbytes: int, node: int, task: Task | None, held: bool = True) -> str:
         state = self.nodes[node]
         who = task.describe() if task is not None else "a tile"
-        return (
+        text = (
             f"{who} needs {format_bytes(nbytes)} on {state.node.name} but its limit is "
-            f"{format_bytes(state.node.capacity)} ({format_bytes(state.used)} in use by tiles "
-            "that running tasks hold)"
+            f"{format_bytes(state.node.capacity)}"
         )
+        if held:
+            text += f" ({format_bytes(state.pinned_bytes)} held by running tasks)"
+        return text
 
     # -- transfers ----------------------------------------------------------------------------
 
@@ -364,7 +366,7 @@ class MemoryManager:
         need = sum(h.nbytes for h in distinct.values())
         capacity = state.node.capacity
         if capacity is not None and need > capacity:
-            raise OutOfMemoryError(self._no_room(need, node, task).split(" (")[0])
+            raise OutOfMemoryError(self._no_room(need, node, task, held=False))
         with self.lock:
             self._reap()
             while capacity is not None:

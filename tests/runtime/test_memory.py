@@ -198,3 +198,20 @@ def test_tensors_outlive_a_limited_runtime(limited, tmp_path):
     np.testing.assert_array_equal(x.to_numpy(), np.arange(4 * 65536))
     np.testing.assert_array_equal(y.to_numpy(), 2.0 * np.arange(4 * 65536))
     assert [n for n in os.listdir(tmp_path) if n.startswith("tile-")] == []
+
+
+def test_the_manager_names_task_bytes_and_limit_when_a_task_cannot_fit(limited):
+    from numtile.runtime.task import Task
+
+    runtime = limited(limit=1000)
+    task = Task(
+        Codelet("test_probe", cpu=lambda x: None),
+        [DataHandle((200,), np.float64)],
+        [Access.W],
+        (),
+        0,
+        1,
+        None,
+    )
+    with pytest.raises(OutOfMemoryError, match=r"'test_probe' \(#1\).* 1\.6 KiB on host .* 1000 B"):
+        runtime.manager.acquire(task, HOST)
