@@ -278,10 +278,7 @@ class Runtime:
                 if task.codelet.control:
                     buffers = []
                 elif self.manager is None:
-                    buffers = [
-                        h.acquire(HOST, WRITES[m], READS[m])
-                        for h, m in zip(task.handles, task.modes)
-                    ]
+                    buffers = [h.host_replica() for h in task.handles]
                 else:
                     buffers, pins = self.manager.acquire(task, HOST)
                 task.start = time.perf_counter()
@@ -490,7 +487,6 @@ class Runtime:
     def wont_use(self, handle: DataHandle) -> None:
         """Hint that ``handle`` will not be used soon: once its pending tasks are done it
         leaves the GPUs (written back to host) and is first in line for eviction on host."""
-        handle.wont_use_hint = True
         if self.manager is not None:
             self.submit(_WONT_USE, [(handle, R)], args=(self.manager, handle))
 
@@ -527,8 +523,7 @@ class Runtime:
 
 def _cancelled(task: Task) -> TaskCancelled:
     return TaskCancelled(
-        f"{task.describe()} was cancelled because a task it depends on failed: "
-        f"{task.cancelled_by}",
+        f"{task.describe()} was cancelled because a task it depends on failed: {task.cancelled_by}",
         root=task.cancelled_by,
     )
 

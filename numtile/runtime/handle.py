@@ -21,11 +21,11 @@ DISK = -1  # spill files of a limited host memory (the replica is the file's pat
 
 
 class ReplicaState(enum.Enum):
-    """MSI coherency state of one replica."""
+    """MSI coherency state of one replica (``DataHandle.states``)."""
 
     MODIFIED = "M"  # the only valid copy, newer than any other replica
-    SHARED = "S"  # valid, other valid copies may exist
-    INVALID = "I"  # stale or never written
+    SHARED = "S"  # valid, other valid copies exist
+    INVALID = "I"  # stale: never kept, a write drops the other replicas at once
 
 
 class InvalidatedError(RuntimeError):
@@ -48,9 +48,10 @@ def set_manager(manager) -> None:
 class DataHandle:
     """One tile of data that the runtime tracks and moves.
 
-    A handle owns its replicas (one array per memory node) and the dependency state that
-    sequential task flow needs: the tasks that produced its current value (``writers``)
-    and the tasks that read that value since (``readers``).
+    A handle owns its replicas (one array per memory node; a replica present is valid, since
+    a write drops the others) and the dependency state that sequential task flow needs: the
+    tasks that produced its current value (``writers``) and the tasks that read that value
+    since (``readers``).
 
     >>> h = DataHandle((2, 3), np.float32)
     >>> h.nbytes
@@ -63,7 +64,6 @@ class DataHandle:
         "dtype",
         "nbytes",
         "replicas",
-        "states",
         "writers",
         "readers",
         "accumulating",
@@ -72,7 +72,6 @@ class DataHandle:
         "lock",
         "invalidated",
         "error",
-        "wont_use_hint",
         "__weakref__",
     )
 
@@ -82,12 +81,10 @@ class DataHandle:
         self.dtype = np.dtype(dtype)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.replicas: dict[int, np.ndarray] = {}
-        self.states: dict[int, ReplicaState] = {}
         if data is not None:
             assert data.shape == self.shape and data.dtype == self.dtype
             assert data.flags.c_contiguous
             self.replicas[HOST] = data
-            self.states[HOST] = ReplicaState.MODIFIED
             if MANAGER is not None:
                 MANAGER.register(self)
         self.writers: list[Task] = []  # tasks whose completion defines the current value
@@ -98,37 +95,30 @@ class DataHandle:
         self.lock: threading.Lock | None = None  # serialises ACCUMULATE tasks (made on demand)
         self.invalidated = False
         self.error: BaseException | None = None  # set when the task writing it failed
-        self.wont_use_hint = False
 
-    def acquire(self, node: int, writes: bool, reads: bool) -> np.ndarray:
-        """Return a valid replica on ``node`` (allocating it), updating coherency states."""
-        data = self.replicas.get(node)
-        if data is not None and len(self.replicas) == 1:  # the only replica: no copies to track
-            if writes:
-                self.states[node] = ReplicaState.MODIFIED
-            return data
+    @property
+    def states(self) -> dict[int, ReplicaState]:
+        """The coherency state of each replica, derived from which replicas exist."""
+        state = ReplicaState.MODIFIED if len(self.replicas) == 1 else ReplicaState.SHARED
+        return dict.fromkeys(self.replicas, state)
+
+    def host_replica(self) -> np.ndarray:
+        """The host replica, allocated on first use: without a memory manager (the CPU-only
+        default) host RAM is the only memory node, so there is nothing to copy or track."""
+        data = self.replicas.get(HOST)
         if data is None:
             if self.nbytes >= POOL.min_bytes:  # checked here too: the tiny-tile path stays cheap
                 data = POOL.allocate(self.shape, self.dtype)
             else:
                 data = np.empty(self.shape, self.dtype)
-            self.replicas[node] = data
-            if reads and any(s is not ReplicaState.INVALID for s in self.states.values()):
-                source = next(n for n, s in self.states.items() if s is not ReplicaState.INVALID)
-                np.copyto(data, self.replicas[source])
-        if writes:
-            for other in self.states:
-                self.states[other] = ReplicaState.INVALID
-            self.states[node] = ReplicaState.MODIFIED
-        elif self.states.get(node) is not ReplicaState.MODIFIED:
-            self.states[node] = ReplicaState.SHARED
+            self.replicas[HOST] = data
         return data
 
     def host_array(self) -> np.ndarray:
         """The host replica, for reading once the tasks that write it are done."""
         if MANAGER is not None:
             return MANAGER.host_array(self)
-        return self.acquire(HOST, writes=False, reads=True)
+        return self.host_replica()
 
     def drop_replicas(self) -> None:
         """Forget every replica (after ``invalidate``): memory is released, nothing written back."""
@@ -137,7 +127,6 @@ class DataHandle:
             return
         self._recycle()
         self.replicas.clear()
-        self.states.clear()
 
     def _recycle(self) -> None:
         if self.nbytes < POOL.min_bytes:

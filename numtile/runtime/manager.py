@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from numtile.runtime.access import READS, WRITES
-from numtile.runtime.handle import DISK, HOST, DataHandle, ReplicaState
+from numtile.runtime.handle import DISK, HOST, DataHandle
 
 if TYPE_CHECKING:
     from numtile.runtime.task import Task
@@ -215,7 +215,6 @@ class MemoryManager:
 
     def _drop(self, handle: DataHandle, node: int) -> None:
         data = handle.replicas.pop(node, None)
-        handle.states.pop(node, None)
         if node == DISK:
             if data is not None:
                 Spill.remove(data)
@@ -223,10 +222,10 @@ class MemoryManager:
             self._untrack(handle, node)
 
     def _set_written(self, handle: DataHandle, node: int) -> None:
+        """The replica on ``node`` is being written: every other one is stale, drop it."""
         for other in list(handle.replicas):
             if other != node:
                 self._drop(handle, other)
-        handle.states[node] = ReplicaState.MODIFIED
 
     # -- eviction -----------------------------------------------------------------------------
 
@@ -259,14 +258,12 @@ class MemoryManager:
             host = self._allocate(handle, HOST, exclude=(handle,), gpu=self.nodes[node].node)
             self._copy(handle, node, data, HOST, host, sync=True)
             handle.replicas[HOST] = host
-            handle.states[HOST] = ReplicaState.MODIFIED
             self._track(handle, HOST)
         elif sole:  # host -> disk
             if self.spill is None:  # cannot happen: only a limited host evicts
                 raise RuntimeError("host eviction without a spill directory")
             start = time.perf_counter()
             handle.replicas[DISK] = self.spill.write(handle, data)
-            handle.states[DISK] = ReplicaState.MODIFIED
             self.spilled[handle.id] = handle
             self._count("host->disk", handle.nbytes, start)
         self._drop(handle, node)
@@ -344,12 +341,9 @@ class MemoryManager:
                 if node != HOST:
                     pins.keep.append(handle.replicas[source])
             handle.replicas[node] = data
-            handle.states[node] = ReplicaState.SHARED
             self._track(handle, node)
         if writes:
             self._set_written(handle, node)
-        elif len(handle.replicas) > 1:
-            handle.states[node] = ReplicaState.SHARED
         return data
 
     # -- the runtime's entry points ---------------------------------------------------------
