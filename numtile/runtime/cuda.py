@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import os
+import types
 
 import numpy as np
 
@@ -22,15 +22,14 @@ from numtile.ops_cuda._launch import SIMULATOR, CudaUnavailableError, require
 
 
 def detect_gpus(requested: int) -> int:
-    """How many GPU workers to start: ``requested``, or every GPU found when it is -1.
+    """How many GPU workers to start: ``requested`` (> 0), or every GPU found when it is -1
+    (the runtime has already seen a driver's device files before importing this module).
 
     Under Numba's CUDA simulator nothing is found unless asked for explicitly (the simulator
     runs kernels in Python threads: far too slow to be picked by default).
     """
-    if requested == 0:
-        return 0
     if requested < 0:
-        if SIMULATOR or not (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg")):
+        if SIMULATOR:
             return 0
         try:
             return len(require().gpus)
@@ -62,7 +61,7 @@ class StreamOps:
 
     def __getattr__(self, name: str):
         value = getattr(self._module, name)
-        if isinstance(value, type(os)):  # a submodule, e.g. ops.nn
+        if isinstance(value, types.ModuleType):  # a submodule, e.g. ops.nn
             bound = StreamOps(self.stream, value)
         elif callable(value) and "stream" in _parameters(value):  # a kernel launcher
             bound = functools.partial(value, stream=self.stream)
