@@ -110,10 +110,8 @@ class Spill:
                 "NUMTILE_SPILL_DIR to a writable directory"
             ) from None
         self.directory = directory
-        self.writes = 0
-        self.bytes_written = 0
+        self.writes = 0  # files written and read; their bytes are the manager's transfers
         self.reads = 0
-        self.bytes_read = 0
 
     def path(self, handle: DataHandle) -> str:
         return os.path.join(self.directory, f"tile-{os.getpid()}-{handle.id}.bin")
@@ -123,7 +121,6 @@ class Spill:
         with open(path, "wb") as f:
             f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
         self.writes += 1
-        self.bytes_written += handle.nbytes
         return path
 
     def read(self, path: str, out: np.ndarray) -> None:
@@ -131,7 +128,6 @@ class Spill:
             if f.readinto(memoryview(out).cast("B")) != out.nbytes:
                 raise OSError(f"spill file {path} is truncated")
         self.reads += 1
-        self.bytes_read += out.nbytes
 
     @staticmethod
     def remove(path: str) -> None:
@@ -171,10 +167,8 @@ class MemoryManager:
             for node, data in replicas:
                 if node == DISK:
                     Spill.remove(data)
-                    continue
-                state = self.nodes.get(node)
-                if state is not None and state.lru.pop(handle_id, None) is not None:
-                    state.used -= nbytes
+                else:
+                    self._untrack(handle_id, nbytes, node)
 
     def note_dead(self, handle: DataHandle) -> None:
         """Called from ``DataHandle.__del__`` in any thread: lock-free, processed later."""
@@ -190,10 +184,10 @@ class MemoryManager:
         state.used += handle.nbytes
         state.peak = max(state.peak, state.used)
 
-    def _untrack(self, handle: DataHandle, node: int) -> None:
+    def _untrack(self, handle_id: int, nbytes: int, node: int) -> None:
         state = self.nodes.get(node)
-        if state is not None and state.lru.pop(handle.id, None) is not None:
-            state.used -= handle.nbytes
+        if state is not None and state.lru.pop(handle_id, None) is not None:
+            state.used -= nbytes
 
     def register(self, handle: DataHandle) -> None:
         """Account for replicas made outside the manager (a tile built from user data)."""
@@ -205,9 +199,8 @@ class MemoryManager:
                     if capacity is not None and handle.nbytes > capacity:
                         handle.replicas.clear()
                         raise OutOfMemoryError(
-                            f"{handle!r} needs {format_bytes(handle.nbytes)}, more than the "
-                            f"{self.nodes[node].node.name} memory limit "
-                            f"({format_bytes(capacity)}): use smaller tiles"
+                            self._no_room(handle.nbytes, node, handle, held=False)
+                            + ": use smaller tiles"
                         )
                     # if running tasks hold everything, go over the limit until they finish
                     self._make_room(node, handle.nbytes, exclude=(handle,))
@@ -219,7 +212,7 @@ class MemoryManager:
             if data is not None:
                 Spill.remove(data)
         else:
-            self._untrack(handle, node)
+            self._untrack(handle.id, handle.nbytes, node)
 
     def _set_written(self, handle: DataHandle, node: int) -> None:
         """The replica on ``node`` is being written: every other one is stale, drop it."""
@@ -255,10 +248,7 @@ class MemoryManager:
         data = handle.replicas[node]
         sole = len(handle.replicas) == 1
         if sole and node != HOST:  # GPU -> host
-            host = self._allocate(handle, HOST, exclude=(handle,), gpu=self.nodes[node].node)
-            self._copy(handle, node, data, HOST, host, sync=True)
-            handle.replicas[HOST] = host
-            self._track(handle, HOST)
+            self._fetch(handle, HOST, True, False, None, Pins([]))
         elif sole:  # host -> disk
             if self.spill is None:  # cannot happen: only a limited host evicts
                 raise RuntimeError("host eviction without a spill directory")
@@ -277,9 +267,13 @@ class MemoryManager:
             return state.node.allocate(handle.shape, handle.dtype, gpu)
         return state.node.allocate(handle.shape, handle.dtype)
 
-    def _no_room(self, nbytes: int, node: int, task: Task | None, held: bool = True) -> str:
+    def _no_room(self, nbytes: int, node: int, who, held: bool = True) -> str:
+        """``who`` (a task, a handle or None) needs ``nbytes`` that ``node`` cannot give."""
         state = self.nodes[node]
-        who = task.describe() if task is not None else "a tile"
+        if who is None:
+            who = "a tile"
+        elif not isinstance(who, DataHandle):
+            who = who.describe()
         text = (
             f"{who} needs {format_bytes(nbytes)} on {state.node.name} but its limit is "
             f"{format_bytes(state.node.capacity)}"
@@ -297,7 +291,7 @@ class MemoryManager:
         if self.tracer is not None:
             self.tracer.record_transfer(route, start, end, nbytes)
 
-    def _copy(self, handle, src: int, src_data, dst: int, dst_data, sync: bool, stream=None):
+    def _copy(self, handle, src: int, src_data, dst: int, dst_data, sync: bool):
         """Copy one valid replica to another node (host in between for disk and GPU pairs)."""
         start = time.perf_counter()
         if src == DISK:
@@ -307,7 +301,7 @@ class MemoryManager:
             self._count("disk->host", handle.nbytes, start)
         elif src == HOST:
             gpu = self.nodes[dst].node
-            gpu.upload(src_data, dst_data, stream if stream is not None else gpu.h2d, sync)
+            gpu.upload(src_data, dst_data, gpu.h2d, sync)
             self._count(f"host->{gpu.name}", handle.nbytes, start)
         elif dst == HOST:
             gpu = self.nodes[src].node
@@ -483,9 +477,9 @@ class MemoryManager:
                 out["spill"] = {
                     "directory": self.spill.directory,
                     "writes": self.spill.writes,
-                    "bytes_written": self.spill.bytes_written,
+                    "bytes_written": self.transfers["host->disk"],
                     "reads": self.spill.reads,
-                    "bytes_read": self.spill.bytes_read,
+                    "bytes_read": self.transfers["disk->host"],
                 }
             return out
 
