@@ -109,10 +109,6 @@ def child(args) -> None:
 def run(limit, args, case: str = "chain") -> dict:
     env = dict(os.environ)
     env.pop("NUMTILE_HOST_MEM_LIMIT", None)
-    spill = tempfile.mkdtemp(prefix="numtile-ooc-bench-")
-    if limit is not None:
-        env["NUMTILE_HOST_MEM_LIMIT"] = str(limit)
-        env["NUMTILE_SPILL_DIR"] = spill
     command = [
         sys.executable,
         os.path.abspath(__file__),
@@ -123,8 +119,11 @@ def run(limit, args, case: str = "chain") -> dict:
         f"--tile={args.tile}",
         f"--repeat={args.repeat}",
     ]
-    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-    os.rmdir(spill) if not os.listdir(spill) else None
+    with tempfile.TemporaryDirectory(prefix="numtile-ooc-bench-") as spill:
+        if limit is not None:
+            env["NUMTILE_HOST_MEM_LIMIT"] = str(limit)
+            env["NUMTILE_SPILL_DIR"] = spill
+        out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
