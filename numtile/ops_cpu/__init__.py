@@ -6,13 +6,18 @@ after, then scalars. ``ops_cpu`` is the reference backend that defines the seman
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
 
+from numtile.opcodes import (  # re-exported while callers move to numtile.opcodes
+    BINARY_OPS,
+    COMPARE_OPS,
+    NORMAL,
+    REDUCE_OPS,
+    UNARY_BACKWARD_OPS,
+    UNARY_OPS,
+    UNIFORM,
+)
 from numtile.ops_cpu import nn  # noqa: F401  (ops.nn on either backend)
 from numtile.ops_cpu.blas import gemm, gemm_batched, potrf, syrk, trsm
 from numtile.ops_cpu.elementwise import (
-    BINARY_OPS,
-    COMPARE_OPS,
-    UNARY_BACKWARD_OPS,
-    UNARY_OPS,
     axpy,
     binary,
     compare,
@@ -20,10 +25,9 @@ from numtile.ops_cpu.elementwise import (
     unary,
     unary_backward,
 )
-from numtile.ops_cpu.generate import NORMAL, UNIFORM, arange_fill, random_fill
+from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.memory import cast, copy_strided, fill
 from numtile.ops_cpu.reduction import (
-    REDUCE_OPS,
     reduce_accumulate,
     softmax,
     softmax_backward,

@@ -11,6 +11,52 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
+from numtile.opcodes import (
+    ABS,
+    ADD,
+    CEIL,
+    COS,
+    DIVIDE,
+    EQUAL,
+    EXP,
+    EXP_BACKWARD,
+    EXPM1,
+    FLOOR,
+    FLOOR_DIVIDE,
+    GELU_TANH,
+    GELU_TANH_BACKWARD,
+    GREATER,
+    GREATER_EQUAL,
+    LESS,
+    LESS_EQUAL,
+    LOG,
+    LOG1P,
+    LOG_BACKWARD,
+    LOGICAL_AND,
+    LOGICAL_OR,
+    MAXIMUM,
+    MINIMUM,
+    MULTIPLY,
+    NEGATIVE,
+    NOT_EQUAL,
+    POWER,
+    RECIPROCAL,
+    RELU,
+    RELU_BACKWARD,
+    REMAINDER,
+    SIGMOID,
+    SIGMOID_BACKWARD,
+    SIGN,
+    SILU,
+    SILU_BACKWARD,
+    SIN,
+    SQRT,
+    SQRT_BACKWARD,
+    SQUARE,
+    SUBTRACT,
+    TANH,
+    TANH_BACKWARD,
+)
 from numtile.ops_cpu.fastmath import tanh_of
 from numtile.ops_cpu.memory import (
     as_type_of,
@@ -20,95 +66,6 @@ from numtile.ops_cpu.memory import (
     row_offsets,
     unsigned,
 )
-
-(
-    NEGATIVE,
-    ABS,
-    EXP,
-    LOG,
-    SQRT,
-    TANH,
-    RELU,
-    GELU_TANH,
-    SILU,
-    SIN,
-    COS,
-    SQUARE,
-    RECIPROCAL,
-    SIGMOID,
-    EXPM1,
-    LOG1P,
-    FLOOR,
-    CEIL,
-    SIGN,
-) = range(19)
-UNARY_OPS = {
-    "negative": NEGATIVE,
-    "abs": ABS,
-    "exp": EXP,
-    "log": LOG,
-    "sqrt": SQRT,
-    "tanh": TANH,
-    "relu": RELU,
-    "gelu_tanh": GELU_TANH,
-    "silu": SILU,
-    "sin": SIN,
-    "cos": COS,
-    "square": SQUARE,
-    "reciprocal": RECIPROCAL,
-    "sigmoid": SIGMOID,
-    "expm1": EXPM1,
-    "log1p": LOG1P,
-    "floor": FLOOR,
-    "ceil": CEIL,
-    "sign": SIGN,
-}
-
-(
-    RELU_BACKWARD,
-    GELU_TANH_BACKWARD,
-    SILU_BACKWARD,
-    TANH_BACKWARD,
-    SIGMOID_BACKWARD,
-    EXP_BACKWARD,
-    LOG_BACKWARD,
-    SQRT_BACKWARD,
-) = range(8)
-UNARY_BACKWARD_OPS = {
-    "relu": RELU_BACKWARD,
-    "gelu_tanh": GELU_TANH_BACKWARD,
-    "silu": SILU_BACKWARD,
-    "tanh": TANH_BACKWARD,
-    "sigmoid": SIGMOID_BACKWARD,
-    "exp": EXP_BACKWARD,
-    "log": LOG_BACKWARD,
-    "sqrt": SQRT_BACKWARD,
-}
-
-ADD, SUBTRACT, MULTIPLY, DIVIDE, MAXIMUM, MINIMUM, POWER, FLOOR_DIVIDE, REMAINDER = range(9)
-BINARY_OPS = {
-    "add": ADD,
-    "subtract": SUBTRACT,
-    "multiply": MULTIPLY,
-    "divide": DIVIDE,
-    "maximum": MAXIMUM,
-    "minimum": MINIMUM,
-    "power": POWER,
-    "floor_divide": FLOOR_DIVIDE,
-    "remainder": REMAINDER,
-}
-
-EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, LOGICAL_AND, LOGICAL_OR = range(8)
-COMPARE_OPS = {
-    "equal": EQUAL,
-    "not_equal": NOT_EQUAL,
-    "less": LESS,
-    "less_equal": LESS_EQUAL,
-    "greater": GREATER,
-    "greater_equal": GREATER_EQUAL,
-    "logical_and": LOGICAL_AND,
-    "logical_or": LOGICAL_OR,
-}
 
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_CUBIC = 0.044715

@@ -7,8 +7,9 @@ whatever its tiling and whichever worker fills a tile.
 import numpy as np
 from numba import njit
 
-UNIFORM = 0
-NORMAL = 1
+from numtile.opcodes import (
+    UNIFORM,
+)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

@@ -10,19 +10,17 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
+from numtile.opcodes import (
+    MAX,
+    MAXABS,
+    MIN,
+    PROD,
+    SUM,
+    SUMABS,
+    SUMSQ,
+)
 from numtile.ops_cpu.elementwise import _abs, _add, _maximum, _minimum, _multiply, _square
 from numtile.ops_cpu.memory import inlined
-
-SUM, MAX, MIN, PROD, SUMSQ, SUMABS, MAXABS = range(7)
-REDUCE_OPS = {
-    "sum": SUM,
-    "max": MAX,
-    "min": MIN,
-    "prod": PROD,
-    "sumsq": SUMSQ,
-    "sumabs": SUMABS,
-    "maxabs": MAXABS,
-}
 
 # Columns handled at once when the reduced axis is not innermost: the wide scratch of one
 # block (8 KiB) stays in L1 cache while the inner loop runs over contiguous memory.

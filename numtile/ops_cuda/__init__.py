@@ -12,8 +12,8 @@ Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or
 simulator (``require()`` says which is missing).
 """
 
+from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
-from numtile.ops_cuda._launch import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda.blas import gemm, gemm_batched, gemm_path, potrf, syrk, trsm
 from numtile.ops_cuda.elementwise import (
     BINARY_OPS,

@@ -33,7 +33,8 @@ import numpy as np
 from numba import cuda, int32
 
 from numtile.config import Config
-from numtile.ops_cuda._launch import MAX_BLOCKS, SIMULATOR, block, grid
+from numtile.cuda_driver import SIMULATOR
+from numtile.ops_cuda._launch import MAX_BLOCKS, block, grid
 
 __all__ = [
     "TILE",

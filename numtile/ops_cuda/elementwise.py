@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from numtile.ops_cpu.elementwise import (
+from numtile.opcodes import (
     ABS,
     ADD,
     BINARY_OPS,

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from numtile.ops_cpu.generate import NORMAL, UNIFORM
+from numtile.opcodes import NORMAL, UNIFORM
 from numtile.ops_cuda.memory import DeviceArray, coalesce, host_ints, launch, offset1
 
 __all__ = ["NORMAL", "UNIFORM", "arange_fill", "random_fill"]

@@ -24,7 +24,8 @@ from typing import Any
 
 from numba import cuda
 
-from numtile.ops_cuda._launch import SIMULATOR, block, grid
+from numtile.cuda_driver import SIMULATOR
+from numtile.ops_cuda._launch import block, grid
 from numtile.ops_cuda.memory import launch
 
 # numba's DeviceNDArray, or the simulator's stand-in

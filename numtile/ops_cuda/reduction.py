@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from numtile.ops_cpu.reduction import MAX, MAXABS, MIN, REDUCE_OPS, SUM, SUMABS, SUMSQ
+from numtile.opcodes import MAX, MAXABS, MIN, REDUCE_OPS, SUM, SUMABS, SUMSQ
 from numtile.ops_cuda._launch import MAX_BLOCKS, block, grid
 from numtile.ops_cuda.elementwise import maximum, minimum
 from numtile.ops_cuda.memory import DeviceArray

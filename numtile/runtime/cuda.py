@@ -18,7 +18,7 @@ import types
 
 import numpy as np
 
-from numtile.ops_cuda._launch import SIMULATOR, CudaUnavailableError, require
+from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, require
 
 
 def detect_gpus(requested: int) -> int:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gc
 import itertools
-import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
 
 from numtile.config import Config
+from numtile.cuda_driver import CudaUnavailableError, gpu_possible
 from numtile.runtime.access import READS, WRITES, Access
 from numtile.runtime.blas_threads import limit_kernel_blas_threads
 from numtile.runtime.codelet import Codelet
@@ -107,14 +107,12 @@ class Runtime:
             if self.restrict == "cuda":
                 raise ValueError("restrict='cuda' but NUMTILE_NCUDA=0 asks for no GPU")
             return []
-        if self.config.ncuda < 0 and self.restrict != "cuda" and not _gpu_possible():
+        if self.config.ncuda < 0 and self.restrict != "cuda" and not gpu_possible():
             return []  # the common CPU-only case: do not even import numba.cuda
         from numtile.runtime.cuda import CudaNode, detect_gpus
 
         ncuda = detect_gpus(self.config.ncuda)
         if ncuda == 0 and self.restrict == "cuda":
-            from numtile.ops_cuda import CudaUnavailableError
-
             raise CudaUnavailableError(
                 "restrict='cuda' but no GPU was found (set NUMTILE_NCUDA=1 to use Numba's "
                 "CUDA simulator under NUMBA_ENABLE_CUDASIM=1)"
@@ -539,13 +537,6 @@ def _accumulate_locks(task: Task) -> list:
     for lock in locks:
         lock.acquire()
     return locks
-
-
-def _gpu_possible() -> bool:
-    """Cheap test for an NVIDIA driver (or the CUDA simulator) before importing numba.cuda."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
-        return True
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg")
 
 
 def _root(error: BaseException) -> BaseException:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from numtile import opcodes
 from numtile.ops_cpu import elementwise
 
 FLOAT_DTYPES = [np.float32, np.float64]
@@ -130,14 +131,14 @@ def binary_operands(op, dtype, a_shape, b_shape, rng):
 
 
 def test_reference_tables_cover_every_op():
-    assert UNARY_REFERENCE.keys() == elementwise.UNARY_OPS.keys()
-    assert BINARY_REFERENCE.keys() == elementwise.BINARY_OPS.keys()
-    assert COMPARE_REFERENCE.keys() == elementwise.COMPARE_OPS.keys()
+    assert UNARY_REFERENCE.keys() == opcodes.UNARY_OPS.keys()
+    assert BINARY_REFERENCE.keys() == opcodes.BINARY_OPS.keys()
+    assert COMPARE_REFERENCE.keys() == opcodes.COMPARE_OPS.keys()
     for table in (
-        elementwise.UNARY_OPS,
-        elementwise.UNARY_BACKWARD_OPS,
-        elementwise.BINARY_OPS,
-        elementwise.COMPARE_OPS,
+        opcodes.UNARY_OPS,
+        opcodes.UNARY_BACKWARD_OPS,
+        opcodes.BINARY_OPS,
+        opcodes.COMPARE_OPS,
     ):
         assert sorted(table.values()) == list(range(len(table)))
 
@@ -152,7 +153,7 @@ def test_unary_matches_numpy(name, dtype):
     if name not in POSITIVE_DOMAIN:
         x[1, :4] = [-0.5, -2.5, 0.0, -1.0]
     out = np.full_like(x, np.nan)
-    elementwise.unary(x.reshape(-1), out.reshape(-1), elementwise.UNARY_OPS[name])
+    elementwise.unary(x.reshape(-1), out.reshape(-1), opcodes.UNARY_OPS[name])
     expected = UNARY_REFERENCE[name](x.astype(np.float64))
     np.testing.assert_allclose(out, expected, **TOLERANCE[dtype])
 
@@ -161,7 +162,7 @@ def test_unary_matches_numpy(name, dtype):
 def test_unary_int64_matches_numpy(name):
     x = np.arange(-6, 7, dtype=np.int64)
     out = np.zeros_like(x)
-    elementwise.unary(x, out, elementwise.UNARY_OPS[name])
+    elementwise.unary(x, out, opcodes.UNARY_OPS[name])
     np.testing.assert_array_equal(out, UNARY_REFERENCE[name](x))
 
 
@@ -170,25 +171,25 @@ def test_unary_special_values(dtype):
     # Large magnitudes: the stable sigmoid never forms exp(+1000) (inf / inf would be NaN).
     x = np.array([-1000.0, -60.0, 60.0, 1000.0, np.nan, -0.0], dtype)
     out = np.empty_like(x)
-    elementwise.unary(x, out, elementwise.UNARY_OPS["sigmoid"])
+    elementwise.unary(x, out, opcodes.UNARY_OPS["sigmoid"])
     np.testing.assert_array_equal(out[[0, 2, 3]], [0.0, 1.0, 1.0])
     np.testing.assert_allclose(out[1], np.exp(-60.0), rtol=1e-5)
     assert np.isnan(out[4])
-    elementwise.unary(x, out, elementwise.UNARY_OPS["silu"])
+    elementwise.unary(x, out, opcodes.UNARY_OPS["silu"])
     np.testing.assert_array_equal(out[[0, 2, 3]], [-0.0, 60.0, 1000.0])
-    elementwise.unary(x, out, elementwise.UNARY_OPS["relu"])
+    elementwise.unary(x, out, opcodes.UNARY_OPS["relu"])
     assert np.isnan(out[4]) and out[0] == 0 and out[3] == 1000
-    elementwise.unary(x, out, elementwise.UNARY_OPS["sign"])
+    elementwise.unary(x, out, opcodes.UNARY_OPS["sign"])
     np.testing.assert_array_equal(out, np.sign(x))
 
 
 def test_unary_unknown_op_raises():
     x = np.ones(3)
     with pytest.raises(ValueError, match="unknown op"):
-        elementwise.unary(x, np.empty_like(x), len(elementwise.UNARY_OPS))
+        elementwise.unary(x, np.empty_like(x), len(opcodes.UNARY_OPS))
 
 
-@pytest.mark.parametrize("name", list(elementwise.UNARY_BACKWARD_OPS))
+@pytest.mark.parametrize("name", list(opcodes.UNARY_BACKWARD_OPS))
 def test_unary_backward_matches_finite_differences(name):
     rng = np.random.default_rng(1)
     low = 0.2 if name in POSITIVE_DOMAIN else -3.0
@@ -196,20 +197,20 @@ def test_unary_backward_matches_finite_differences(name):
     x[np.abs(x) < 1e-3] = 0.5  # keep away from relu's kink
     grad_out = rng.normal(size=x.shape)
     grad_in = np.empty_like(x)
-    elementwise.unary_backward(x, grad_out, grad_in, elementwise.UNARY_BACKWARD_OPS[name])
+    elementwise.unary_backward(x, grad_out, grad_in, opcodes.UNARY_BACKWARD_OPS[name])
     forward = UNARY_REFERENCE[name]
     step = 1e-6
     slope = (forward(x + step) - forward(x - step)) / (2 * step)
     np.testing.assert_allclose(grad_in, grad_out * slope, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("name", list(elementwise.UNARY_BACKWARD_OPS))
+@pytest.mark.parametrize("name", list(opcodes.UNARY_BACKWARD_OPS))
 def test_unary_backward_float32_matches_float64(name):
     rng = np.random.default_rng(2)
     low = 0.2 if name in POSITIVE_DOMAIN else -3.0
     x = rng.uniform(low, 3.0, size=40).astype(np.float32)
     grad_out = rng.normal(size=x.shape).astype(np.float32)
-    op = elementwise.UNARY_BACKWARD_OPS[name]
+    op = opcodes.UNARY_BACKWARD_OPS[name]
     grad_in = np.empty_like(x)
     elementwise.unary_backward(x, grad_out, grad_in, op)
     expected = np.empty(x.shape)
@@ -230,7 +231,7 @@ BINARY_CASES = [
 @pytest.mark.parametrize(("name", "dtype"), BINARY_CASES)
 def test_binary_matches_numpy(name, dtype, shapes):
     a, b = binary_operands(name, dtype, *shapes, np.random.default_rng(3))
-    out = run_broadcast(elementwise.binary, a, b, elementwise.BINARY_OPS[name], dtype)
+    out = run_broadcast(elementwise.binary, a, b, opcodes.BINARY_OPS[name], dtype)
     with np.errstate(all="ignore"):
         expected = BINARY_REFERENCE[name](a, b)
     if dtype == np.int64:
@@ -245,7 +246,7 @@ def test_binary_float_edge_cases_match_numpy(name, dtype):
     inf, nan = np.inf, np.nan
     a = np.array([1.0, -1.0, 7.5, -7.5, 0.0, -0.0, 5.0, -5.0, inf, nan, 1.0, -3.0, 2.0], dtype)
     b = np.array([0.1, 0.1, -2.0, 2.0, 3.0, -3.0, inf, inf, 2.0, 1.0, 0.0, 0.0, nan], dtype)
-    out = run_broadcast(elementwise.binary, a, b, elementwise.BINARY_OPS[name], dtype)
+    out = run_broadcast(elementwise.binary, a, b, opcodes.BINARY_OPS[name], dtype)
     with np.errstate(all="ignore"):
         expected = BINARY_REFERENCE[name](a, b)
     np.testing.assert_array_equal(out, expected)
@@ -258,7 +259,7 @@ def test_binary_int64_edge_cases_match_numpy(name):
     smallest = np.iinfo(np.int64).min
     a = np.array([7, -7, 7, -7, 5, smallest, smallest, 0], np.int64)
     b = np.array([2, 2, -2, -2, 0, -1, 1, -3], np.int64)
-    out = run_broadcast(elementwise.binary, a, b, elementwise.BINARY_OPS[name], np.int64)
+    out = run_broadcast(elementwise.binary, a, b, opcodes.BINARY_OPS[name], np.int64)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(out, BINARY_REFERENCE[name](a, b))
 
@@ -275,7 +276,7 @@ def test_binary_full_size_operand_with_permuted_strides():
         np.array([5, 1], np.int64),
         out.reshape(-1),
         np.array([3, 5], np.int64),
-        elementwise.BINARY_OPS["subtract"],
+        opcodes.BINARY_OPS["subtract"],
     )
     np.testing.assert_array_equal(out, base.T - b)
 
@@ -290,7 +291,7 @@ def test_compare_matches_numpy(name, dtype, shapes):
     b = rng.integers(-2, 3, shapes[1]).astype(dtype)
     if dtype != np.int64 and a.size > 1:
         a.reshape(-1)[1] = np.nan
-    out = run_broadcast(elementwise.compare, a, b, elementwise.COMPARE_OPS[name], np.bool_)
+    out = run_broadcast(elementwise.compare, a, b, opcodes.COMPARE_OPS[name], np.bool_)
     assert out.dtype == np.bool_
     np.testing.assert_array_equal(out, COMPARE_REFERENCE[name](a, b))
 

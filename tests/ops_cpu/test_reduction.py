@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from numtile import opcodes
 from numtile.ops_cpu import reduction
 
 FLOAT_DTYPES = [np.float32, np.float64]
@@ -49,8 +50,8 @@ def reference_softmax(x, axis):
 
 
 def test_reference_table_covers_every_op():
-    assert REDUCE_REFERENCE.keys() == reduction.REDUCE_OPS.keys()
-    assert sorted(reduction.REDUCE_OPS.values()) == list(range(len(reduction.REDUCE_OPS)))
+    assert REDUCE_REFERENCE.keys() == opcodes.REDUCE_OPS.keys()
+    assert sorted(opcodes.REDUCE_OPS.values()) == list(range(len(opcodes.REDUCE_OPS)))
 
 
 @pytest.mark.parametrize("shape", REDUCE_SHAPES, ids=str)
@@ -61,7 +62,7 @@ def test_reduce_accumulate_matches_numpy(name, dtype, shape):
     reduce, combine = REDUCE_REFERENCE[name]
     wide = np.int64 if dtype == np.int64 else np.float64
     expected = combine(out.astype(wide), reduce(x.astype(wide)))
-    reduction.reduce_accumulate(x.reshape(-1), out.reshape(-1), *shape, reduction.REDUCE_OPS[name])
+    reduction.reduce_accumulate(x.reshape(-1), out.reshape(-1), *shape, opcodes.REDUCE_OPS[name])
     assert out.dtype == dtype
     if dtype == np.int64:
         np.testing.assert_array_equal(out, expected)
@@ -74,13 +75,13 @@ def test_reduce_accumulate_accumulates_across_calls(shape):
     x = np.arange(np.prod(shape), dtype=np.float64)
     out = np.full((shape[0], shape[2]), 10.0)
     for _ in range(3):
-        reduction.reduce_accumulate(x, out.reshape(-1), *shape, reduction.REDUCE_OPS["sum"])
+        reduction.reduce_accumulate(x, out.reshape(-1), *shape, opcodes.REDUCE_OPS["sum"])
     np.testing.assert_allclose(out, 10.0 + 3 * x.reshape(shape).sum(axis=1))
 
 
 def test_reduce_accumulate_empty_axis_leaves_out_unchanged():
     out = np.array([1.5, -2.0])
-    for op in reduction.REDUCE_OPS.values():
+    for op in opcodes.REDUCE_OPS.values():
         reduction.reduce_accumulate(np.empty(0), out, 2, 0, 1, op)
     np.testing.assert_array_equal(out, [1.5, -2.0])
 
@@ -91,7 +92,7 @@ def test_reduce_accumulate_float32_sums_in_float64(post):
     x = np.full((4097, post), 2.0**-24, np.float32)
     x[0] = 1.0
     out = np.zeros(post, np.float32)
-    reduction.reduce_accumulate(x.reshape(-1), out, 1, 4097, post, reduction.REDUCE_OPS["sum"])
+    reduction.reduce_accumulate(x.reshape(-1), out, 1, 4097, post, opcodes.REDUCE_OPS["sum"])
     np.testing.assert_array_equal(out, np.float32(1 + 4096 * 2.0**-24))
 
 
@@ -101,7 +102,7 @@ def test_reduce_accumulate_propagates_nan(name, post):
     x = np.arange(5 * post, dtype=np.float64).reshape(5, post)
     x[2, 0] = np.nan
     out = np.zeros(post)
-    reduction.reduce_accumulate(x.reshape(-1), out, 1, 5, post, reduction.REDUCE_OPS[name])
+    reduction.reduce_accumulate(x.reshape(-1), out, 1, 5, post, opcodes.REDUCE_OPS[name])
     assert np.isnan(out[0])
     assert not np.isnan(out[1:]).any()
 

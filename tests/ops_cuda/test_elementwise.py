@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from numtile import ops_cpu
+from numtile import opcodes, ops_cpu
 from numtile.ops_cpu import elementwise as cpu
 from numtile.ops_cuda import elementwise as gpu
 
@@ -72,9 +72,9 @@ def test_op_tables_are_the_cpu_ones():
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("name", list(cpu.UNARY_OPS))
+@pytest.mark.parametrize("name", list(opcodes.UNARY_OPS))
 def test_unary_matches_cpu(name, dtype):
-    actual, expected = run_unary(unary_input(name, dtype), cpu.UNARY_OPS[name])
+    actual, expected = run_unary(unary_input(name, dtype), opcodes.UNARY_OPS[name])
     assert_same(actual, expected)
 
 
@@ -83,10 +83,10 @@ SPECIAL += [-1e30, 700.0, 800.0, -800.0, 4503599627370497.0, -7.5, 88.0, -3.0, 1
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("name", list(cpu.UNARY_OPS))
+@pytest.mark.parametrize("name", list(opcodes.UNARY_OPS))
 def test_unary_special_values_match_cpu(name, dtype):
     x = np.array(SPECIAL, dtype)
-    actual, expected = run_unary(x, cpu.UNARY_OPS[name])
+    actual, expected = run_unary(x, opcodes.UNARY_OPS[name])
     if name in ("tanh", "gelu_tanh") and dtype == np.float32:
         # the CPU's float32 tanh clamps its input: tanh(NaN) is +-1 there, NaN on CUDA
         nan = np.isnan(x)
@@ -102,25 +102,25 @@ def test_unary_int64_matches_cpu(name):
     x[0] = np.iinfo(np.int64).min
     if name not in ("floor", "ceil"):  # through float64, INT64_MAX would round out of range
         x[-1] = np.iinfo(np.int64).max
-    actual, expected = run_unary(x, cpu.UNARY_OPS[name])
+    actual, expected = run_unary(x, opcodes.UNARY_OPS[name])
     assert_same(actual, expected)
 
 
 @pytest.mark.parametrize("name", ["exp", "sqrt", "sigmoid", "reciprocal", "gelu_tanh"])
 def test_unary_int64_float_ops_compute_in_float64(name):
     x = np.arange(1, 1 + SIZE, dtype=np.int64)
-    actual, expected = run_unary(x, cpu.UNARY_OPS[name], np.float64)
+    actual, expected = run_unary(x, opcodes.UNARY_OPS[name], np.float64)
     assert_same(actual, expected)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("name", list(cpu.UNARY_BACKWARD_OPS))
+@pytest.mark.parametrize("name", list(opcodes.UNARY_BACKWARD_OPS))
 def test_unary_backward_matches_cpu(name, dtype):
     x = unary_input(name, dtype)
     x[x == 0] = 0.25
     grad_out = np.random.default_rng(1).normal(size=SIZE).astype(dtype)
     expected = np.empty_like(x)
-    op = cpu.UNARY_BACKWARD_OPS[name]
+    op = opcodes.UNARY_BACKWARD_OPS[name]
     cpu.unary_backward(x, grad_out, expected, op)
     d_x, d_grad, d_in = on_device(x, grad_out, np.empty_like(x))
     gpu.unary_backward(d_x, d_grad, d_in, op)
@@ -132,7 +132,7 @@ def test_unary_backward_special_values_match_cpu(dtype):
     x = np.array([0.0, -0.0, np.inf, -np.inf, 50.0, -50.0, 1e-30, 800.0, -800.0], dtype)
     grad_out = np.linspace(-2, 2, x.size).astype(dtype)
     for name in ("relu", "silu", "sigmoid", "exp", "log", "sqrt", "tanh", "gelu_tanh"):
-        op = cpu.UNARY_BACKWARD_OPS[name]
+        op = opcodes.UNARY_BACKWARD_OPS[name]
         expected = np.empty_like(x)
         cpu.unary_backward(x, grad_out, expected, op)
         d_x, d_grad, d_in = on_device(x, grad_out, np.empty_like(x))
@@ -196,7 +196,7 @@ def binary_operands(name, dtype, a_shape, b_shape, rng):
 
 BINARY_CASES = [
     (name, dtype)
-    for name in cpu.BINARY_OPS
+    for name in opcodes.BINARY_OPS
     for dtype in (np.float32, np.float64, np.int64)
     if not (name == "divide" and dtype == np.int64)
 ]
@@ -206,12 +206,12 @@ BINARY_CASES = [
 @pytest.mark.parametrize(("name", "dtype"), BINARY_CASES)
 def test_binary_matches_cpu(name, dtype, shapes):
     a, b = binary_operands(name, dtype, *shapes, np.random.default_rng(3))
-    actual, expected = run_broadcast("binary", a, b, cpu.BINARY_OPS[name], dtype)
+    actual, expected = run_broadcast("binary", a, b, opcodes.BINARY_OPS[name], dtype)
     assert_same(actual, expected)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("name", list(cpu.BINARY_OPS))
+@pytest.mark.parametrize("name", list(opcodes.BINARY_OPS))
 def test_binary_float_edge_cases_match_cpu(name, dtype):
     inf, nan = np.inf, np.nan
     a = [1.0, -1.0, 7.5, -7.5, 0.0, -0.0, 5.0, -5.0, inf, nan, 1.0, -3.0, 2.0, -0.0, 0.0, -inf]
@@ -219,7 +219,7 @@ def test_binary_float_edge_cases_match_cpu(name, dtype):
     a += [1e30, -1e30, 3.0, -3.0, 0.0, -2.0, 2.0, 4.0, 1e-30]
     b += [1e-30, 7.0, -1.5, 1.5, -1.0, 0.5, -0.5, 1e30, 3.0]
     a, b = np.array(a, dtype), np.array(b, dtype)
-    actual, expected = run_broadcast("binary", a, b, cpu.BINARY_OPS[name], dtype)
+    actual, expected = run_broadcast("binary", a, b, opcodes.BINARY_OPS[name], dtype)
     exact = name not in ("power", "divide")
     assert_same(actual, expected, exact=exact, signs=True)
 
@@ -229,7 +229,7 @@ def test_binary_int64_edge_cases_match_cpu():
     a = np.array([7, -7, 7, -7, 5, smallest, smallest, 0, largest, 3, -3, 0, -5], np.int64)
     b = np.array([2, 2, -2, -2, 0, -1, 1, -3, -1, 0, 7, 0, -7], np.int64)
     for name in ("add", "subtract", "multiply", "maximum", "minimum", "floor_divide", "remainder"):
-        actual, expected = run_broadcast("binary", a, b, cpu.BINARY_OPS[name], np.int64)
+        actual, expected = run_broadcast("binary", a, b, opcodes.BINARY_OPS[name], np.int64)
         assert_same(actual, expected)
 
 
@@ -237,7 +237,7 @@ def test_binary_int64_power_matches_cpu():
     # overflow wraps; negative exponents as Numba's integer power (the tiled op refuses them)
     a = np.array([5, -3, 2, 7, 0, 1, -1, -1, 2, -2, 3, 0, 1, -1], np.int64)
     b = np.array([40, 41, 63, 0, 0, 9, 3, 4, -1, -3, -2, -1, -5, -7], np.int64)
-    actual, expected = run_broadcast("binary", a, b, cpu.BINARY_OPS["power"], np.int64)
+    actual, expected = run_broadcast("binary", a, b, opcodes.BINARY_OPS["power"], np.int64)
     assert_same(actual, expected)
 
 
@@ -245,9 +245,9 @@ def test_binary_int64_power_matches_cpu():
 def test_kernels_take_any_block_size(threads, monkeypatch):
     monkeypatch.setattr(gpu, "block", lambda: threads)
     a, b = binary_operands("subtract", np.float64, (3, 1, 5), (1, 4, 5), np.random.default_rng(6))
-    actual, expected = run_broadcast("binary", a, b, cpu.SUBTRACT, np.float64)
+    actual, expected = run_broadcast("binary", a, b, opcodes.SUBTRACT, np.float64)
     assert_same(actual, expected)
-    actual, expected = run_unary(a.reshape(-1), cpu.EXP)
+    actual, expected = run_unary(a.reshape(-1), opcodes.EXP)
     assert_same(actual, expected)
 
 
@@ -258,7 +258,7 @@ def test_binary_full_size_operand_with_permuted_strides():
     d_base, d_b, d_out = on_device(base.reshape(-1), b.reshape(-1), np.zeros(15))
     strides = (np.array([1, 3], np.int64), np.array([5, 1], np.int64))
     shape = np.array([3, 5], np.int64)
-    subtract = cpu.BINARY_OPS["subtract"]
+    subtract = opcodes.BINARY_OPS["subtract"]
     gpu.binary(d_base, strides[0], d_b, strides[1], d_out, shape, subtract)
     np.testing.assert_array_equal(d_out.copy_to_host().reshape(3, 5), base.T - b)
 
@@ -286,8 +286,8 @@ def test_binary_and_compare_with_a_host_scalar_operand(dtype, scalar_first, form
         scalar = SCALARS[form](value, dtype)
         host_scalar = np.full(1, value, dtype)
         for kernel, ops, out_dtype in (
-            ("binary", cpu.BINARY_OPS, dtype),
-            ("compare", cpu.COMPARE_OPS, np.bool_),
+            ("binary", opcodes.BINARY_OPS, dtype),
+            ("compare", opcodes.COMPARE_OPS, np.bool_),
         ):
             for name, op in ops.items():
                 if name == "divide" and out_dtype == np.int64:
@@ -309,18 +309,18 @@ def test_binary_with_a_one_element_device_operand(scalar):
     a = np.linspace(-2, 2, SIZE)
     d_a, d_b, d_out = on_device(a, scalar, np.zeros(SIZE))
     strides = (np.array([1], np.int64), np.array([0], np.int64))
-    gpu.binary(d_a, strides[0], d_b, strides[1], d_out, np.array([SIZE]), cpu.ADD)
+    gpu.binary(d_a, strides[0], d_b, strides[1], d_out, np.array([SIZE]), opcodes.ADD)
     np.testing.assert_array_equal(d_out.copy_to_host(), a + 0.5)
-    gpu.compare(d_b, strides[1], d_a, strides[0], d_out, np.array([SIZE]), cpu.LESS)
+    gpu.compare(d_b, strides[1], d_a, strides[0], d_out, np.array([SIZE]), opcodes.LESS)
     np.testing.assert_array_equal(d_out.copy_to_host(), 0.5 < a)
     d_one = cuda.device_array(1)
-    gpu.binary(d_b, strides[1], np.float64(2.0), strides[1], d_one, np.array([1]), cpu.MULTIPLY)
+    gpu.binary(d_b, strides[1], np.float64(2.0), strides[1], d_one, np.array([1]), opcodes.MULTIPLY)
     np.testing.assert_array_equal(d_one.copy_to_host(), [1.0])
 
 
 @pytest.mark.parametrize("shapes", BROADCAST_CASES, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
-@pytest.mark.parametrize("name", list(cpu.COMPARE_OPS))
+@pytest.mark.parametrize("name", list(opcodes.COMPARE_OPS))
 def test_compare_matches_cpu(name, dtype, shapes):
     rng = np.random.default_rng(4)
     # few distinct values, so that equal elements occur; zeros matter for the logical ops
@@ -329,7 +329,7 @@ def test_compare_matches_cpu(name, dtype, shapes):
     if np.dtype(dtype).kind == "f" and a.size > 1:
         a.reshape(-1)[1] = np.nan
         b.reshape(-1)[-1] = -0.0
-    actual, expected = run_broadcast("compare", a, b, cpu.COMPARE_OPS[name], np.bool_)
+    actual, expected = run_broadcast("compare", a, b, opcodes.COMPARE_OPS[name], np.bool_)
     assert_same(actual, expected)
 
 
@@ -352,9 +352,9 @@ def test_scale_and_axpy_match_cpu(dtype):
 @pytest.mark.parametrize(
     ("launcher", "args"),
     [
-        (gpu.unary, lambda d: (d, d, len(cpu.UNARY_OPS))),
-        (gpu.unary_backward, lambda d: (d, d, d, len(cpu.UNARY_BACKWARD_OPS))),
-        (gpu.binary, lambda d: (d, [1], d, [1], d, [3], len(cpu.BINARY_OPS))),
+        (gpu.unary, lambda d: (d, d, len(opcodes.UNARY_OPS))),
+        (gpu.unary_backward, lambda d: (d, d, d, len(opcodes.UNARY_BACKWARD_OPS))),
+        (gpu.binary, lambda d: (d, [1], d, [1], d, [3], len(opcodes.BINARY_OPS))),
         (gpu.compare, lambda d: (d, [1], d, [1], d, [3], -1)),
     ],
 )
@@ -367,22 +367,22 @@ def test_device_strides_are_refused():
     d = cuda.to_device(np.ones(3))
     strides = cuda.to_device(np.array([1], np.int64))
     with pytest.raises(TypeError, match="host array"):
-        gpu.binary(d, strides, d, strides, d, np.array([3]), cpu.ADD)
+        gpu.binary(d, strides, d, strides, d, np.array([3]), opcodes.ADD)
 
 
 def test_two_host_operands_are_refused():
     d = cuda.to_device(np.ones(1))
     with pytest.raises(TypeError, match="device operand"):
-        gpu.binary(np.ones(1), [0], 2.0, [0], d, np.array([1]), cpu.ADD)
+        gpu.binary(np.ones(1), [0], 2.0, [0], d, np.array([1]), opcodes.ADD)
 
 
 def test_empty_outputs_launch_nothing():
     empty = cuda.to_device(np.ones(0))
-    gpu.unary(empty, empty, cpu.EXP)
-    gpu.unary_backward(empty, empty, empty, cpu.EXP_BACKWARD)
+    gpu.unary(empty, empty, opcodes.EXP)
+    gpu.unary_backward(empty, empty, empty, opcodes.EXP_BACKWARD)
     gpu.scale(empty, 2.0, empty)
     gpu.axpy(2.0, empty, empty)
-    gpu.binary(empty, [1], empty, [1], empty, np.array([0]), cpu.ADD)
+    gpu.binary(empty, [1], empty, [1], empty, np.array([0]), opcodes.ADD)
 
 
 def test_launches_on_a_stream():
@@ -390,8 +390,8 @@ def test_launches_on_a_stream():
     stream = cuda.stream()
     d_x = cuda.to_device(x, stream=stream)
     d_out = cuda.device_array_like(d_x, stream=stream)
-    gpu.unary(d_x, d_out, cpu.EXP, stream=stream)
-    gpu.binary(d_x, [1], d_out, [1], d_out, np.array([SIZE]), cpu.ADD, stream=stream)
+    gpu.unary(d_x, d_out, opcodes.EXP, stream=stream)
+    gpu.binary(d_x, [1], d_out, [1], d_out, np.array([SIZE]), opcodes.ADD, stream=stream)
     stream.synchronize()
     np.testing.assert_allclose(d_out.copy_to_host(stream=stream), x + np.exp(x), rtol=1e-12)
 

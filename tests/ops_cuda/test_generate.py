@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from numtile import opcodes
 from numtile.ops_cpu import generate as cpu
 from numtile.ops_cuda import generate as gpu
 
@@ -63,7 +64,16 @@ def upper_of(dtype, a, b):
 @pytest.mark.parametrize(("global_shape", "tile_shape", "start"), TILES, ids=str)
 def test_uniform_is_the_cpus_bit_for_bit(global_shape, tile_shape, start, dtype):
     size = int(np.prod(tile_shape))
-    args = (global_shape, tile_shape, start, SEED, cpu.UNIFORM, -2.0, 3.0, upper_of(dtype, -2, 3))
+    args = (
+        global_shape,
+        tile_shape,
+        start,
+        SEED,
+        opcodes.UNIFORM,
+        -2.0,
+        3.0,
+        upper_of(dtype, -2, 3),
+    )
     expected = draw(cpu, np.empty(size, dtype), *args)
     actual = draw(gpu, cuda.device_array(size, dtype), *args)
     np.testing.assert_array_equal(actual, expected)
@@ -74,14 +84,14 @@ def test_uniform_is_the_cpus_bit_for_bit(global_shape, tile_shape, start, dtype)
 @pytest.mark.parametrize(("global_shape", "tile_shape", "start"), TILES, ids=str)
 def test_normal_matches_the_cpu(global_shape, tile_shape, start, dtype):
     size = int(np.prod(tile_shape))
-    args = (global_shape, tile_shape, start, SEED, cpu.NORMAL, 1.5, 0.5, np.inf)
+    args = (global_shape, tile_shape, start, SEED, opcodes.NORMAL, 1.5, 0.5, np.inf)
     expected = draw(cpu, np.empty(size, dtype), *args)
     actual = draw(gpu, cuda.device_array(size, dtype), *args)
     rtol = 1e-6 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol)
 
 
-@pytest.mark.parametrize("distribution", [cpu.UNIFORM, cpu.NORMAL])
+@pytest.mark.parametrize("distribution", [opcodes.UNIFORM, opcodes.NORMAL])
 def test_a_tile_is_its_slice_of_the_whole_tensor(distribution):
     global_shape = (6, 9)
     law = (SEED, distribution, 0.0, 1.0, upper_of(np.float64, 0, 1))
@@ -92,7 +102,7 @@ def test_a_tile_is_its_slice_of_the_whole_tensor(distribution):
 
 def test_uniform_clamps_below_upper_as_the_cpu():
     # an upper bound inside the range makes the clamp visible on about half the draws
-    args = ((40,), (40,), (0,), SEED, cpu.UNIFORM, 0.0, 1.0, 0.5)
+    args = ((40,), (40,), (0,), SEED, opcodes.UNIFORM, 0.0, 1.0, 0.5)
     expected = draw(cpu, np.empty(40, np.float32), *args)
     actual = draw(gpu, cuda.device_array(40, np.float32), *args)
     np.testing.assert_array_equal(actual, expected)
@@ -101,7 +111,7 @@ def test_uniform_clamps_below_upper_as_the_cpu():
 
 @pytest.mark.parametrize("seed", [0, 7, 2**64 - 1, np.uint64(12345)])
 def test_seeds_match_the_cpu(seed):
-    args = ((20,), (20,), (0,), seed, cpu.UNIFORM, 0.0, 1.0, upper_of(np.float64, 0, 1))
+    args = ((20,), (20,), (0,), seed, opcodes.UNIFORM, 0.0, 1.0, upper_of(np.float64, 0, 1))
     expected = draw(cpu, np.empty(20), *args[:3], np.uint64(seed), *args[4:])
     actual = draw(gpu, cuda.device_array(20), *args)
     np.testing.assert_array_equal(actual, expected)
@@ -124,16 +134,16 @@ def test_arange_matches_cpu(dtype):
 def test_empty_tiles_launch_nothing():
     empty = cuda.device_array(0)
     gpu.arange_fill(empty, 0.0, 1.0)
-    gpu.random_fill(empty, [0], [0], [1], SEED, cpu.UNIFORM, 0.0, 1.0, 0.5)
+    gpu.random_fill(empty, [0], [0], [1], SEED, opcodes.UNIFORM, 0.0, 1.0, 0.5)
 
 
 def test_launches_on_a_stream():
     stream = cuda.stream()
     d_out = cuda.device_array(19, stream=stream)
-    gpu.random_fill(d_out, [19], [0], [1], SEED, cpu.NORMAL, 0.0, 1.0, np.inf, stream=stream)
+    gpu.random_fill(d_out, [19], [0], [1], SEED, opcodes.NORMAL, 0.0, 1.0, np.inf, stream=stream)
     gpu.arange_fill(d_out[:5], 1.0, 2.0, stream=stream)
     stream.synchronize()
-    expected = draw(cpu, np.empty(19), (19,), (19,), (0,), SEED, cpu.NORMAL, 0.0, 1.0, np.inf)
+    expected = draw(cpu, np.empty(19), (19,), (19,), (0,), SEED, opcodes.NORMAL, 0.0, 1.0, np.inf)
     expected[:5] = [1, 3, 5, 7, 9]
     np.testing.assert_allclose(d_out.copy_to_host(stream=stream), expected, rtol=1e-12)
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from numtile import opcodes
 from numtile.ops_cpu import reduction as cpu
 from numtile.ops_cuda import reduction as gpu
 
@@ -77,15 +78,15 @@ def run_reduce(x, out, shape, op):
 
 
 def test_op_table_is_the_cpu_one():
-    assert gpu.REDUCE_OPS is cpu.REDUCE_OPS
+    assert gpu.REDUCE_OPS is opcodes.REDUCE_OPS
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("name", list(cpu.REDUCE_OPS))
+@pytest.mark.parametrize("name", list(opcodes.REDUCE_OPS))
 def test_reduce_accumulate_matches_cpu(name, dtype, shape, layout):
     x, out = operands(name, dtype, shape, np.random.default_rng(0))
-    actual, expected = run_reduce(x, out, shape, cpu.REDUCE_OPS[name])
+    actual, expected = run_reduce(x, out, shape, opcodes.REDUCE_OPS[name])
     assert_same(actual, expected)
 
 
@@ -93,12 +94,12 @@ def test_reduce_accumulate_matches_cpu(name, dtype, shape, layout):
     ("x_dtype", "out_dtype"),
     [(np.bool_, np.int64), (np.float32, np.float64)],
 )
-@pytest.mark.parametrize("name", list(cpu.REDUCE_OPS))
+@pytest.mark.parametrize("name", list(opcodes.REDUCE_OPS))
 def test_reduce_accumulate_mixed_dtypes_match_cpu(name, x_dtype, out_dtype):
     shape = (3, 4, 5)
     x, _ = operands(name, x_dtype, shape, np.random.default_rng(1))
     out = operands(name, out_dtype, shape, np.random.default_rng(2))[1]
-    actual, expected = run_reduce(x, out, shape, cpu.REDUCE_OPS[name])
+    actual, expected = run_reduce(x, out, shape, opcodes.REDUCE_OPS[name])
     assert_same(actual, expected)
 
 
@@ -106,7 +107,9 @@ def test_reduce_accumulate_int64_wraps_as_the_cpu(layout):
     big = np.iinfo(np.int64).max // 3
     x = np.array([big, big, big, 7, -big, 5, 3, 2**40, 2**30], np.int64)
     for name in ("sum", "prod", "sumsq", "max", "min", "sumabs", "maxabs"):
-        actual, expected = run_reduce(x, np.ones((1, 1), np.int64), (1, 9, 1), cpu.REDUCE_OPS[name])
+        actual, expected = run_reduce(
+            x, np.ones((1, 1), np.int64), (1, 9, 1), opcodes.REDUCE_OPS[name]
+        )
         assert_same(actual, expected)
 
 
@@ -119,7 +122,7 @@ def test_reduce_accumulate_propagates_nan_and_signed_zeros(name, post, layout):
         x[:, 1] = [-0.0, 0.0, -0.0, -0.0, 0.0]
         x[:, 2] = -0.0
     out = np.full((1, post), -0.0)
-    actual, expected = run_reduce(x, out, (1, 5, post), cpu.REDUCE_OPS[name])
+    actual, expected = run_reduce(x, out, (1, 5, post), opcodes.REDUCE_OPS[name])
     assert np.isnan(actual[0, 0])
     np.testing.assert_array_equal(actual, expected)
     np.testing.assert_array_equal(np.signbit(actual[0, 1:]), np.signbit(expected[0, 1:]))
@@ -129,7 +132,7 @@ def test_reduce_accumulate_float32_sums_in_float64(layout):
     # 1 + 40 * 2**-24 is exact in float32, but a float32 running sum stays at 1
     x = np.full((41, 2), 2.0**-24, np.float32)
     x[0] = 1.0
-    actual, expected = run_reduce(x, np.zeros((1, 2), np.float32), (1, 41, 2), cpu.SUM)
+    actual, expected = run_reduce(x, np.zeros((1, 2), np.float32), (1, 41, 2), opcodes.SUM)
     np.testing.assert_array_equal(actual, expected)
     np.testing.assert_array_equal(actual, np.float32(1 + 40 * 2.0**-24))
 
@@ -138,9 +141,9 @@ def test_reduce_accumulate_accumulates_and_empty_axis_leaves_out():
     x = np.arange(24, dtype=np.float64)
     d_x, d_out = cuda.to_device(x), cuda.to_device(np.full(6, 10.0))
     for _ in range(3):
-        gpu.reduce_accumulate(d_x, d_out, 2, 4, 3, cpu.SUM)
+        gpu.reduce_accumulate(d_x, d_out, 2, 4, 3, opcodes.SUM)
     np.testing.assert_allclose(d_out.copy_to_host(), 10 + 3 * x.reshape(2, 4, 3).sum(1).ravel())
-    for op in cpu.REDUCE_OPS.values():
+    for op in opcodes.REDUCE_OPS.values():
         gpu.reduce_accumulate(cuda.to_device(np.empty(0)), d_out, 2, 0, 3, op)
     np.testing.assert_allclose(d_out.copy_to_host(), 10 + 3 * x.reshape(2, 4, 3).sum(1).ravel())
 
@@ -152,7 +155,7 @@ def test_block_per_output_kernels_take_any_block_size(threads, monkeypatch):
     shape = (2, 33, 2)
     x, out = operands("sum", np.float64, shape, np.random.default_rng(4))
     for name in ("sum", "max", "prod"):
-        actual, expected = run_reduce(x, out, shape, cpu.REDUCE_OPS[name])
+        actual, expected = run_reduce(x, out, shape, opcodes.REDUCE_OPS[name])
         assert_same(actual, expected)
     actual, expected = run_softmax(x, shape)
     assert_same(actual, expected)
@@ -174,7 +177,7 @@ def test_kernel_choice():
 def test_reduce_accumulate_unknown_op_raises():
     d = cuda.to_device(np.ones(3))
     with pytest.raises(ValueError, match="unknown op code"):
-        gpu.reduce_accumulate(d, d, 1, 3, 1, len(cpu.REDUCE_OPS))
+        gpu.reduce_accumulate(d, d, 1, 3, 1, len(opcodes.REDUCE_OPS))
 
 
 # --- softmax -------------------------------------------------------------------------------------
@@ -236,7 +239,7 @@ def test_launches_on_a_stream():
     d_y = cuda.device_array(x.size, stream=stream)
     d_sum = cuda.to_device(np.zeros(6), stream=stream)
     gpu.softmax(d_x, d_y, 3, 7, 2, stream=stream)
-    gpu.reduce_accumulate(d_y, d_sum, 3, 7, 2, cpu.SUM, stream=stream)
+    gpu.reduce_accumulate(d_y, d_sum, 3, 7, 2, opcodes.SUM, stream=stream)
     stream.synchronize()
     np.testing.assert_allclose(d_sum.copy_to_host(stream=stream), 1.0, rtol=1e-12)
 

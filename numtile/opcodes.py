@@ -1,0 +1,126 @@
+"""Op codes: the integer codes that name the variants of one kernel, shared by every backend.
+
+A kernel such as ``unary`` takes its op as an integer (one compiled kernel serves every op);
+a tiled op looks the code up here by name, and traces name the task by it (``unary:exp``).
+Both ``ops_cpu`` and ``ops_cuda`` import these tables, so neither backend loads the other.
+"""
+
+(
+    NEGATIVE,
+    ABS,
+    EXP,
+    LOG,
+    SQRT,
+    TANH,
+    RELU,
+    GELU_TANH,
+    SILU,
+    SIN,
+    COS,
+    SQUARE,
+    RECIPROCAL,
+    SIGMOID,
+    EXPM1,
+    LOG1P,
+    FLOOR,
+    CEIL,
+    SIGN,
+) = range(19)
+UNARY_OPS = {
+    "negative": NEGATIVE,
+    "abs": ABS,
+    "exp": EXP,
+    "log": LOG,
+    "sqrt": SQRT,
+    "tanh": TANH,
+    "relu": RELU,
+    "gelu_tanh": GELU_TANH,
+    "silu": SILU,
+    "sin": SIN,
+    "cos": COS,
+    "square": SQUARE,
+    "reciprocal": RECIPROCAL,
+    "sigmoid": SIGMOID,
+    "expm1": EXPM1,
+    "log1p": LOG1P,
+    "floor": FLOOR,
+    "ceil": CEIL,
+    "sign": SIGN,
+}
+
+(
+    RELU_BACKWARD,
+    GELU_TANH_BACKWARD,
+    SILU_BACKWARD,
+    TANH_BACKWARD,
+    SIGMOID_BACKWARD,
+    EXP_BACKWARD,
+    LOG_BACKWARD,
+    SQRT_BACKWARD,
+) = range(8)
+UNARY_BACKWARD_OPS = {
+    "relu": RELU_BACKWARD,
+    "gelu_tanh": GELU_TANH_BACKWARD,
+    "silu": SILU_BACKWARD,
+    "tanh": TANH_BACKWARD,
+    "sigmoid": SIGMOID_BACKWARD,
+    "exp": EXP_BACKWARD,
+    "log": LOG_BACKWARD,
+    "sqrt": SQRT_BACKWARD,
+}
+
+ADD, SUBTRACT, MULTIPLY, DIVIDE, MAXIMUM, MINIMUM, POWER, FLOOR_DIVIDE, REMAINDER = range(9)
+BINARY_OPS = {
+    "add": ADD,
+    "subtract": SUBTRACT,
+    "multiply": MULTIPLY,
+    "divide": DIVIDE,
+    "maximum": MAXIMUM,
+    "minimum": MINIMUM,
+    "power": POWER,
+    "floor_divide": FLOOR_DIVIDE,
+    "remainder": REMAINDER,
+}
+
+EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, LOGICAL_AND, LOGICAL_OR = range(8)
+COMPARE_OPS = {
+    "equal": EQUAL,
+    "not_equal": NOT_EQUAL,
+    "less": LESS,
+    "less_equal": LESS_EQUAL,
+    "greater": GREATER,
+    "greater_equal": GREATER_EQUAL,
+    "logical_and": LOGICAL_AND,
+    "logical_or": LOGICAL_OR,
+}
+
+SUM, MAX, MIN, PROD, SUMSQ, SUMABS, MAXABS = range(7)
+REDUCE_OPS = {
+    "sum": SUM,
+    "max": MAX,
+    "min": MIN,
+    "prod": PROD,
+    "sumsq": SUMSQ,
+    "sumabs": SUMABS,
+    "maxabs": MAXABS,
+}
+
+UNIFORM, NORMAL = range(2)
+RANDOM_DISTRIBUTIONS = {"uniform": UNIFORM, "normal": NORMAL}
+
+TABLES = {
+    "unary": UNARY_OPS,
+    "unary_backward": UNARY_BACKWARD_OPS,
+    "binary": BINARY_OPS,
+    "compare": COMPARE_OPS,
+    "reduce": REDUCE_OPS,
+    "random": RANDOM_DISTRIBUTIONS,
+}
+
+
+def op_name(table: dict[str, int], code: int) -> str:
+    """The name of ``code`` in ``table`` (``op_name(UNARY_OPS, EXP) == "exp"``)."""
+    for name, value in table.items():
+        if value == code:
+            return name
+    raise KeyError(f"no op with code {code}")
