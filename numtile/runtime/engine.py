@@ -57,7 +57,7 @@ class Runtime:
         self.worker_names = [f"cpu{i}" for i in range(self.ncpu)] + [g.name for g in self.gpus]
         self.manager = None
         if self.gpus or self.config.host_mem_limit is not None:
-            from numtile.runtime.manager import MemoryManager
+            from numtile.runtime.memory import MemoryManager
 
             self.manager = MemoryManager(
                 self.config.host_mem_limit, self.config.spill_dir, self.gpus
@@ -185,7 +185,7 @@ class Runtime:
         if "cuda" in kinds:
             limits += [g.capacity for g in self.gpus]
         if all(limit is not None and need > limit for limit in limits):
-            from numtile.runtime.manager import OutOfMemoryError, format_bytes
+            from numtile.runtime.memory import OutOfMemoryError, format_bytes
 
             raise OutOfMemoryError(
                 f"{task.describe()} needs {format_bytes(need)} for its tiles, more than the "

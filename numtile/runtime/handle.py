@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from numtile.config import Config
-from numtile.runtime.memory import BufferPool, sole_owner
+from numtile.runtime.pool import BufferPool, sole_owner
 
 if TYPE_CHECKING:
     from numtile.runtime.task import Task

@@ -16,7 +16,7 @@ import numtile as nt
 from numtile.ops_cuda import SIMULATOR, CudaUnavailableError, available
 from numtile.runtime import Access, Codelet, DataHandle, TaskError
 from numtile.runtime.handle import HOST
-from numtile.runtime.manager import OutOfMemoryError
+from numtile.runtime.memory import OutOfMemoryError
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs a GPU or the CUDA simulator")
 simulator_only = pytest.mark.skipif(not SIMULATOR, reason="needs the CUDA simulator")

@@ -11,7 +11,7 @@ import pytest
 import numtile as nt
 from numtile.runtime import Access, Codelet, DataHandle
 from numtile.runtime.handle import DISK, HOST
-from numtile.runtime.manager import OutOfMemoryError
+from numtile.runtime.memory import OutOfMemoryError
 
 MiB = 1 << 20
 
