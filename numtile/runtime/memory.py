@@ -66,8 +66,7 @@ class HostNode:
         """A host buffer; page-locked (under ``gpu``'s context) when that GPU copies into it
         (write-backs and downloads: pinning every tile would cost more than it saves)."""
         if gpu is not None and self.pinned and math.prod(shape):
-            with gpu.device:
-                return gpu.cuda.pinned_array(shape, dtype)
+            return gpu.pinned_array(shape, dtype)
         return np.empty(shape, dtype)
 
 
@@ -301,7 +300,7 @@ class MemoryManager:
             self._count("disk->host", handle.nbytes, start)
         elif src == HOST:
             gpu = self.nodes[dst].node
-            gpu.upload(src_data, dst_data, gpu.h2d, sync)
+            gpu.upload(src_data, dst_data, sync)
             self._count(f"host->{gpu.name}", handle.nbytes, start)
         elif dst == HOST:
             gpu = self.nodes[src].node
@@ -482,24 +481,3 @@ class MemoryManager:
                     "bytes_read": self.transfers["disk->host"],
                 }
             return out
-
-    def summary(self) -> str:
-        c = self.counters()
-        lines = [f"{'memory node':<12}{'limit':>12}{'in use':>12}{'peak':>12}{'evictions':>11}"]
-        for name, n in c["nodes"].items():
-            limit = format_bytes(n["capacity"]) if n["capacity"] is not None else "none"
-            lines.append(
-                f"{name:<12}{limit:>12}{format_bytes(n['used']):>12}"
-                f"{format_bytes(n['peak']):>12}{n['evictions']:>11}"
-            )
-        for route, nbytes in sorted(c["transferred_bytes"].items()):
-            seconds = c["transfer_seconds"][route]
-            rate = nbytes / seconds / 1e9 if seconds > 0 else 0.0
-            lines.append(f"moved {route:<14}{format_bytes(nbytes):>12}  {rate:6.2f} GB/s")
-        if "spill" in c:
-            s = c["spill"]
-            lines.append(
-                f"spill {s['directory']}: {s['writes']} writes ({format_bytes(s['bytes_written'])})"
-                f", {s['reads']} reads ({format_bytes(s['bytes_read'])})"
-            )
-        return "\n".join(lines)

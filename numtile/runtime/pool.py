@@ -31,8 +31,6 @@ class BufferPool:
         self.capacity = capacity
         self.min_bytes = min_bytes
         self.held = 0
-        self.hits = 0
-        self.misses = 0
         self._free: dict[tuple, list[np.ndarray]] = {}
         self._lock = threading.Lock()
 
@@ -45,9 +43,7 @@ class BufferPool:
             if free:
                 array = free.pop()
                 self.held -= array.nbytes
-                self.hits += 1
                 return array
-            self.misses += 1
         return np.empty(shape, dtype)
 
     def release(self, array: np.ndarray) -> bool:
@@ -61,10 +57,17 @@ class BufferPool:
             self.held += array.nbytes
             return True
 
-    def clear(self) -> None:
+    def resize(self, capacity: int) -> None:
+        """Hold at most ``capacity`` bytes from now on (free arrays beyond it are dropped)."""
         with self._lock:
-            self._free.clear()
-            self.held = 0
+            self.capacity = capacity
+            if self.held > capacity:
+                self._free.clear()
+                self.held = 0
+
+
+# the process's pool for host tiles; each runtime sets its capacity from its Config
+POOL = BufferPool(0)
 
 
 def sole_owner(array: np.ndarray, holders: int) -> bool:
