@@ -48,7 +48,6 @@ class CudaNode:
     def __init__(self, index: int, limit: int | None) -> None:
         cuda = require()
         self.cuda = cuda
-        self.index = index
         self.id = -1
         self.name = f"cuda{index}"
         self.device = cuda.gpus[index]

@@ -54,8 +54,6 @@ def format_bytes(n: float) -> str:
 class HostNode:
     """Host RAM: NumPy buffers, page-locked for the ones GPUs write back into."""
 
-    kind = "host"
-
     def __init__(self, capacity: int | None, pinned: bool) -> None:
         self.id = HOST
         self.name = "host"

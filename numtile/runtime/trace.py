@@ -102,7 +102,7 @@ class Tracer:
     def _worker_name(self, worker: int) -> str:
         if 0 <= worker < len(self.worker_names):
             return self.worker_names[worker]
-        return f"cpu{worker}"
+        return f"worker{worker}"
 
     def write(self, path: str) -> None:
         directory = os.path.dirname(os.path.abspath(path))
