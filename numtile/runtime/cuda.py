@@ -48,7 +48,7 @@ class CudaNode:
     def __init__(self, index: int, limit: int | None) -> None:
         cuda = require()
         self.cuda = cuda
-        self.id = -1
+        self.id: int | None = None
         self.name = f"cuda{index}"
         self.device = cuda.gpus[index]
         with self.device:

@@ -12,7 +12,12 @@ the kind's ``index``-th worker (a GPU, one day a remote rank), and that node's
 ``run_worker(runtime, worker)`` is the worker's loop; the runtime gives each such node its
 memory node id (``node.id``: 1, 2, ... in start order; 0 is host RAM). Exactly one row is the
 ``host`` kind: its workers run the runtime's own bookkeeping tasks (``invalidate``,
-``wont_use``) and whatever no other started kind can run.
+``wont_use``).
+
+A device node (``runtime/cuda.py``'s ``CudaNode`` is the model) has ``id``, ``name`` and
+``capacity`` (bytes, or None for no limit), and what the memory manager calls to move tiles:
+``allocate(shape, dtype)``, ``upload(host, device, sync)``, ``download(device, host)`` and
+``pinned_array(shape, dtype)`` (host memory it copies into fastest).
 """
 
 from __future__ import annotations

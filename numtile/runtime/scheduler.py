@@ -226,16 +226,15 @@ class SyncScheduler:
         self.runtime: Runtime | None = None
         self._kinds = kinds
         self._where = where
-        self._worker: dict[frozenset, int] = {}  # the first worker of an allowed kind
+        self._worker: dict = {}  # codelet -> the first worker of a kind that may run it
 
     def push(self, task: Task) -> None:
         assert self.runtime is not None
-        allowed = self._where(task.codelet)
-        worker = self._worker.get(allowed)
+        worker = self._worker.get(task.codelet)
         if worker is None:
-            worker = self._worker[allowed] = next(
-                w for w, kind in enumerate(self._kinds) if kind in allowed
-            )
+            allowed = self._where(task.codelet)
+            worker = next(w for w, kind in enumerate(self._kinds) if kind in allowed)
+            self._worker[task.codelet] = worker
         self.runtime._run(task, worker=worker)
 
     def pop(self, worker: int) -> Task | None:
