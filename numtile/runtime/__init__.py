@@ -8,6 +8,7 @@ from numtile.runtime.access import Access
 from numtile.runtime.codelet import REGISTRY, Codelet
 from numtile.runtime.engine import Runtime, RuntimeShutdownError
 from numtile.runtime.handle import HOST, DataHandle, InvalidatedError
+from numtile.runtime.kinds import WorkerKind
 from numtile.runtime.session import (
     get_runtime,
     init,
@@ -31,6 +32,7 @@ __all__ = [
     "TaskCancelled",
     "TaskError",
     "TaskState",
+    "WorkerKind",
     "get_runtime",
     "init",
     "runtime_summary",
