@@ -6,7 +6,11 @@
 3.0
 """
 
-from numtile import linalg, random
+from numtile import (
+    backends,  # noqa: F401  (registers the default table of worker kinds)
+    linalg,
+    random,
+)
 from numtile.autograd import enable_grad, is_grad_enabled, no_grad
 from numtile.autograd.functions import (
     add,

@@ -24,16 +24,6 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={value!r} is not an integer") from None
 
 
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number") from None
-
-
 def _default_cache_dir() -> str:
     import platformdirs
 
@@ -59,6 +49,7 @@ class Config:
     tile_1d: int = field(default_factory=lambda: _env_int("NUMTILE_TILE_1D", 1 << 20))
     # GPUs: -1 means every GPU found (none under Numba's CUDA simulator unless asked for)
     ncuda: int = field(default_factory=lambda: _env_int("NUMTILE_NCUDA", -1))
+    # a kind of worker of the backends table (``cpu``, ``cuda``): the runtime checks the name
     restrict: str | None = field(default_factory=lambda: os.environ.get("NUMTILE_RESTRICT") or None)
     # memory limits in bytes; None: the GPU's free memory / host RAM unlimited
     cuda_mem_limit: int | None = field(default_factory=lambda: _env_bytes("NUMTILE_CUDA_MEM_LIMIT"))
@@ -78,10 +69,6 @@ class Config:
             raise ValueError(f"unknown scheduler {self.scheduler!r}; expected one of {SCHEDULERS}")
         if self.tile < 1 or self.tile_1d < 1:
             raise ValueError(f"default tile sizes must be >= 1, got {self.tile}, {self.tile_1d}")
-        if self.restrict not in RESTRICTS:
-            raise ValueError(
-                f"unknown restrict value {self.restrict!r}; expected 'cpu', 'cuda' or unset"
-            )
         for name in ("cuda_mem_limit", "host_mem_limit"):
             limit = getattr(self, name)
             if limit is not None and limit <= 0:
@@ -103,7 +90,6 @@ class Config:
 
 
 SCHEDULERS = ("eager", "dmda", "sync")
-RESTRICTS = (None, "cpu", "cuda")
 _UNITS = {
     "": 1,
     "b": 1,

@@ -1,9 +1,14 @@
-"""The task runtime: data handles, codelets, tasks, schedulers, workers and tracing."""
+"""The task runtime: data handles, codelets, tasks, schedulers, workers and tracing.
+
+It imports no kernel package: the kinds of worker and what their codelets receive come from
+the backends table it is started with (``numtile.backends``; see ``runtime/kinds.py``).
+"""
 
 from numtile.runtime.access import Access
 from numtile.runtime.codelet import REGISTRY, Codelet
 from numtile.runtime.engine import Runtime, RuntimeShutdownError
-from numtile.runtime.handle import HOST, DataHandle, InvalidatedError, ReplicaState
+from numtile.runtime.handle import HOST, DataHandle, InvalidatedError
+from numtile.runtime.kinds import WorkerKind
 from numtile.runtime.session import (
     get_runtime,
     init,
@@ -21,13 +26,13 @@ __all__ = [
     "Codelet",
     "DataHandle",
     "InvalidatedError",
-    "ReplicaState",
     "Runtime",
     "RuntimeShutdownError",
     "Task",
     "TaskCancelled",
     "TaskError",
     "TaskState",
+    "WorkerKind",
     "get_runtime",
     "init",
     "runtime_summary",

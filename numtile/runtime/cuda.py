@@ -1,24 +1,23 @@
-"""GPU memory nodes for the runtime: device, streams, allocation, copies, kernel namespace.
+"""GPU memory nodes for the runtime: device, streams, allocation, copies.
 
 Each GPU worker owns a ``CudaNode``: a compute stream and separate host-to-device and
 device-to-host copy streams. Inputs of a task are uploaded on the ``h2d`` stream as soon as
 the worker takes the task, and the compute stream waits for them through an event, so
-uploads for the next task overlap the current kernel. ``StreamOps`` is what a codelet's
-``kernel`` receives on a GPU: ``numtile.ops_cuda`` with the compute stream bound.
+uploads for the next task overlap the current kernel (``runtime/gpu_worker.py``). What a
+codelet's kernel receives on a GPU comes from the backends table (``numtile.backends``).
 
-Nothing here is imported unless a GPU (or Numba's CUDA simulator) is asked for.
+Nothing here is imported unless a GPU (or Numba's CUDA simulator) is asked for; it needs
+``numba.cuda`` (through ``numtile.cuda_driver``) and no kernel package.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
-import types
 
 import numpy as np
 
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, require
+from numtile.runtime.gpu_worker import cuda_worker_loop
 
 
 def detect_gpus(requested: int) -> int:
@@ -42,63 +41,14 @@ def detect_gpus(requested: int) -> int:
     return requested
 
 
-def _parameters(function) -> set[str]:
-    try:
-        return set(inspect.signature(function).parameters)
-    except (TypeError, ValueError):  # builtins and classes without a signature
-        return set()
-
-
-class StreamOps:
-    """``numtile.ops_cuda`` (or one of its modules) with ``stream=`` bound: a codelet calls
-    ``ops.gemm(a, b, c, ...)`` the same way on either backend."""
-
-    def __init__(self, stream, module=None) -> None:
-        if module is None:
-            import numtile.ops_cuda as module
-        self.stream = stream
-        self._module = module
-
-    def __getattr__(self, name: str):
-        value = getattr(self._module, name)
-        if isinstance(value, types.ModuleType):  # a submodule, e.g. ops.nn
-            bound = StreamOps(self.stream, value)
-        elif callable(value) and "stream" in _parameters(value):  # a kernel launcher
-            bound = functools.partial(value, stream=self.stream)
-        else:
-            bound = value  # constants such as op codes
-        self.__dict__[name] = bound
-        return bound
-
-    # helpers beyond kernels, with the same meaning as their ``ops_cpu`` twins
-
-    def empty(self, shape, dtype):
-        """Scratch device memory (rarely needed: kernels get their outputs)."""
-        return require().device_array(shape, dtype, stream=self.stream)
-
-    def to_host(self, array) -> np.ndarray:
-        """A host copy of a small device array (synchronises the stream)."""
-        out = array.copy_to_host(stream=self.stream)
-        self.stream.synchronize()
-        return out
-
-    def potrf(self, a) -> int:
-        """Cholesky of one tile, returning LAPACK's ``info`` like the CPU twin."""
-        info = require().device_array(1, np.int64, stream=self.stream)
-        self._module.potrf(a, info, stream=self.stream)
-        return int(self.to_host(info)[0])
-
-
 class CudaNode:
-    """One GPU as a memory node and a worker's execution context."""
-
-    kind = "cuda"
+    """One GPU as a memory node and a worker's execution context (``id``: its memory node
+    id, given by the runtime)."""
 
     def __init__(self, index: int, limit: int | None) -> None:
         cuda = require()
         self.cuda = cuda
-        self.index = index
-        self.id = index + 1  # memory node id (0 is host)
+        self.id: int | None = None
         self.name = f"cuda{index}"
         self.device = cuda.gpus[index]
         with self.device:
@@ -112,17 +62,25 @@ class CudaNode:
             self.capacity = None
         else:  # leave room for the CUDA context, cuBLAS workspaces and fragmentation
             self.capacity = int(free * 0.9)
-        self.ops = StreamOps(self.compute)
+
+    def run_worker(self, runtime, worker: int) -> None:
+        """The loop of the worker that computes on this GPU."""
+        cuda_worker_loop(runtime, worker, self)
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype):
         with self.device:
             return self.cuda.device_array(shape, dtype)
 
-    def upload(self, host: np.ndarray, device, stream, sync: bool) -> None:
+    def pinned_array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Page-locked host memory under this GPU's context (its copies into it are faster)."""
         with self.device:
-            device.copy_to_device(host, stream=stream)
+            return self.cuda.pinned_array(shape, dtype)
+
+    def upload(self, host: np.ndarray, device, sync: bool) -> None:
+        with self.device:
+            device.copy_to_device(host, stream=self.h2d)
             if sync:
-                stream.synchronize()
+                self.h2d.synchronize()
 
     def download(self, device, host: np.ndarray) -> None:
         with self.device:

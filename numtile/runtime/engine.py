@@ -1,4 +1,10 @@
-"""The ``Runtime``: sequential task flow, dependency inference, workers, waits and errors."""
+"""The ``Runtime``: sequential task flow, workers of every kind, waits and errors.
+
+Which kinds of worker exist, what their codelets receive and where their data lives comes
+from the backends table the runtime is started with (``runtime/kinds.py``); dependency
+inference is in ``runtime/dependencies.py``, the GPU worker's loop in
+``runtime/gpu_worker.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,14 @@ import time
 from collections.abc import Iterable, Sequence
 
 from numtile.config import Config
-from numtile.cuda_driver import CudaUnavailableError, gpu_possible
-from numtile.runtime.access import READS, WRITES, Access
+from numtile.runtime.access import WRITES, Access
 from numtile.runtime.blas_threads import limit_kernel_blas_threads
 from numtile.runtime.codelet import Codelet
-from numtile.runtime.handle import HOST, NO_TASKS, DataHandle, InvalidatedError, set_manager
+from numtile.runtime.dependencies import infer_dependencies
+from numtile.runtime.handle import HOST, DataHandle, InvalidatedError, set_manager
+from numtile.runtime.kinds import Backends, default_backends, host_kind
 from numtile.runtime.perfmodel import PerfModels, footprint
+from numtile.runtime.pool import POOL
 from numtile.runtime.scheduler import SCHEDULER_CLASSES
 from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState, task_error
 from numtile.runtime.trace import Tracer
@@ -22,7 +30,6 @@ from numtile.runtime.trace import Tracer
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 DONE, FAILED = TaskState.DONE, TaskState.FAILED
 _NO_HANDLES: list = []  # shared, never mutated: the handles of a finished task
-_PRUNE_READERS = 64  # drop finished readers of a handle once this many pile up
 
 
 class RuntimeShutdownError(RuntimeError):
@@ -34,37 +41,60 @@ class Runtime:
 
     Each ``submit`` names the handles a task touches and how; the runtime infers
     read-after-write, write-after-read and write-after-write dependencies and hands ready
-    tasks to the scheduler, whose workers (one thread per core) run them.
+    tasks to the scheduler, whose workers (one thread per core, one per GPU) run them.
+    ``backends`` is the table of worker kinds (``numtile.backends.BACKENDS`` by default).
+    ``runtime.ncpu``, ``runtime.ncuda``, ... count the workers of each kind.
 
     >>> import numpy as np
     >>> rt = Runtime(Config(ncpu=2, scheduler="eager"))
     >>> h = DataHandle((3,), np.float64, np.zeros(3))
-    >>> inc = Codelet("doctest_inc", cpu=lambda x: np.add(x, 1, out=x))
+    >>> inc = Codelet("doctest_inc", kernel=lambda ops, x: np.add(x, 1, out=x))
     >>> tasks = [rt.submit(inc, [(h, Access.RW)]) for _ in range(5)]
     >>> rt.wait_handles([h]); h.host_array().tolist()
     [5.0, 5.0, 5.0]
     >>> rt.shutdown()
     """
 
-    def __init__(self, config: Config | None = None) -> None:
+    def __init__(self, config: Config | None = None, backends: Backends | None = None) -> None:
         self.config = config or Config()
-        self.ncpu = self.config.ncpu
+        self.backends = dict(default_backends() if backends is None else backends)
+        self.host_kind = host_kind(self.backends)
         self.restrict = self.config.restrict
+        if self.restrict is not None and self.restrict not in self.backends:
+            raise ValueError(
+                f"unknown restrict value {self.restrict!r}; expected one of "
+                f"{sorted(self.backends)} or unset"
+            )
         self._where: dict[Codelet, frozenset] = {}
-        self.gpus = self._start_gpus()
-        self.ncuda = len(self.gpus)
-        self.kinds = ["cpu"] * self.ncpu + ["cuda"] * self.ncuda  # one per worker
-        self.worker_names = [f"cpu{i}" for i in range(self.ncpu)] + [g.name for g in self.gpus]
+        workers = self._start_workers()
+        self.kinds = [kind for kind, _ in workers]  # one per worker
+        self.nodes = [node for _, node in workers]  # memory node per worker, None: host RAM
+        self.devices = [node for node in self.nodes if node is not None]
+        self.worker_counts = {kind: self.kinds.count(kind) for kind in self.backends}
+        self.ops = [self.backends[kind].ops(node) for kind, node in workers]
+        self.worker_names = [
+            f"{kind}{self.kinds[:worker].count(kind)}" if node is None else node.name
+            for worker, (kind, node) in enumerate(workers)
+        ]
+        # the byte limits a task's tiles must fit in, per kind: host RAM's or each device's
+        self._limits = {kind: [] for kind in self.worker_counts}
+        for kind, node in workers:
+            limits = self._limits[kind]
+            if node is not None:
+                limits.append(node.capacity)
+            elif not limits:
+                limits.append(self.config.host_mem_limit)
         self.manager = None
-        if self.gpus or self.config.host_mem_limit is not None:
-            from numtile.runtime.manager import MemoryManager
+        if self.devices or self.config.host_mem_limit is not None:
+            from numtile.runtime.memory import MemoryManager
 
             self.manager = MemoryManager(
-                self.config.host_mem_limit, self.config.spill_dir, self.gpus
+                self.config.host_mem_limit, self.config.spill_dir, self.devices
             )
+        POOL.resize(self.config.pool_bytes)
         self.models = PerfModels(self.config.cache_dir)
         self.scheduler = SCHEDULER_CLASSES[self.config.scheduler](
-            self.kinds, self.models, self.where
+            self.kinds, self.models, self.where, [HOST if n is None else n.id for n in self.nodes]
         )
         if self.scheduler.inline:
             self.scheduler.runtime = self
@@ -90,50 +120,66 @@ class Runtime:
         if self.manager is not None:
             set_manager(self.manager)
         if not self.scheduler.inline:
-            for worker, kind in enumerate(self.kinds):
-                loop = self._worker_loop if kind == "cpu" else self._cuda_worker_loop
+            for worker, node in enumerate(self.nodes):
+                if node is None:  # computes in host RAM
+                    loop, args = self._worker_loop, (worker,)
+                else:  # the node's own loop (a GPU's: stage, launch, prefetch)
+                    loop, args = node.run_worker, (self, worker)
                 thread = threading.Thread(
                     target=loop,
-                    args=(worker,),
+                    args=args,
                     name=f"numtile-{self.worker_names[worker]}",
                     daemon=True,
                 )
                 thread.start()
                 self._workers.append(thread)
 
-    def _start_gpus(self) -> list:
-        """The GPU memory nodes asked for (``ncuda``, ``restrict``), checked up front."""
-        if self.restrict == "cpu" or self.config.ncuda == 0:
-            if self.restrict == "cuda":
-                raise ValueError("restrict='cuda' but NUMTILE_NCUDA=0 asks for no GPU")
-            return []
-        if self.config.ncuda < 0 and self.restrict != "cuda" and not gpu_possible():
-            return []  # the common CPU-only case: do not even import numba.cuda
-        from numtile.runtime.cuda import CudaNode, detect_gpus
+    def __getattr__(self, name: str):
+        # ``ncpu``, ``ncuda``, ...: the number of workers of each kind, as Config names them
+        counts = self.__dict__.get("worker_counts")
+        if counts is not None and name.startswith("n") and name[1:] in counts:
+            return counts[name[1:]]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-        ncuda = detect_gpus(self.config.ncuda)
-        if ncuda == 0 and self.restrict == "cuda":
-            raise CudaUnavailableError(
-                "restrict='cuda' but no GPU was found (set NUMTILE_NCUDA=1 to use Numba's "
-                "CUDA simulator under NUMBA_ENABLE_CUDASIM=1)"
-            )
-        if ncuda and self.config.scheduler == "sync":
-            raise ValueError("the sync scheduler runs everything inline on CPU: use eager or dmda")
-        return [CudaNode(i, self.config.cuda_mem_limit) for i in range(ncuda)]
+    def _start_workers(self) -> list[tuple[str, object]]:
+        """(kind, memory node or None for host RAM) per worker, in table order, checked up
+        front: under ``restrict`` only that kind and the host kind start."""
+        inline = SCHEDULER_CLASSES[self.config.scheduler].inline
+        workers = []
+        for kind, backend in self.backends.items():
+            if self.restrict is not None and kind != self.restrict and not backend.host:
+                continue
+            count = backend.workers(self.config, kind == self.restrict)
+            if count and backend.start_node is not None and inline:
+                raise ValueError(
+                    f"the {self.config.scheduler} scheduler runs everything inline in the "
+                    f"submitting thread, with no {kind} worker: use eager or dmda"
+                )
+            for index in range(count):
+                node = None
+                if backend.start_node is not None:
+                    node = backend.start_node(index, self.config)
+                    node.id = 1 + sum(n is not None for _, n in workers)  # 0 is host RAM
+                workers.append((kind, node))
+        return workers
 
     def where(self, codelet: Codelet) -> frozenset:
         """The worker kinds that may run ``codelet`` under ``restrict``."""
         kinds = self._where.get(codelet)
         if kinds is None:
-            has_cuda = codelet.cuda is not None and self.ncuda > 0
-            if self.restrict == "cuda" and has_cuda:
-                kinds = frozenset({"cuda"})
-            elif has_cuda and codelet.cpu is not None and not codelet.control:
-                kinds = frozenset({"cpu", "cuda"})
-            elif has_cuda and not codelet.control:
-                kinds = frozenset({"cuda"})
+            if codelet.control:
+                kinds = frozenset({self.host_kind})
             else:
-                kinds = frozenset({"cpu"})
+                running = {k for k, n in self.worker_counts.items() if n}
+                kinds = frozenset(k for k in running if codelet.implementation(k) is not None)
+                if self.restrict in kinds:
+                    kinds = frozenset({self.restrict})
+                if not kinds:
+                    raise ValueError(
+                        f"codelet {codelet.name!r} has no implementation for the workers "
+                        f"running ({', '.join(sorted(running))}); it has "
+                        f"{', '.join(sorted(codelet.implementations))}"
+                    )
             self._where[codelet] = kinds
         return kinds
 
@@ -152,13 +198,15 @@ class Runtime:
             raise RuntimeShutdownError(
                 "the numtile runtime was shut down; call numtile.init() to start a new one"
             )
+        if codelet not in self._where:
+            self.where(codelet)  # a codelet nothing here can run is refused now
         handles = [h for h, _ in accesses]
         modes = [m for _, m in accesses]
         task = Task(codelet, handles, modes, args, priority, next(self._seq), name)
         if self.manager is not None and not codelet.control:
             self._check_fits(task)
         with self._lock:
-            predecessors = self._infer_dependencies(task)
+            predecessors = infer_dependencies(task)
             self._unfinished += 1
             pending = 0
             for pred, data in predecessors.items():
@@ -178,76 +226,15 @@ class Runtime:
     def _check_fits(self, task: Task) -> None:
         """Refuse, at submission, a task whose tiles exceed every node it may run on."""
         need = sum({h.id: h.nbytes for h in task.handles}.values())
-        kinds = self.where(task.codelet)
-        limits = []
-        if "cpu" in kinds:
-            limits.append(self.config.host_mem_limit)
-        if "cuda" in kinds:
-            limits += [g.capacity for g in self.gpus]
+        limits = [limit for kind in self.where(task.codelet) for limit in self._limits[kind]]
         if all(limit is not None and need > limit for limit in limits):
-            from numtile.runtime.manager import OutOfMemoryError, format_bytes
+            from numtile.runtime.memory import OutOfMemoryError, format_bytes
 
             raise OutOfMemoryError(
                 f"{task.describe()} needs {format_bytes(need)} for its tiles, more than the "
                 f"memory limit ({', '.join(format_bytes(x) for x in limits)}): use smaller "
                 "tiles or raise NUMTILE_HOST_MEM_LIMIT / NUMTILE_CUDA_MEM_LIMIT"
             )
-
-    def _infer_dependencies(self, task: Task) -> dict[Task, bool]:
-        """Sequential task flow: update each handle's writer/reader lists.
-
-        Returns the unfinished (or failed) predecessors, each mapped to whether ``task``
-        reads data it produced: only such data dependencies propagate a failure, the
-        others only order the tasks.
-        """
-        for handle, mode in zip(task.handles, task.modes):  # check all before changing any
-            if handle.invalidated and READS[mode]:
-                raise InvalidatedError(
-                    f"{handle!r} was invalidated; its contents are gone and cannot be read "
-                    f"by {task.describe()}"
-                )
-        predecessors: dict[Task, bool] = {}
-        for handle, mode in zip(task.handles, task.modes):
-            if mode is R:
-                for pred in handle.writers:
-                    if pred.state is not DONE:
-                        predecessors[pred] = True
-                readers = handle.readers
-                if len(readers) >= _PRUNE_READERS:
-                    readers = handle.readers = [t for t in readers if not t.finished]
-                readers.append(task)
-            elif mode is ACC:
-                if handle.lock is None:
-                    handle.lock = threading.Lock()
-                if not handle.accumulating or handle.readers:  # open a new group
-                    handle.accumulate_base = handle.writers
-                    handle.accumulate_readers = handle.readers
-                    handle.writers = []
-                    handle.readers = []
-                    handle.accumulating = True
-                for pred in handle.accumulate_base:
-                    if pred.state is not DONE:
-                        predecessors[pred] = True
-                for pred in handle.accumulate_readers:
-                    if pred.state is not DONE and pred not in predecessors:
-                        predecessors[pred] = False
-                handle.writers.append(task)
-            else:  # W or RW
-                data = mode is RW
-                for pred in handle.writers:
-                    if pred.state is not DONE and (data or pred not in predecessors):
-                        predecessors[pred] = data
-                for pred in handle.readers:
-                    if pred.state is not DONE and pred not in predecessors:
-                        predecessors[pred] = False
-                handle.writers = [task]
-                handle.readers = []
-                if handle.accumulating:
-                    handle.accumulating = False
-                    handle.accumulate_base = handle.accumulate_readers = NO_TASKS
-                handle.invalidated = False
-        predecessors.pop(task, None)  # a task touching one handle twice does not wait on itself
-        return predecessors
 
     # -- execution --------------------------------------------------------------------------
 
@@ -280,7 +267,8 @@ class Runtime:
                 else:
                     buffers, pins = self.manager.acquire(task, HOST)
                 task.start = time.perf_counter()
-                task.codelet.cpu(*buffers, *task.args)
+                kernel = task.codelet.implementation(self.kinds[worker])
+                kernel(self.ops[worker], *buffers, *task.args)
                 task.end = time.perf_counter()
             except Exception as exc:  # re-raised at the next wait, naming the task
                 task.end = time.perf_counter()
@@ -290,86 +278,6 @@ class Runtime:
                     self.manager.release(pins)
                 for lock in locks or ():
                     lock.release()
-        self._complete(task, worker, error)
-
-    def _cuda_worker_loop(self, worker: int) -> None:
-        """A GPU worker: stage inputs (h2d stream), launch (compute stream), and while the
-        kernel runs, take the next task and start uploading its inputs."""
-        gpu = self.gpus[worker - self.ncpu]
-        with gpu.device:
-            task = self.scheduler.pop(worker)
-            staged = None
-            while task is not None:
-                if staged is None and ACC not in task.modes:
-                    staged = self._stage(task, gpu, wait=True)
-                running = self._launch(task, gpu, staged)
-                following = self.scheduler.try_pop(worker)
-                following_staged = None
-                if following is not None:
-                    following_staged = self._stage(following, gpu, wait=False)
-                self._finish_cuda(task, worker, gpu, running)
-                if following is None:
-                    following = self.scheduler.pop(worker)
-                task, staged = following, following_staged
-
-    def _stage(self, task: Task, gpu, wait: bool):
-        """Pin and upload ``task``'s tiles on ``gpu``: (buffers, pins, event, error) or None
-        when it must wait (a prefetch that does not fit yet, or accumulate tiles whose lock
-        is taken at launch)."""
-        if task.cancelled_by is not None:
-            return None
-        if not wait and ACC in task.modes:
-            return None
-        try:
-            acquired = self.manager.acquire(task, gpu.id, wait=wait)
-        except Exception as exc:
-            return (None, [], None, exc)
-        if acquired is None:
-            return None
-        buffers, pins = acquired
-        return (buffers, pins, gpu.event_after_uploads(), None)
-
-    def _launch(self, task: Task, gpu, staged):
-        """Launch ``task`` on the compute stream; returns what ``_finish_cuda`` needs."""
-        task.state = TaskState.RUNNING
-        locks = None
-        if task.cancelled_by is not None:
-            return None
-        if ACC in task.modes:
-            locks = _accumulate_locks(task)
-            if staged is None:
-                staged = self._stage(task, gpu, wait=True)
-        buffers, pins, event, error = staged
-        task.start = time.perf_counter()
-        if error is None:
-            try:
-                event.wait(gpu.compute)
-                task.codelet.cuda(gpu.ops, *buffers, *task.args)
-            except Exception as exc:
-                error = exc
-        return (pins, locks, error)
-
-    def _finish_cuda(self, task: Task, worker: int, gpu, running) -> None:
-        task.worker = worker
-        if running is None:  # cancelled before it could run
-            task.end = task.start = time.perf_counter()
-            self._complete(task, worker, _cancelled(task))
-            return
-        pins, locks, error = running
-        try:  # also after a failed launch: kernels it did start must end before unpinning
-            gpu.compute.synchronize()
-        except Exception as exc:  # an error inside the kernel surfaces here
-            error = error or exc
-        task.end = time.perf_counter()
-        failed_writes = None
-        if error is not None:
-            error = task_error(
-                f"{task.describe()} raised {type(error).__name__} on {gpu.name}: {error}", error
-            )
-            failed_writes = [(h, gpu.id) for h, m in zip(task.handles, task.modes) if WRITES[m]]
-        self.manager.release(pins, failed_writes)
-        for lock in locks or ():
-            lock.release()
         self._complete(task, worker, error)
 
     def _complete(self, task: Task, worker: int, error: BaseException | None) -> None:
@@ -546,7 +454,7 @@ def _root(error: BaseException) -> BaseException:
     return error
 
 
-_INVALIDATE = Codelet("invalidate", cpu=lambda handle: handle.drop_replicas(), control=True)
+_INVALIDATE = Codelet("invalidate", kernel=lambda ops, handle: handle.drop_replicas(), control=True)
 _WONT_USE = Codelet(
-    "wont_use", cpu=lambda manager, handle: manager.evict_early(handle), control=True
+    "wont_use", kernel=lambda ops, manager, handle: manager.evict_early(handle), control=True
 )

@@ -1,8 +1,11 @@
-"""``DataHandle``: one logical tile, with a replica per memory node and a coherency state."""
+"""``DataHandle``: one logical tile, with a replica per memory node.
+
+A replica present is valid: a write drops the others, so the coherency state of a replica
+follows from which replicas exist (the only one is modified, several are shared copies).
+"""
 
 from __future__ import annotations
 
-import enum
 import itertools
 import math
 import threading
@@ -10,8 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from numtile.config import Config
-from numtile.runtime.memory import BufferPool, sole_owner
+from numtile.runtime.pool import POOL, sole_owner
 
 if TYPE_CHECKING:
     from numtile.runtime.task import Task
@@ -20,20 +22,11 @@ HOST = 0  # memory node id of host RAM; GPUs are 1, 2, ...
 DISK = -1  # spill files of a limited host memory (the replica is the file's path)
 
 
-class ReplicaState(enum.Enum):
-    """MSI coherency state of one replica (``DataHandle.states``)."""
-
-    MODIFIED = "M"  # the only valid copy, newer than any other replica
-    SHARED = "S"  # valid, other valid copies exist
-    INVALID = "I"  # stale: never kept, a write drops the other replicas at once
-
-
 class InvalidatedError(RuntimeError):
     """Raised when a tile is read after ``invalidate()`` dropped its contents."""
 
 
 _handle_ids = itertools.count()
-POOL = BufferPool(Config.defaults().pool_bytes)
 NO_TASKS: list = []  # a shared empty task list: only ever replaced, never appended to
 # the running runtime's ``MemoryManager`` when some memory node is limited or a GPU is in use;
 # None (the CPU-only default) keeps every tile in host RAM with no accounting at all
@@ -95,12 +88,6 @@ class DataHandle:
         self.lock: threading.Lock | None = None  # serialises ACCUMULATE tasks (made on demand)
         self.invalidated = False
         self.error: BaseException | None = None  # set when the task writing it failed
-
-    @property
-    def states(self) -> dict[int, ReplicaState]:
-        """The coherency state of each replica, derived from which replicas exist."""
-        state = ReplicaState.MODIFIED if len(self.replicas) == 1 else ReplicaState.SHARED
-        return dict.fromkeys(self.replicas, state)
 
     def host_replica(self) -> np.ndarray:
         """The host replica, allocated on first use: without a memory manager (the CPU-only

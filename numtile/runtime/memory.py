@@ -1,73 +1,481 @@
-"""Host buffer pool: tiles freed by dead tensors are reused by new ones of the same shape.
+"""The memory manager: a capacity per memory node, LRU eviction, write-back and disk spill.
 
-Fresh memory costs a page fault per 4 KiB page on first touch (several ms for a 4 MiB
-tile here), which would dominate short kernels; PyTorch's caching allocator avoids the
-same cost the same way.
+Memory nodes are host RAM (``HOST``, id 0), each GPU (ids 1, 2, ...) and, for host data
+evicted under ``NUMTILE_HOST_MEM_LIMIT``, files in a spill directory (``DISK``, id -1).
+A replica present in ``handle.replicas`` is always valid: writing a tile on one node drops
+its replicas on the others, so "the only valid copy" is simply "the only replica".
+
+When a task's tiles do not fit on its node, the least recently used replicas that no
+running or prefetching task holds are evicted: written back first (GPU -> host, host ->
+disk) when they are the only copy. A task fails only when its own tiles exceed the node's
+capacity. Everything here runs under one re-entrant lock; the runtime uses the manager only
+when some node is limited or a GPU is in use, so the CPU-only default pays nothing.
 """
 
 from __future__ import annotations
 
+import collections
 import math
-import sys
+import os
+import shutil
+import tempfile
 import threading
+import time
+import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from numtile.runtime.access import READS, WRITES
+from numtile.runtime.handle import DISK, HOST, DataHandle
 
-class BufferPool:
-    """Free host arrays keyed by (shape, dtype), up to ``capacity`` bytes in all.
+if TYPE_CHECKING:
+    from numtile.runtime.task import Task
+    from numtile.runtime.trace import Tracer
 
-    Arrays under ``min_bytes`` come from malloc's heap, which has no page faults to save:
-    ``allocate`` returns a fresh one and ``release`` declines them.
 
-    >>> pool = BufferPool(1 << 20, min_bytes=0)
-    >>> a = pool.allocate((4,), np.dtype(np.float64)); pool.release(a)
-    True
-    >>> pool.allocate((4,), np.dtype(np.float64)) is a
-    True
+class OutOfMemoryError(MemoryError):
+    """A task's own tiles do not fit in its memory node's capacity."""
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``.
+
+    >>> format_bytes(3 << 20)
+    '3.0 MiB'
     """
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover
 
-    def __init__(self, capacity: int, min_bytes: int = 1 << 17) -> None:
+
+class HostNode:
+    """Host RAM: NumPy buffers, page-locked for the ones GPUs write back into."""
+
+    def __init__(self, capacity: int | None, pinned: bool) -> None:
+        self.id = HOST
+        self.name = "host"
         self.capacity = capacity
-        self.min_bytes = min_bytes
-        self.held = 0
-        self.hits = 0
-        self.misses = 0
-        self._free: dict[tuple, list[np.ndarray]] = {}
-        self._lock = threading.Lock()
+        self.pinned = pinned
 
-    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if math.prod(shape) * dtype.itemsize < self.min_bytes:
-            return np.empty(shape, dtype)
-        key = (shape, dtype)
-        with self._lock:
-            free = self._free.get(key)
-            if free:
-                array = free.pop()
-                self.held -= array.nbytes
-                self.hits += 1
-                return array
-            self.misses += 1
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype, gpu=None):
+        """A host buffer; page-locked (under ``gpu``'s context) when that GPU copies into it
+        (write-backs and downloads: pinning every tile would cost more than it saves)."""
+        if gpu is not None and self.pinned and math.prod(shape):
+            return gpu.pinned_array(shape, dtype)
         return np.empty(shape, dtype)
 
-    def release(self, array: np.ndarray) -> bool:
-        """Keep ``array`` for reuse if the pool has room; the caller must own it alone."""
-        if array.nbytes == 0 or array.nbytes < self.min_bytes:
-            return False
-        with self._lock:
-            if self.held + array.nbytes > self.capacity:
-                return False
-            self._free.setdefault((array.shape, array.dtype), []).append(array)
-            self.held += array.nbytes
+
+class Pins(list):
+    """The (handle, node) pairs a task holds, plus the host buffers its asynchronous uploads
+    read (``keep``): alive until the task is released, even if a write drops the replica."""
+
+    def __init__(self, pairs) -> None:
+        super().__init__(pairs)
+        self.keep: list = []
+
+
+class NodeState:
+    """Accounting of one node: bytes used, peak, LRU order of resident tiles, pins."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.used = 0
+        self.peak = 0
+        self.lru: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
+        self.pins: collections.Counter[int] = collections.Counter()  # handle id -> tasks
+        self.pinned_bytes = 0
+        self.evictions = 0
+
+
+class Spill:
+    """Tiles evicted from a limited host memory, one raw file per tile."""
+
+    def __init__(self, directory: str | None) -> None:
+        self.owned = directory is None
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="numtile-spill-")
+        try:
+            os.makedirs(directory, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-", delete=True)
+            probe.close()
+        except OSError as exc:
+            raise OSError(
+                f"the spill directory {directory!r} is not writable ({exc}); set "
+                "NUMTILE_SPILL_DIR to a writable directory"
+            ) from None
+        self.directory = directory
+        self.writes = 0  # files written and read; their bytes are the manager's transfers
+        self.reads = 0
+
+    def path(self, handle: DataHandle) -> str:
+        return os.path.join(self.directory, f"tile-{os.getpid()}-{handle.id}.bin")
+
+    def write(self, handle: DataHandle, array: np.ndarray) -> str:
+        path = self.path(handle)
+        with open(path, "wb") as f:
+            f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+        self.writes += 1
+        return path
+
+    def read(self, path: str, out: np.ndarray) -> None:
+        with open(path, "rb") as f:
+            if f.readinto(memoryview(out).cast("B")) != out.nbytes:
+                raise OSError(f"spill file {path} is truncated")
+        self.reads += 1
+
+    @staticmethod
+    def remove(path: str) -> None:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.owned:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class MemoryManager:
+    """Capacity, eviction and transfers for every memory node of one runtime."""
+
+    def __init__(self, host_limit: int | None, spill_dir: str | None, gpus: list) -> None:
+        self.lock = threading.RLock()
+        self.freed = threading.Condition(self.lock)
+        self.host = HostNode(host_limit, pinned=bool(gpus))
+        self.nodes = {HOST: NodeState(self.host)}
+        for gpu in gpus:
+            self.nodes[gpu.id] = NodeState(gpu)
+        self.spill = Spill(spill_dir) if host_limit is not None else None
+        self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
+        self.transfer_seconds: collections.Counter[str] = collections.Counter()
+        self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles
+        self.spilled: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> handle
+        self.tracer: Tracer | None = None
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def _reap(self) -> None:
+        """Forget the replicas of handles that died since the last call (lock held)."""
+        while self.dead:
+            handle_id, nbytes, replicas = self.dead.popleft()
+            for node, data in replicas:
+                if node == DISK:
+                    Spill.remove(data)
+                else:
+                    self._untrack(handle_id, nbytes, node)
+
+    def note_dead(self, handle: DataHandle) -> None:
+        """Called from ``DataHandle.__del__`` in any thread: lock-free, processed later."""
+        if handle.replicas:
+            self.dead.append((handle.id, handle.nbytes, tuple(handle.replicas.items())))
+
+    def _track(self, handle: DataHandle, node: int) -> None:
+        state = self.nodes[node]
+        if handle.id in state.lru:
+            state.lru.move_to_end(handle.id)
+            return
+        state.lru[handle.id] = weakref.ref(handle)
+        state.used += handle.nbytes
+        state.peak = max(state.peak, state.used)
+
+    def _untrack(self, handle_id: int, nbytes: int, node: int) -> None:
+        state = self.nodes.get(node)
+        if state is not None and state.lru.pop(handle_id, None) is not None:
+            state.used -= nbytes
+
+    def register(self, handle: DataHandle) -> None:
+        """Account for replicas made outside the manager (a tile built from user data)."""
+        with self.lock:
+            self._reap()
+            for node in list(handle.replicas):
+                if node in self.nodes and handle.id not in self.nodes[node].lru:
+                    capacity = self.nodes[node].node.capacity
+                    if capacity is not None and handle.nbytes > capacity:
+                        handle.replicas.clear()
+                        raise OutOfMemoryError(
+                            self._no_room(handle.nbytes, node, handle, held=False)
+                            + ": use smaller tiles"
+                        )
+                    # if running tasks hold everything, go over the limit until they finish
+                    self._make_room(node, handle.nbytes, exclude=(handle,))
+                    self._track(handle, node)
+
+    def _drop(self, handle: DataHandle, node: int) -> None:
+        data = handle.replicas.pop(node, None)
+        if node == DISK:
+            if data is not None:
+                Spill.remove(data)
+        else:
+            self._untrack(handle.id, handle.nbytes, node)
+
+    def _set_written(self, handle: DataHandle, node: int) -> None:
+        """The replica on ``node`` is being written: every other one is stale, drop it."""
+        for other in list(handle.replicas):
+            if other != node:
+                self._drop(handle, other)
+
+    # -- eviction -----------------------------------------------------------------------------
+
+    def _make_room(self, node: int, nbytes: int, exclude=()) -> bool:
+        """Evict unpinned LRU replicas until ``nbytes`` more fit on ``node``; False if not."""
+        state = self.nodes[node]
+        capacity = state.node.capacity
+        if capacity is None:
             return True
+        skip = {h.id for h in exclude}
+        while state.used + nbytes > capacity:
+            victim = None
+            for handle_id, ref in state.lru.items():  # oldest first
+                if handle_id in skip or state.pins[handle_id]:
+                    continue
+                victim = ref()
+                if victim is None:  # died, not yet reaped
+                    continue
+                break
+            if victim is None:
+                return False
+            self._evict(victim, node)
+        return True
 
-    def clear(self) -> None:
-        with self._lock:
-            self._free.clear()
-            self.held = 0
+    def _evict(self, handle: DataHandle, node: int) -> None:
+        """Drop ``handle``'s replica on ``node``, writing it back first if it is the only one."""
+        data = handle.replicas[node]
+        sole = len(handle.replicas) == 1
+        if sole and node != HOST:  # GPU -> host
+            self._fetch(handle, HOST, True, False, None, Pins([]))
+        elif sole:  # host -> disk
+            if self.spill is None:  # cannot happen: only a limited host evicts
+                raise RuntimeError("host eviction without a spill directory")
+            start = time.perf_counter()
+            handle.replicas[DISK] = self.spill.write(handle, data)
+            self.spilled[handle.id] = handle
+            self._count("host->disk", handle.nbytes, start)
+        self._drop(handle, node)
+        self.nodes[node].evictions += 1
 
+    def _allocate(self, handle, node: int, exclude=(), task=None, gpu=None):
+        state = self.nodes[node]
+        if not self._make_room(node, handle.nbytes, exclude):
+            raise OutOfMemoryError(self._no_room(handle.nbytes, node, task))
+        if node == HOST:
+            return state.node.allocate(handle.shape, handle.dtype, gpu)
+        return state.node.allocate(handle.shape, handle.dtype)
 
-def sole_owner(array: np.ndarray, holders: int) -> bool:
-    """True if nothing but the ``holders`` known references keeps ``array`` alive."""
-    # getrefcount also counts this function's parameter and its own argument
-    return array.base is None and sys.getrefcount(array) <= holders + 2
+    def _no_room(self, nbytes: int, node: int, who, held: bool = True) -> str:
+        """``who`` (a task, a handle or None) needs ``nbytes`` that ``node`` cannot give."""
+        state = self.nodes[node]
+        if who is None:
+            who = "a tile"
+        elif not isinstance(who, DataHandle):
+            who = who.describe()
+        text = (
+            f"{who} needs {format_bytes(nbytes)} on {state.node.name} but its limit is "
+            f"{format_bytes(state.node.capacity)}"
+        )
+        if held:
+            text += f" ({format_bytes(state.pinned_bytes)} held by running tasks)"
+        return text
+
+    # -- transfers ----------------------------------------------------------------------------
+
+    def _count(self, route: str, nbytes: int, start: float) -> None:
+        end = time.perf_counter()
+        self.transfers[route] += nbytes
+        self.transfer_seconds[route] += end - start
+        if self.tracer is not None:
+            self.tracer.record_transfer(route, start, end, nbytes)
+
+    def _copy(self, handle, src: int, src_data, dst: int, dst_data, sync: bool):
+        """Copy one valid replica to another node (host in between for disk and GPU pairs)."""
+        start = time.perf_counter()
+        if src == DISK:
+            if dst != HOST:
+                raise AssertionError("disk data goes to host first")
+            self.spill.read(src_data, dst_data)
+            self._count("disk->host", handle.nbytes, start)
+        elif src == HOST:
+            gpu = self.nodes[dst].node
+            gpu.upload(src_data, dst_data, sync)
+            self._count(f"host->{gpu.name}", handle.nbytes, start)
+        elif dst == HOST:
+            gpu = self.nodes[src].node
+            gpu.download(src_data, dst_data)
+            self._count(f"{gpu.name}->host", handle.nbytes, start)
+        else:
+            raise AssertionError("GPU to GPU copies go through host")
+
+    def _fetch(self, handle: DataHandle, node: int, reads: bool, writes: bool, task, pins):
+        """A valid replica of ``handle`` on ``node`` (lock held; ``handle`` pinned there)."""
+        data = handle.replicas.get(node)
+        if data is not None:
+            self._track(handle, node)  # most recently used
+        else:
+            source = None
+            if reads and handle.replicas:  # prefer host, then a GPU, then disk
+                for candidate in (HOST, *[n for n in handle.replicas if n > HOST], DISK):
+                    if candidate in handle.replicas:
+                        source = candidate
+                        break
+                if node != HOST and source != HOST:  # disk or another GPU: through host
+                    self._fetch(handle, HOST, True, False, task, pins)
+                    source = HOST
+            if source == HOST and node != HOST:  # the upload reads host: hold it till done
+                pins.append((handle, HOST))
+                self._pin(handle, HOST)
+            gpu = self.nodes[source].node if source is not None and source > HOST else None
+            data = self._allocate(handle, node, exclude=(handle,), task=task, gpu=gpu)
+            if source is not None:
+                self._copy(handle, source, handle.replicas[source], node, data, sync=node == HOST)
+                if node != HOST:
+                    pins.keep.append(handle.replicas[source])
+            handle.replicas[node] = data
+            self._track(handle, node)
+        if writes:
+            self._set_written(handle, node)
+        return data
+
+    # -- the runtime's entry points ---------------------------------------------------------
+
+    def acquire(self, task: Task, node: int, wait: bool = True) -> tuple[list, list] | None:
+        """Fetch (and pin) every tile of ``task`` on ``node``; returns (buffers, pins).
+
+        Waits while other tasks hold the memory this one needs (returns None instead when
+        not ``wait``: a prefetch must not block the worker that would free it); raises
+        ``OutOfMemoryError`` when the task's own tiles exceed the node's capacity.
+        """
+        state = self.nodes[node]
+        distinct = {h.id: h for h in task.handles}
+        need = sum(h.nbytes for h in distinct.values())
+        capacity = state.node.capacity
+        if capacity is not None and need > capacity:
+            raise OutOfMemoryError(self._no_room(need, node, task, held=False))
+        with self.lock:
+            self._reap()
+            while capacity is not None:
+                # others' pinned tiles cannot be evicted: wait until ours fit beside them
+                extra = sum(h.nbytes for i, h in distinct.items() if not state.pins[i])
+                if state.pinned_bytes + extra <= capacity:
+                    break
+                if not wait:
+                    return None
+                self.freed.wait(timeout=1.0)  # a running task will unpin its tiles
+                self._reap()
+            pins = Pins((h, node) for h in distinct.values())
+            for h in distinct.values():
+                self._pin(h, node)
+            try:
+                buffers = [
+                    self._fetch(h, node, READS[m], WRITES[m], task, pins)
+                    for h, m in zip(task.handles, task.modes)
+                ]
+            except BaseException:
+                self._unpin(pins)
+                raise
+        return buffers, pins
+
+    def _pin(self, handle: DataHandle, node: int) -> None:
+        state = self.nodes[node]
+        if not state.pins[handle.id]:
+            state.pinned_bytes += handle.nbytes
+        state.pins[handle.id] += 1
+
+    def _unpin(self, pins: list) -> None:
+        for handle, node in pins:
+            state = self.nodes[node]
+            state.pins[handle.id] -= 1
+            if state.pins[handle.id] <= 0:
+                del state.pins[handle.id]
+                state.pinned_bytes -= handle.nbytes
+        self.freed.notify_all()
+
+    def release(self, pins: list, failed_writes: list | None = None) -> None:
+        """Unpin a finished task's tiles; drop the replicas a failed task was writing."""
+        with self.lock:
+            self._unpin(pins)
+            for handle, node in failed_writes or ():
+                if node != HOST:
+                    self._drop(handle, node)
+
+    def host_array(self, handle: DataHandle) -> np.ndarray:
+        """A valid host replica of ``handle`` (fetched from a GPU or disk if needed)."""
+        with self.lock:
+            self._reap()
+            pins = Pins([(handle, HOST)])
+            self._pin(handle, HOST)
+            try:
+                return self._fetch(handle, HOST, True, False, None, pins)
+            finally:
+                self._unpin(pins)
+
+    def drop_all(self, handle: DataHandle) -> None:
+        """``invalidate``: forget every replica, nothing written back."""
+        with self.lock:
+            for node in list(handle.replicas):
+                self._drop(handle, node)
+
+    def evict_early(self, handle: DataHandle) -> None:
+        """``wont_use``: move ``handle`` off the GPUs now (to host), and first in line on host."""
+        with self.lock:
+            self._reap()
+            for node in [n for n in handle.replicas if n > HOST]:
+                if not self.nodes[node].pins[handle.id]:
+                    self._evict(handle, node)
+            host = self.nodes[HOST]
+            if handle.id in host.lru:
+                host.lru.move_to_end(handle.id, last=False)
+
+    def close(self, bring_home: bool = True) -> None:
+        """Shut down: tiles still alive come back to host RAM (from the GPUs and the spill
+        files, which are removed), so tensors outlive the runtime; ``bring_home=False`` (at
+        interpreter exit) skips that work."""
+        with self.lock:
+            self._reap()
+            if bring_home:
+                self.host.capacity = None  # no limit any more: nothing is evicted now
+                for node, state in self.nodes.items():
+                    if node == HOST:
+                        continue
+                    for ref in list(state.lru.values()):
+                        handle = ref()
+                        if handle is not None and node in handle.replicas:
+                            pins = Pins([])
+                            self._fetch(handle, HOST, True, False, None, pins)
+                            self._drop(handle, node)
+                for handle in list(self.spilled.values()):
+                    if DISK in handle.replicas:
+                        self._fetch(handle, HOST, True, False, None, Pins([]))
+                        self._drop(handle, DISK)
+        if self.spill is not None:
+            self.spill.close()
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def counters(self) -> dict:
+        """Bytes moved per route, evictions, spills and peak bytes per node."""
+        with self.lock:
+            self._reap()
+            out = {
+                "transferred_bytes": dict(self.transfers),
+                "transfer_seconds": dict(self.transfer_seconds),
+                "nodes": {
+                    s.node.name: {
+                        "capacity": s.node.capacity,
+                        "used": s.used,
+                        "peak": s.peak,
+                        "evictions": s.evictions,
+                    }
+                    for s in self.nodes.values()
+                },
+            }
+            if self.spill is not None:
+                out["spill"] = {
+                    "directory": self.spill.directory,
+                    "writes": self.spill.writes,
+                    "bytes_written": self.transfers["host->disk"],
+                    "reads": self.spill.reads,
+                    "bytes_read": self.transfers["disk->host"],
+                }
+            return out

@@ -12,20 +12,19 @@ from numtile.runtime.task import Task
 MODEL_FILE = "perfmodels.json"
 
 
-def footprint(task: Task, arch: str = "cpu") -> str:
+def footprint(task: Task, kind: str) -> str:
     """The key that makes two calls of a codelet comparable: its tiles' shapes and dtypes,
-    and the kind of worker (``cpu`` or ``cuda``) that ran it."""
+    and the kind of worker (``cpu``, ``cuda``, ...) that ran it."""
     tiles = ";".join(f"{'x'.join(map(str, h.shape))}:{h.dtype.str}" for h in task.handles)
-    key = f"{task.codelet.name}|{tiles}"
-    return key if arch == "cpu" else f"{key}|{arch}"
+    return f"{task.codelet.name}|{tiles}|{kind}"
 
 
 class PerfModels:
     """Running mean of task durations keyed by ``footprint``, loaded from and saved to disk.
 
     >>> models = PerfModels(None)
-    >>> models.record("gemm|2x2:<f4", 1.0); models.record("gemm|2x2:<f4", 3.0)
-    >>> models.estimate("gemm|2x2:<f4")
+    >>> models.record("gemm|2x2:<f4|cpu", 1.0); models.record("gemm|2x2:<f4|cpu", 3.0)
+    >>> models.estimate("gemm|2x2:<f4|cpu")
     2.0
     """
 

@@ -1,9 +1,10 @@
 """Schedulers: ``eager`` (one priority queue), ``dmda`` (earliest expected finish), ``sync``.
 
-A scheduler knows each worker's kind (``cpu`` or ``cuda``) and asks the runtime's
-``where(codelet)`` which kinds may run a task. ``pop`` blocks until a task is handed to the
-worker (None at shutdown); ``try_pop`` never blocks (GPU workers use it to take their next
-task early and prefetch its inputs).
+A scheduler knows each worker's kind (a key of the backends table: ``cpu``, ``cuda``, ...)
+and memory node (``HOST`` for a worker computing in host RAM), and asks the runtime's
+``where(codelet)`` which kinds may run a task; it never tests a kind by name. ``pop``
+blocks until a task is handed to the worker (None at shutdown); ``try_pop`` never blocks
+(GPU workers use it to take their next task early and prefetch its inputs).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from numtile.runtime.task import Task
 if TYPE_CHECKING:
     from numtile.runtime.engine import Runtime
 
-# assumed bandwidths (bytes/s) until transfers have been measured
-_DEFAULT_BANDWIDTH = {"cuda": 12e9, "disk": 1e9}
+# assumed bandwidths (bytes/s) until transfers have been measured: host <-> a device node,
+# host <-> spill files
+_DEVICE_BANDWIDTH = 12e9
+_DISK_BANDWIDTH = 1e9
 
 
 class EagerScheduler:
@@ -32,7 +35,9 @@ class EagerScheduler:
     name = "eager"
     inline = False
 
-    def __init__(self, kinds: list[str], models: PerfModels, where: Callable) -> None:
+    def __init__(
+        self, kinds: list[str], models: PerfModels, where: Callable, nodes: list[int] | None = None
+    ) -> None:
         self._kinds = kinds
         self._where = where
         self._mixed = len(set(kinds)) > 1
@@ -112,17 +117,19 @@ class DmdaScheduler:
     name = "dmda"
     inline = False
 
-    def __init__(self, kinds: list[str], models: PerfModels, where: Callable) -> None:
+    def __init__(
+        self, kinds: list[str], models: PerfModels, where: Callable, nodes: list[int] | None = None
+    ) -> None:
         self.models = models
         self._kinds = kinds
         self._where = where
-        self._nodes = []  # memory node of each worker: host, or GPU i -> i + 1
-        gpu = 0
-        for kind in kinds:
-            if kind == "cuda":
-                gpu += 1
-            self._nodes.append(gpu if kind == "cuda" else HOST)
-        self.bandwidth = dict(_DEFAULT_BANDWIDTH)
+        self._nodes = list(nodes) if nodes is not None else [HOST] * len(kinds)
+        # the kind of each device node, and the bandwidth of its link with host (by kind)
+        self._node_kinds = {n: k for n, k in zip(self._nodes, kinds) if n != HOST}
+        self._host_kinds = frozenset(k for n, k in zip(self._nodes, kinds) if n == HOST)
+        self.bandwidth = {"disk": _DISK_BANDWIDTH}
+        for kind in self._node_kinds.values():
+            self.bandwidth[kind] = _DEVICE_BANDWIDTH
         self._lock = threading.Lock()
         self._heaps: list[list[tuple[int, int, Task]]] = [[] for _ in kinds]
         self._tokens = [queue.SimpleQueue() for _ in kinds]
@@ -142,7 +149,10 @@ class DmdaScheduler:
                 seconds += handle.nbytes / self.bandwidth["disk"]  # read back from disk first
                 if node == HOST:
                     continue
-            seconds += handle.nbytes / self.bandwidth["cuda"]  # one host <-> GPU copy
+            device = node if node != HOST else next((n for n in replicas if n > HOST), None)
+            link = self._node_kinds.get(device)
+            bandwidth = self.bandwidth[link] if link is not None else _DEVICE_BANDWIDTH
+            seconds += handle.nbytes / bandwidth  # one host <-> device copy
         return seconds
 
     def push(self, task: Task) -> None:
@@ -151,7 +161,7 @@ class DmdaScheduler:
         for kind in allowed:
             estimate = self.models.estimate(footprint(task, kind))
             estimates[kind] = estimate or 0.0
-        mixed = len(allowed) > 1 or "cuda" in allowed
+        mixed = len(allowed) > 1 or not allowed <= self._host_kinds
         with self._lock:
             best, best_key = -1, None
             for worker, expected in enumerate(self._expected):
@@ -210,12 +220,22 @@ class SyncScheduler:
     name = "sync"
     inline = True
 
-    def __init__(self, kinds: list[str], models: PerfModels, where: Callable) -> None:
+    def __init__(
+        self, kinds: list[str], models: PerfModels, where: Callable, nodes: list[int] | None = None
+    ) -> None:
         self.runtime: Runtime | None = None
+        self._kinds = kinds
+        self._where = where
+        self._worker: dict = {}  # codelet -> the first worker of a kind that may run it
 
     def push(self, task: Task) -> None:
         assert self.runtime is not None
-        self.runtime._run(task, worker=0)
+        worker = self._worker.get(task.codelet)
+        if worker is None:
+            allowed = self._where(task.codelet)
+            worker = next(w for w, kind in enumerate(self._kinds) if kind in allowed)
+            self._worker[task.codelet] = worker
+        self.runtime._run(task, worker=worker)
 
     def pop(self, worker: int) -> Task | None:
         return None

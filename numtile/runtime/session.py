@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from numtile.config import Config, parse_bytes
 from numtile.runtime.engine import Runtime, RuntimeShutdownError
+from numtile.runtime.kinds import Backends, default_backends
 from numtile.runtime.trace import Tracer, summary
 
 _runtime: Runtime | None = None
@@ -18,7 +19,8 @@ _lock = threading.Lock()
 
 
 def get_runtime() -> Runtime:
-    """The current runtime, started with ``Config()`` on first use."""
+    """The current runtime, started with ``Config()`` and the default backends table
+    (``numtile.backends.BACKENDS``) on first use."""
     global _runtime
     runtime = _runtime
     if runtime is not None and not runtime.closed:
@@ -29,16 +31,23 @@ def get_runtime() -> Runtime:
                 "the numtile runtime was shut down; call numtile.init() to start a new one"
             )
         if _runtime is None or _runtime.closed:
-            _runtime = Runtime(Config())
+            _runtime = Runtime(Config(), default_backends())
         return _runtime
 
 
-def init(ncpu: int | None = None, scheduler: str | None = None, **settings) -> Runtime:
+def init(
+    ncpu: int | None = None,
+    scheduler: str | None = None,
+    backends: Backends | None = None,
+    **settings,
+) -> Runtime:
     """(Re)start the runtime with ``ncpu`` workers and a scheduler (``eager|dmda|sync``).
 
     Any other ``Config`` field can be given too (``ncuda``, ``restrict``,
-    ``host_mem_limit``, ``cuda_mem_limit``, ``spill_dir``, ...); the rest is read from the
-    ``NUMTILE_*`` environment variables.
+    ``host_mem_limit``, ``cuda_mem_limit``, ``spill_dir``, ``pool_bytes``, ``tile``, ...)
+    and applies to this runtime (``get_runtime().config`` is that configuration); the rest
+    is read from the ``NUMTILE_*`` environment variables. ``backends`` replaces the table of
+    worker kinds (``numtile.backends.BACKENDS``).
 
     Tensors made before keep their data once their tasks have finished.
 
@@ -63,7 +72,7 @@ def init(ncpu: int | None = None, scheduler: str | None = None, **settings) -> R
     with _lock:
         if _runtime is not None:
             _runtime.shutdown(wait=True)
-        _runtime = Runtime(config)
+        _runtime = Runtime(config, default_backends() if backends is None else backends)
         _stopped = False
         return _runtime
 

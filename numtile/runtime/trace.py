@@ -9,6 +9,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from numtile.runtime.codelet import REGISTRY
+from numtile.runtime.memory import format_bytes
 
 if TYPE_CHECKING:
     from numtile.runtime.engine import Runtime
@@ -101,7 +102,7 @@ class Tracer:
     def _worker_name(self, worker: int) -> str:
         if 0 <= worker < len(self.worker_names):
             return self.worker_names[worker]
-        return f"cpu{worker}"
+        return f"worker{worker}"
 
     def write(self, path: str) -> None:
         directory = os.path.dirname(os.path.abspath(path))
@@ -114,9 +115,10 @@ class Tracer:
 def summary(runtime: Runtime) -> str:
     """Busy time per worker and time / GFLOP/s per codelet since the runtime started."""
     elapsed = max(runtime.elapsed, 1e-12)
+    workers = ", ".join(f"{n} {kind} worker(s)" for kind, n in runtime.worker_counts.items() if n)
     lines = [
-        f"numtile runtime: {runtime.ncpu} CPU worker(s), {runtime.ncuda} GPU worker(s), "
-        f"scheduler {runtime.scheduler.name}, {elapsed:.3f} s since start"
+        f"numtile runtime: {workers}, scheduler {runtime.scheduler.name}, "
+        f"{elapsed:.3f} s since start"
     ]
     lines.append(f"{'worker':<10}{'busy s':>10}{'busy %':>9}")
     for worker, busy in enumerate(runtime.busy):
@@ -134,5 +136,29 @@ def summary(runtime: Runtime) -> str:
         rate_text = f"{rate:>10.1f}" if codelet.total_flops else f"{'-':>10}"
         lines.append(f"{codelet.name:<22}{codelet.calls:>9}{codelet.seconds:>10.3f}{rate_text}")
     if runtime.manager is not None:
-        lines.append(runtime.manager.summary())
+        lines.append(memory_summary(runtime.manager.counters()))
+    return "\n".join(lines)
+
+
+def memory_summary(counters: dict) -> str:
+    """Limit, use, peak and evictions per memory node, bytes and bandwidth per route, spills:
+    the text of ``MemoryManager.counters()``."""
+    c = counters
+    lines = [f"{'memory node':<12}{'limit':>12}{'in use':>12}{'peak':>12}{'evictions':>11}"]
+    for name, n in c["nodes"].items():
+        limit = format_bytes(n["capacity"]) if n["capacity"] is not None else "none"
+        lines.append(
+            f"{name:<12}{limit:>12}{format_bytes(n['used']):>12}"
+            f"{format_bytes(n['peak']):>12}{n['evictions']:>11}"
+        )
+    for route, nbytes in sorted(c["transferred_bytes"].items()):
+        seconds = c["transfer_seconds"][route]
+        rate = nbytes / seconds / 1e9 if seconds > 0 else 0.0
+        lines.append(f"moved {route:<14}{format_bytes(nbytes):>12}  {rate:6.2f} GB/s")
+    if "spill" in c:
+        s = c["spill"]
+        lines.append(
+            f"spill {s['directory']}: {s['writes']} writes ({format_bytes(s['bytes_written'])})"
+            f", {s['reads']} reads ({format_bytes(s['bytes_read'])})"
+        )
     return "\n".join(lines)

@@ -27,7 +27,9 @@ LAYOUTS = [
 ]
 
 
-_DIVIDE_BY_ZERO = nt.Codelet("test_io_divide_by_zero", cpu=lambda x: 1 / 0)
+_DIVIDE_BY_ZERO = nt.Codelet(
+    "test_io_divide_by_zero", implementations={"cpu": lambda ops, x: 1 / 0}
+)
 
 
 @pytest.fixture

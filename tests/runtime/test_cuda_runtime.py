@@ -16,7 +16,7 @@ import numtile as nt
 from numtile.ops_cuda import SIMULATOR, CudaUnavailableError, available
 from numtile.runtime import Access, Codelet, DataHandle, TaskError
 from numtile.runtime.handle import HOST
-from numtile.runtime.manager import OutOfMemoryError
+from numtile.runtime.memory import OutOfMemoryError
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs a GPU or the CUDA simulator")
 simulator_only = pytest.mark.skipif(not SIMULATOR, reason="needs the CUDA simulator")
@@ -45,15 +45,22 @@ def _out_of_bounds(x):
 
 AFFINE = Codelet(
     "test_affine",
-    cpu=lambda x, y, a, b: np.add(a * x, b, out=y),
-    cuda=lambda ops, x, y, a, b: _affine[2, 8, ops.stream](x, y, a, b),
+    implementations={
+        "cpu": lambda ops, x, y, a, b: np.add(a * x, b, out=y),
+        "cuda": lambda ops, x, y, a, b: _affine[2, 8, ops.stream](x, y, a, b),
+    },
 )
 ADD = Codelet(
     "test_add_into",
-    cpu=lambda x, y: np.add(y, x, out=y),
-    cuda=lambda ops, x, y: _add_into[2, 8, ops.stream](x, y),
+    implementations={
+        "cpu": lambda ops, x, y: np.add(y, x, out=y),
+        "cuda": lambda ops, x, y: _add_into[2, 8, ops.stream](x, y),
+    },
 )
-BAD = Codelet("test_bad_kernel", cuda=lambda ops, x: _out_of_bounds[1, 1, ops.stream](x))
+BAD = Codelet(
+    "test_bad_kernel",
+    implementations={"cuda": lambda ops, x: _out_of_bounds[1, 1, ops.stream](x)},
+)
 
 
 @pytest.fixture
@@ -194,7 +201,9 @@ def test_dmda_charges_the_transfer_of_missing_tiles():
     on_gpu = DataHandle((1000,), np.float64)
     on_gpu.replicas[GPU] = object()  # only the GPU holds it
     on_host = DataHandle((1000,), np.float64, np.zeros(1000))
-    scheduler = DmdaScheduler(["cpu", "cuda"], PerfModels(None), lambda c: {"cpu", "cuda"})
+    scheduler = DmdaScheduler(
+        ["cpu", "cuda"], PerfModels(None), lambda c: {"cpu", "cuda"}, nodes=[HOST, GPU]
+    )
     task = Task(ADD, [on_gpu, on_host], [R, RW], (), 0, 0, None)
     cpu_cost, gpu_cost = scheduler.transfer_cost(task, 0), scheduler.transfer_cost(task, 1)
     assert cpu_cost == pytest.approx(8000 / scheduler.bandwidth["cuda"])  # bring on_gpu home

@@ -42,11 +42,20 @@ def _accumulate(src, dst, k):
     dst += src * k
 
 
+def _host(function):
+    """A CPU implementation of ``function(*tiles, *args)``, which needs no ops namespace."""
+    return {"cpu": lambda ops, *arguments: function(*arguments)}
+
+
 KERNELS = {
-    "affine": (Codelet("test_affine", cpu=_affine), (RW,), _affine),
-    "copy_add": (Codelet("test_copy_add", cpu=_copy_add), (R, W), _copy_add),
-    "mix": (Codelet("test_mix", cpu=_mix), (R, R, RW), _mix),
-    "accumulate": (Codelet("test_accumulate", cpu=_accumulate), (R, ACC), _accumulate),
+    "affine": (Codelet("test_affine", implementations=_host(_affine)), (RW,), _affine),
+    "copy_add": (Codelet("test_copy_add", implementations=_host(_copy_add)), (R, W), _copy_add),
+    "mix": (Codelet("test_mix", implementations=_host(_mix)), (R, R, RW), _mix),
+    "accumulate": (
+        Codelet("test_accumulate", implementations=_host(_accumulate)),
+        (R, ACC),
+        _accumulate,
+    ),
 }
 
 
@@ -106,8 +115,11 @@ def test_write_after_read_waits_for_the_reader(runtime):
     """A W task must not overwrite data that an earlier, still running, R task reads."""
     release = threading.Event()
     seen = []
-    reader = Codelet("test_blocked_reader", cpu=lambda x: (release.wait(5), seen.append(x.copy())))
-    writer = Codelet("test_overwrite", cpu=lambda x: x.fill(-1))
+    reader = Codelet(
+        "test_blocked_reader",
+        implementations={"cpu": lambda ops, x: (release.wait(5), seen.append(x.copy()))},
+    )
+    writer = Codelet("test_overwrite", implementations={"cpu": lambda ops, x: x.fill(-1)})
     h = DataHandle((2,), np.float64, np.ones(2))
     rt = runtime
     if rt.scheduler.inline:
@@ -125,7 +137,7 @@ def test_independent_reads_run_concurrently(tmp_path):
     """Two readers of one handle are both running at the same time (no false dependency)."""
     rt = Runtime(Config(ncpu=2, scheduler="eager", cache_dir=str(tmp_path)))
     barrier = threading.Barrier(2, timeout=5)
-    reader = Codelet("test_barrier_reader", cpu=lambda x: barrier.wait())
+    reader = Codelet("test_barrier_reader", implementations={"cpu": lambda ops, x: barrier.wait()})
     h = DataHandle((1,), np.float64, np.zeros(1))
     rt.submit(reader, [(h, R)])
     rt.submit(reader, [(h, R)])
@@ -134,12 +146,12 @@ def test_independent_reads_run_concurrently(tmp_path):
 
 
 def test_accumulate_tasks_are_mutually_exclusive(runtime):
-    def slow_increment(x):
+    def slow_increment(ops, x):
         value = x[0]
         time.sleep(1e-4)
         x[0] = value + 1
 
-    inc = Codelet("test_slow_increment", cpu=slow_increment)
+    inc = Codelet("test_slow_increment", implementations={"cpu": slow_increment})
     h = DataHandle((1,), np.float64, np.zeros(1))
     for _ in range(50):
         runtime.submit(inc, [(h, ACC)])
@@ -150,8 +162,8 @@ def test_accumulate_tasks_are_mutually_exclusive(runtime):
 def test_wait_handles_waits_only_for_needed_tasks(tmp_path):
     rt = Runtime(Config(ncpu=2, scheduler="eager", cache_dir=str(tmp_path)))
     release = threading.Event()
-    slow = Codelet("test_slow", cpu=lambda x: release.wait(10))
-    fill = Codelet("test_fill7", cpu=lambda x: x.fill(7))
+    slow = Codelet("test_slow", implementations={"cpu": lambda ops, x: release.wait(10)})
+    fill = Codelet("test_fill7", implementations={"cpu": lambda ops, x: x.fill(7)})
     a = DataHandle((1,), np.float64, np.zeros(1))
     b = DataHandle((1,), np.float64, np.zeros(1))
     task = rt.submit(slow, [(a, RW)])
@@ -167,7 +179,9 @@ def test_wait_handles_waits_only_for_needed_tasks(tmp_path):
 
 def test_invalidate_keeps_data_for_earlier_readers_then_refuses_reads(runtime):
     seen = []
-    reader = Codelet("test_record_reader", cpu=lambda x: seen.append(x.sum()))
+    reader = Codelet(
+        "test_record_reader", implementations={"cpu": lambda ops, x: seen.append(x.sum())}
+    )
     h = DataHandle((3,), np.float64, np.ones(3))
     runtime.submit(reader, [(h, R)])
     runtime.invalidate(h)
@@ -178,7 +192,7 @@ def test_invalidate_keeps_data_for_earlier_readers_then_refuses_reads(runtime):
     assert h.replicas == {}  # memory released
     with pytest.raises(InvalidatedError):
         runtime.wait_handles([h])
-    refill = Codelet("test_refill", cpu=lambda x: x.fill(2))
+    refill = Codelet("test_refill", implementations={"cpu": lambda ops, x: x.fill(2)})
     runtime.submit(refill, [(h, W)])  # a write makes the handle valid again
     runtime.wait_handles([h])
     np.testing.assert_array_equal(h.host_array(), [2, 2, 2])
@@ -189,8 +203,8 @@ def test_priorities_order_ready_tasks(tmp_path):
     rt = Runtime(Config(ncpu=1, scheduler="eager", cache_dir=str(tmp_path)))
     release = threading.Event()
     order = []
-    block = Codelet("test_block", cpu=lambda x: release.wait(5))
-    record = Codelet("test_record", cpu=lambda x, tag: order.append(tag))
+    block = Codelet("test_block", implementations={"cpu": lambda ops, x: release.wait(5)})
+    record = Codelet("test_record", implementations={"cpu": lambda ops, x, tag: order.append(tag)})
     rt.submit(block, [(DataHandle((1,), np.float64, np.zeros(1)), RW)])
     for tag, priority in [("low", 0), ("high", 5), ("mid", 2)]:
         rt.submit(record, [(DataHandle((1,), np.float64, np.zeros(1)), RW)], (tag,), priority)

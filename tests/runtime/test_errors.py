@@ -17,11 +17,11 @@ from numtile.runtime import (
 R, W, RW = Access.R, Access.W, Access.RW
 
 
-def _boom(x):
+def _boom(ops, x):
     raise ValueError("bad tile value")
 
 
-BOOM = Codelet("test_boom", cpu=_boom)
+BOOM = Codelet("test_boom", implementations={"cpu": _boom})
 
 
 @pytest.fixture(params=["eager", "dmda", "sync"])
@@ -45,8 +45,8 @@ def test_error_is_raised_at_wait_naming_task_and_tiles(runtime):
 
 def test_dependents_are_cancelled_and_independent_work_goes_on(runtime):
     ran = []
-    record = Codelet("test_record_run", cpu=lambda x, y: ran.append(1))
-    fill = Codelet("test_fill_ones", cpu=lambda x: x.fill(1))
+    record = Codelet("test_record_run", implementations={"cpu": lambda ops, x, y: ran.append(1)})
+    fill = Codelet("test_fill_ones", implementations={"cpu": lambda ops, x: x.fill(1)})
     bad = DataHandle((1,), np.float64, np.zeros(1))
     downstream = DataHandle((1,), np.float64, np.zeros(1))
     fine = DataHandle((1,), np.float64, np.zeros(1))
@@ -71,7 +71,7 @@ def test_reading_a_failed_tile_later_is_cancelled(runtime):
     runtime.submit(BOOM, [(bad, RW)])
     with pytest.raises(TaskError):
         runtime.wait_all()
-    copy = Codelet("test_copy_tile", cpu=lambda x, y: np.copyto(y, x))
+    copy = Codelet("test_copy_tile", implementations={"cpu": lambda ops, x, y: np.copyto(y, x)})
     task = runtime.submit(copy, [(bad, R), (out, W)])
     with pytest.raises(TaskError):
         runtime.wait_all()

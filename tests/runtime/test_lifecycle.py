@@ -20,7 +20,7 @@ def test_interpreter_exits_promptly_with_work_pending():
     script = """
 import time, numpy as np
 from numtile.runtime import Access, Codelet, DataHandle, get_runtime
-slow = Codelet("slow", cpu=lambda x: time.sleep(0.2))
+slow = Codelet("slow", implementations={"cpu": lambda ops, x: time.sleep(0.2)})
 h = DataHandle((1,), np.float64, np.zeros(1))
 rt = get_runtime()
 for _ in range(100):
@@ -39,7 +39,7 @@ print("submitted", flush=True)
 def test_shutdown_cancels_queued_work_and_joins_workers(tmp_path):
     rt = Runtime(Config(ncpu=2, scheduler="eager", cache_dir=str(tmp_path)))
     release = threading.Event()
-    slow = Codelet("test_release_wait", cpu=lambda x: release.wait(5))
+    slow = Codelet("test_release_wait", implementations={"cpu": lambda ops, x: release.wait(5)})
     h = DataHandle((1,), np.float64, np.zeros(1))
     tasks = [rt.submit(slow, [(h, RW)]) for _ in range(5)]
     workers = list(rt._workers)
@@ -54,7 +54,11 @@ def test_shutdown_cancels_queued_work_and_joins_workers(tmp_path):
 def test_trace_records_every_task(tmp_path):
     rt = Runtime(Config(ncpu=2, scheduler="eager", cache_dir=str(tmp_path)))
     rt.tracer = Tracer(time.perf_counter())
-    work = Codelet("test_traced", cpu=lambda x: x.__iadd__(1), flops=lambda shape: 2.0)
+    work = Codelet(
+        "test_traced",
+        implementations={"cpu": lambda ops, x: x.__iadd__(1)},
+        flops=lambda shape: 2.0,
+    )
     handles = [DataHandle((3,), np.float64, np.zeros(3)) for _ in range(4)]
     for h in handles:
         for _ in range(3):
@@ -75,10 +79,10 @@ def test_trace_records_every_task(tmp_path):
 
 def test_dmda_persists_performance_models(tmp_path):
     rt = Runtime(Config(ncpu=2, scheduler="dmda", cache_dir=str(tmp_path)))
-    work = Codelet("test_modelled", cpu=lambda x: time.sleep(0.001))
+    work = Codelet("test_modelled", implementations={"cpu": lambda ops, x: time.sleep(0.001)})
     h = DataHandle((5, 2), np.float32, np.zeros((5, 2), np.float32))
     task = rt.submit(work, [(h, RW)])
-    key = footprint(task)  # (before it runs: a finished task forgets its tiles)
+    key = footprint(task, "cpu")  # (before it runs: a finished task forgets its tiles)
     for _ in range(3):
         rt.submit(work, [(h, RW)])
     rt.wait_all()
@@ -93,7 +97,7 @@ def test_dmda_persists_performance_models(tmp_path):
 def test_dmda_balances_calibrated_work(tmp_path):
     """Once calibrated, equal tasks are spread over both workers."""
     rt = Runtime(Config(ncpu=2, scheduler="dmda", cache_dir=str(tmp_path)))
-    work = Codelet("test_balance", cpu=lambda x: time.sleep(0.002))
+    work = Codelet("test_balance", implementations={"cpu": lambda ops, x: time.sleep(0.002)})
     handles = [DataHandle((1,), np.float64, np.zeros(1)) for _ in range(8)]
     for h in handles:
         rt.submit(work, [(h, RW)])

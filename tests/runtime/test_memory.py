@@ -11,7 +11,7 @@ import pytest
 import numtile as nt
 from numtile.runtime import Access, Codelet, DataHandle
 from numtile.runtime.handle import DISK, HOST
-from numtile.runtime.manager import OutOfMemoryError
+from numtile.runtime.memory import OutOfMemoryError
 
 MiB = 1 << 20
 
@@ -147,7 +147,7 @@ def test_a_task_waits_for_memory_held_by_running_tasks(limited):
     running = []
     lock = threading.Lock()
 
-    def work(src, dst):
+    def work(ops, src, dst):
         with lock:
             running.append(1)
             assert len(running) == 1  # both tasks' tiles (4 x 64 KiB) never fit together
@@ -155,7 +155,7 @@ def test_a_task_waits_for_memory_held_by_running_tasks(limited):
         with lock:
             running.pop()
 
-    codelet = Codelet("test_memory_turns", cpu=work)
+    codelet = Codelet("test_memory_turns", implementations={"cpu": work})
     pairs = [
         (DataHandle((8192,), np.float64, np.full(8192, i, float)), DataHandle((8192,), np.float64))
         for i in range(4)
@@ -205,7 +205,7 @@ def test_the_manager_names_task_bytes_and_limit_when_a_task_cannot_fit(limited):
 
     runtime = limited(limit=1000)
     task = Task(
-        Codelet("test_probe", cpu=lambda x: None),
+        Codelet("test_probe", implementations={"cpu": lambda ops, x: None}),
         [DataHandle((200,), np.float64)],
         [Access.W],
         (),
