@@ -175,9 +175,9 @@ def sum_of_squares(x: TileTensor, dtype=float64) -> TileTensor:
 
 def _whole_axis(x: TileTensor, axis: int) -> TileTensor:
     """``x`` retiled, if needed, so that each tile holds the whole of ``axis``."""
-    if x.tile_shape[axis] == max(1, x.shape[axis]):
+    if x.tile_shape[axis] == (x.shape[axis] or 1):
         return x
-    return retile(x, x.tile_shape[:axis] + (max(1, x.shape[axis]),) + x.tile_shape[axis + 1 :])
+    return retile(x, x.tile_shape[:axis] + ((x.shape[axis] or 1),) + x.tile_shape[axis + 1 :])
 
 
 def _axis_plan(tile_shape, axis: int) -> tuple[int, int, int]:
