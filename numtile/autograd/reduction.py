@@ -67,15 +67,23 @@ def _min(x, /, *, axis=None, keepdims=False):
     return Extremum.apply(x, reduction.min, axis=axis, keepdims=keepdims)
 
 
-class Softmax(Function):
-    """softmax along one axis through the fused softmax kernels (forward and backward)."""
+class _AlongAxis(Function):
+    """Base of the softmaxes: ``plain(x, axis)`` forward; the backward needs its output."""
 
-    @staticmethod
-    def forward(ctx, x, axis=-1):
-        y = reduction.softmax(x, axis)
+    plain = staticmethod(reduction.softmax)
+
+    @classmethod
+    def forward(cls, ctx, x, axis=-1):
+        y = cls.plain(x, axis)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y
+
+
+class Softmax(_AlongAxis):
+    """softmax along one axis through the fused softmax kernels (forward and backward)."""
+
+    plain = staticmethod(reduction.softmax)
 
     @staticmethod
     def backward(ctx, g):
@@ -83,15 +91,10 @@ class Softmax(Function):
         return reduction.softmax_backward(y, g, ctx.axis), None
 
 
-class LogSoftmax(Function):
+class LogSoftmax(_AlongAxis):
     """log-softmax along one axis, ``x - max - log(sum(exp(x - max)))``: finite for any logits."""
 
-    @staticmethod
-    def forward(ctx, x, axis=-1):
-        y = reduction.log_softmax(x, axis)
-        ctx.save_for_backward(y)
-        ctx.axis = axis
-        return y
+    plain = staticmethod(reduction.log_softmax)
 
     @staticmethod
     def backward(ctx, g):

@@ -149,7 +149,7 @@ def softmax(x: TileTensor, axis: int = -1) -> TileTensor:
     Tiles along ``axis`` are merged for the kernel; the result keeps the tiling of ``x``.
 
     >>> import numtile as nt
-    >>> [round(v, 4) for v in softmax(nt.from_numpy([[0.0, 1.0, 2.0]])).to_numpy()[0]]
+    >>> [round(float(v), 4) for v in softmax(nt.from_numpy([[0.0, 1.0, 2.0]])).to_numpy()[0]]
     [0.09, 0.2447, 0.6652]
     """
     _check_axis(x, axis, "softmax")

@@ -39,13 +39,16 @@ def _binary(code):
     return kernel
 
 
-def _binary_scalar(code):
+def _with_scalar(kernel_name: str, code: int):
+    """A kernel of ``ops.<kernel_name>`` (binary or compare) between a tile and a scalar,
+    the scalar first or second as the op was written."""
+
     def kernel(ops, a, out, scalar, a_strides, scalar_strides, shape, scalar_first):
-        a, out = a.reshape(-1), out.reshape(-1)
+        function, a, out = getattr(ops, kernel_name), a.reshape(-1), out.reshape(-1)
         if scalar_first:
-            ops.binary(scalar, scalar_strides, a, a_strides, out, shape, code)
+            function(scalar, scalar_strides, a, a_strides, out, shape, code)
         else:
-            ops.binary(a, a_strides, scalar, scalar_strides, out, shape, code)
+            function(a, a_strides, scalar, scalar_strides, out, shape, code)
 
     return kernel
 
@@ -55,17 +58,6 @@ def _compare(code):
         ops.compare(
             a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code
         )
-
-    return kernel
-
-
-def _compare_scalar(code):
-    def kernel(ops, a, out, scalar, a_strides, scalar_strides, shape, scalar_first):
-        a, out = a.reshape(-1), out.reshape(-1)
-        if scalar_first:
-            ops.compare(scalar, scalar_strides, a, a_strides, out, shape, code)
-        else:
-            ops.compare(a, a_strides, scalar, scalar_strides, out, shape, code)
 
     return kernel
 
@@ -99,7 +91,9 @@ binary = {
 }
 binary_scalar = {
     name: Codelet(
-        f"binary_scalar:{name}", kernel=_binary_scalar(code), flops=lambda a, out, *_: _size(out)
+        f"binary_scalar:{name}",
+        kernel=_with_scalar("binary", code),
+        flops=lambda a, out, *_: _size(out),
     )
     for name, code in opcodes.BINARY_OPS.items()
 }
@@ -108,7 +102,7 @@ compare = {
     for name, code in opcodes.COMPARE_OPS.items()
 }
 compare_scalar = {
-    name: Codelet(f"compare_scalar:{name}", kernel=_compare_scalar(code))
+    name: Codelet(f"compare_scalar:{name}", kernel=_with_scalar("compare", code))
     for name, code in opcodes.COMPARE_OPS.items()
 }
 random = {

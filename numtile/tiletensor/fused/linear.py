@@ -27,6 +27,19 @@ def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool) -> None:
         )
 
 
+def _rows_times_weight(a: TileTensor, weight: TileTensor, out: TileTensor, weight_tile, trans_b):
+    """out[..., col] = sum over inner of a[..., inner] @ op(W[weight_tile(col, inner)])."""
+    runtime = get_runtime()
+    for lead in lead_indices(out):
+        for col in range(out.grid[-1]):
+            pairs = [
+                (a.tile(lead + (inner,)), weight.tile(weight_tile(col, inner)))
+                for inner in range(a.grid[-1])
+            ]
+            _chain(runtime, out.tile(lead + (col,)), pairs, False, trans_b)
+    return out
+
+
 def linear_forward(x: TileTensor, weight: TileTensor, transposed: bool = False) -> TileTensor:
     """``x @ W`` (W (in, out)) or ``x @ W^T`` (W (out, in)); ``x``'s last tile must match W's.
 
@@ -39,16 +52,14 @@ def linear_forward(x: TileTensor, weight: TileTensor, transposed: bool = False) 
     x = match_last_tile(x, weight.tile_shape[in_axis])
     n_out = weight.shape[out_axis]
     layout = Layout(x.shape[:-1] + (n_out,), x.tile_shape[:-1] + (weight.tile_shape[out_axis],))
-    out = TileTensor(layout, x.dtype)
-    runtime = get_runtime()
-    for lead in lead_indices(x):
-        for j in range(weight.grid[out_axis]):
-            pairs = [
-                (x.tile(lead + (k,)), weight.tile((j, k) if transposed else (k, j)))
-                for k in range(x.grid[-1])
-            ]
-            _chain(runtime, out.tile(lead + (j,)), pairs, False, transposed)
-    return out
+    # out column j, inner k: W tile (j, k) stored (out, in), (k, j) stored (in, out)
+    return _rows_times_weight(
+        x,
+        weight,
+        TileTensor(layout, x.dtype),
+        lambda j, k: (j, k) if transposed else (k, j),
+        transposed,
+    )
 
 
 def linear_backward_input(
@@ -57,16 +68,14 @@ def linear_backward_input(
     """d(x @ op(W))/dx: ``grad @ op(W)^T``, tiled like ``x`` (whose last tile matches W's)."""
     out_axis = 0 if transposed else 1
     grad = match_last_tile(grad, weight.tile_shape[out_axis])
-    gx = TileTensor(x.layout, x.dtype)
-    runtime = get_runtime()
-    for lead in lead_indices(gx):
-        for k in range(gx.grid[-1]):
-            pairs = [
-                (grad.tile(lead + (j,)), weight.tile((j, k) if transposed else (k, j)))
-                for j in range(grad.grid[-1])
-            ]
-            _chain(runtime, gx.tile(lead + (k,)), pairs, False, not transposed)
-    return gx
+    # input column k, inner j (an output column): the same W tile as forward's (j, k)
+    return _rows_times_weight(
+        grad,
+        weight,
+        TileTensor(x.layout, x.dtype),
+        lambda k, j: (j, k) if transposed else (k, j),
+        not transposed,
+    )
 
 
 def linear_backward_weight(
