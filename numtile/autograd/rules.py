@@ -66,14 +66,14 @@ def gradient_rule(*names: str):
     return register
 
 
-def _inputs(args, kwargs):
-    return (*args, *kwargs.values())
+def _wants_grad(args, kwargs) -> bool:
+    return needs_grad(*args) or bool(kwargs) and needs_grad(*kwargs.values())
 
 
 def _recording(plain: Callable, rule: Callable) -> Callable:
     @functools.wraps(plain)
     def op(*args, **kwargs):
-        if needs_grad(*_inputs(args, kwargs)):
+        if _wants_grad(args, kwargs):
             return rule(*args, **kwargs)
         return plain(*args, **kwargs)
 
@@ -94,7 +94,7 @@ def _refusing(name: str, plain: Callable) -> Callable:
 
     @functools.wraps(plain)
     def op(*args, **kwargs):
-        if needs_grad(*_inputs(args, kwargs)):
+        if _wants_grad(args, kwargs):
             raise NoGradientError(
                 f"{public} has no gradient rule; its input requires grad "
                 f"(use .detach() or nt.no_grad())"

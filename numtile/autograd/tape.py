@@ -79,7 +79,13 @@ class Node:
 
 
 def needs_grad(*values) -> bool:
-    return is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in values)
+    """Whether grad mode is on and one of ``values`` requires a gradient (called per op)."""
+    if not getattr(_state, "enabled", True):
+        return False
+    for value in values:
+        if getattr(value, "requires_grad", False):
+            return True
+    return False
 
 
 class Function:
