@@ -169,3 +169,18 @@ def test_identity_ops_keep_the_input_node():
     z = nt.reshape(y, (4, 3)).retile((2, 2)) * 2.0
     _backward(z, torch.exp(tx) * 2.0)
     _check(x, tx)
+
+
+@pytest.mark.parametrize("tile", [(5, 7), (2, 3)])
+def test_astype_between_floats_and_to_integers(tile):
+    data = np.random.default_rng(17).standard_normal(SHAPE)
+    x, tx = _pair(data, tile)
+    narrow = x.astype("float32")
+    assert narrow.requires_grad and narrow.dtype == np.float32
+    out = nt.exp(narrow).astype("float64") + x
+    ref = torch.exp(tx.to(torch.float32)).to(torch.float64) + tx
+    np.testing.assert_allclose(out.to_numpy(), ref.detach().numpy(), rtol=1e-6)
+    out.sum().backward()
+    ref.sum().backward()
+    np.testing.assert_allclose(x.grad.to_numpy(), tx.grad.numpy(), rtol=1e-6)
+    assert not x.astype("int64").requires_grad  # integers carry no gradient
