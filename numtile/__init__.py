@@ -11,32 +11,7 @@ from numtile import (
     linalg,
     random,
 )
-from numtile.autograd import enable_grad, is_grad_enabled, no_grad
-from numtile.autograd.functions import (
-    add,
-    astype,
-    divide,
-    exp,
-    gelu_tanh,
-    log,
-    matmul,
-    matrix_transpose,
-    mean,
-    multiply,
-    negative,
-    permute_dims,
-    pow,
-    power,
-    relu,
-    reshape,
-    sigmoid,
-    silu,
-    sqrt,
-    subtract,
-    sum,
-    tanh,
-    transpose,
-)
+from numtile.autograd import NoGradientError, enable_grad, is_grad_enabled, no_grad
 from numtile.runtime import (
     Access,
     Codelet,
@@ -69,31 +44,57 @@ from numtile.tiletensor.dtypes import bool_ as bool
 from numtile.tiletensor.dtypes import float32, float64, int64
 from numtile.tiletensor.elementwise import (
     abs,
+    add,
+    astype,
     ceil,
     cos,
+    divide,
     equal,
+    exp,
     expm1,
     floor,
     floor_divide,
+    gelu_tanh,
     greater,
     greater_equal,
     less,
     less_equal,
+    log,
     log1p,
     logical_and,
     logical_or,
     maximum,
     minimum,
+    multiply,
+    negative,
     not_equal,
+    pow,
+    power,
     reciprocal,
+    relu,
     remainder,
+    sigmoid,
     sign,
+    silu,
     sin,
+    sqrt,
     square,
+    subtract,
+    tanh,
 )
 from numtile.tiletensor.layout import Layout
-from numtile.tiletensor.manipulation import broadcast_to, expand_dims, retile, squeeze
-from numtile.tiletensor.reduction import max, min, prod
+from numtile.tiletensor.linalg import matmul
+from numtile.tiletensor.manipulation import (
+    broadcast_to,
+    expand_dims,
+    matrix_transpose,
+    permute_dims,
+    reshape,
+    retile,
+    squeeze,
+    transpose,
+)
+from numtile.tiletensor.reduction import max, mean, min, prod, sum
 from numtile.tiletensor.tensor import TileTensor
 
 __version__ = "0.1.0"
@@ -155,6 +156,7 @@ __all__ = [
     "multiply",
     "negative",
     "no_grad",
+    "NoGradientError",
     "not_equal",
     "ones",
     "ones_like",

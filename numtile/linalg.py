@@ -1,8 +1,8 @@
 """``numtile.linalg``: tiled linear algebra (array API ``linalg`` names)."""
 
-from numtile.autograd.functions import matmul
 from numtile.tiletensor.linalg import (
     cholesky,
+    matmul,
     matrix_norm,
     solve,
     solve_triangular,

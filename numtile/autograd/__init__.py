@@ -1,5 +1,11 @@
-"""Reverse-mode autograd over TileTensors: a tape of ``Function`` nodes."""
+"""Reverse-mode autograd over TileTensors: a tape of ``Function`` nodes.
 
+Importing this package fills the tensor op table (``numtile.tiletensor.dispatch``) with the
+gradient rules of ``rules.py``'s classes (``import numtile`` does).
+"""
+
+from numtile.autograd import elementwise, linalg, manipulation, reduction, rules
+from numtile.autograd.rules import NoGradientError
 from numtile.autograd.tape import (
     Context,
     Function,
@@ -9,4 +15,19 @@ from numtile.autograd.tape import (
     no_grad,
 )
 
-__all__ = ["Context", "Function", "backward", "enable_grad", "is_grad_enabled", "no_grad"]
+rules.install(backward)
+
+__all__ = [
+    "Context",
+    "Function",
+    "NoGradientError",
+    "backward",
+    "elementwise",
+    "enable_grad",
+    "is_grad_enabled",
+    "linalg",
+    "manipulation",
+    "no_grad",
+    "reduction",
+    "rules",
+]

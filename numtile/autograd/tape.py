@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # tensor.py imports this module: no import cycle at run time
-    from numtile.tiletensor.tensor import TileTensor
+from numtile.tiletensor.creation import ones_like
+from numtile.tiletensor.elementwise import accumulate, add, astype
+from numtile.tiletensor.manipulation import retile
+from numtile.tiletensor.tensor import TileTensor
 
 _state = threading.local()
 
@@ -78,7 +79,13 @@ class Node:
 
 
 def needs_grad(*values) -> bool:
-    return is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in values)
+    """Whether grad mode is on and one of ``values`` requires a gradient (called per op)."""
+    if not getattr(_state, "enabled", True):
+        return False
+    for value in values:
+        if getattr(value, "requires_grad", False):
+            return True
+    return False
 
 
 class Function:
@@ -102,6 +109,8 @@ class Function:
         with no_grad():
             out = cls.forward(ctx, *inputs, **kwargs)
         if record:
+            if any(out is value for value in inputs):  # an identity (reshape to its own shape)
+                out = out.detach()  # a new tensor on the same tiles, so the input keeps its node
             out.requires_grad = True
             out._node = Node(cls, ctx, inputs)
         return out
@@ -125,11 +134,22 @@ def _topological_order(root: TileTensor) -> list[TileTensor]:
     return order
 
 
+def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
+    """``leaf.grad += grad`` tile by tile (commutative accumulate tasks), or set it."""
+    if grad.shape != leaf.shape:
+        raise ValueError(f"gradient of shape {grad.shape} for a tensor of shape {leaf.shape}")
+    if grad.dtype != leaf.dtype:
+        grad = astype(grad, leaf.dtype)
+    if grad.tile_shape != leaf.tile_shape:
+        grad = retile(grad, leaf.tile_shape)
+    if leaf.grad is None:
+        leaf.grad = grad
+    else:
+        accumulate(leaf.grad, grad)
+
+
 def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
     """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` that requires a gradient."""
-    from numtile.autograd.functions import accumulate_grad, add
-    from numtile.tiletensor.creation import ones_like
-
     if not root.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad")
     if grad is None:
@@ -140,7 +160,8 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
             )
         grad = ones_like(root)
     if root._node is None:
-        accumulate_grad(root, grad)
+        with no_grad():
+            accumulate_grad(root, grad)
         return
     grads: dict[int, TileTensor] = {id(root): grad}
     with no_grad():

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 
 import numpy as np
 
-import numtile.autograd.functions as F  # noqa: N812
 from numtile.nn import functional
 from numtile.nn.attention import causal_self_attention
 from numtile.nn.layers import MLP, Embedding, LayerNorm, Linear, ModuleList
 from numtile.nn.loss import cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
+from numtile.tiletensor.elementwise import add
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -37,9 +36,6 @@ class GPT2Config:
             raise ValueError(
                 f"GPT2Config.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
             )
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
 
 
 @dataclasses.dataclass
@@ -111,8 +107,8 @@ class Block(Module):
         )
 
     def forward(self, x: TileTensor) -> TileTensor:
-        x = F.add(x, self.attn(self.ln_1(x)))
-        return F.add(x, self.mlp(self.ln_2(x)))
+        x = add(x, self.attn(self.ln_1(x)))
+        return add(x, self.mlp(self.ln_2(x)))
 
 
 class Transformer(Module):
@@ -190,7 +186,7 @@ class GPT2(Module):
         positions = np.broadcast_to(np.arange(T), (B, T))
         tok = self.transformer.wte(self._ids(idx))  # (B, T, C)
         pos = self.transformer.wpe(self._ids(positions))  # (B, T, C)
-        x = F.add(tok, pos)
+        x = add(tok, pos)
         for block in self.transformer.h:
             x = block(x)
         x = self.transformer.ln_f(x)

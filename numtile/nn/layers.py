@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import numtile.autograd.functions as F  # noqa: N812
 from numtile.nn import functional
 from numtile.nn.module import Module, parameter
-from numtile.tiletensor import random as tt_random
 from numtile.tiletensor.creation import ones, zeros
+from numtile.tiletensor.elementwise import gelu_tanh
+from numtile.tiletensor.layout import current_config
+from numtile.tiletensor.random import normal
 from numtile.tiletensor.tensor import TileTensor
+
+
+def _default_tiles(*sizes: int) -> tuple[int, ...]:
+    """Weight tiles of the runtime's default edge (``nt.init(tile=...)``), capped by the sizes."""
+    edge = current_config().tile
+    return tuple(max(1, min(size, edge)) for size in sizes)
 
 
 class Linear(Module):
@@ -40,14 +47,12 @@ class Linear(Module):
             raise ValueError(f"weight_layout must be 'in_out' or 'out_in', got {weight_layout!r}")
         self.in_features, self.out_features = in_features, out_features
         self.weight_layout = weight_layout
-        t_in, t_out = tile or (min(in_features, 1024), min(out_features, 1024))
+        t_in, t_out = tile or _default_tiles(in_features, out_features)
         shape = (in_features, out_features)
         tiles = (t_in, t_out)
         if weight_layout == "out_in":
             shape, tiles = shape[::-1], tiles[::-1]
-        self.weight = parameter(
-            tt_random.normal(0.0, std, shape, seed=seed, dtype=dtype, tile_shape=tiles)
-        )
+        self.weight = parameter(normal(0.0, std, shape, seed=seed, dtype=dtype, tile_shape=tiles))
         self.bias = parameter(zeros((out_features,), dtype, (t_out,))) if bias else None
 
     def forward(self, x: TileTensor) -> TileTensor:
@@ -70,7 +75,7 @@ class LayerNorm(Module):
 
     def __init__(self, n_features: int, eps: float = 1e-5, *, tile=None, dtype="float32"):
         super().__init__()
-        tile = tile or min(n_features, 1024)
+        tile = tile or _default_tiles(n_features)[0]
         self.eps = eps
         self.weight = parameter(ones((n_features,), dtype, (tile,)))
         self.bias = parameter(zeros((n_features,), dtype, (tile,)))
@@ -93,11 +98,9 @@ class Embedding(Module):
         seed: int = 0,
     ):
         super().__init__()
-        tile = tile or (min(n_rows, 1024), min(n_features, 1024))
+        tile = tile or _default_tiles(n_rows, n_features)
         self.weight = parameter(
-            tt_random.normal(
-                0.0, std, (n_rows, n_features), seed=seed, dtype=dtype, tile_shape=tile
-            )
+            normal(0.0, std, (n_rows, n_features), seed=seed, dtype=dtype, tile_shape=tile)
         )
 
     def forward(self, ids: TileTensor) -> TileTensor:
@@ -138,11 +141,11 @@ class MLP(Module):
         proj_std: float = 0.02,
     ):
         super().__init__()
-        t_embd, t_inner = tile or (min(n_embd, 1024), min(n_inner, 1024))
+        t_embd, t_inner = tile or _default_tiles(n_embd, n_inner)
         self.c_fc = Linear(n_embd, n_inner, tile=(t_embd, t_inner), dtype=dtype, seed=seed)
         self.c_proj = Linear(
             n_inner, n_embd, tile=(t_inner, t_embd), dtype=dtype, seed=seed + 1, std=proj_std
         )
 
     def forward(self, x: TileTensor) -> TileTensor:
-        return self.c_proj(F.gelu_tanh(self.c_fc(x)))
+        return self.c_proj(gelu_tanh(self.c_fc(x)))

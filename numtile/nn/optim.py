@@ -5,38 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import numpy as np
-
-from numtile.runtime import Access, Codelet, get_runtime
-from numtile.tiletensor import elementwise as ew
-from numtile.tiletensor import reduction as rd
 from numtile.tiletensor.creation import zeros
+from numtile.tiletensor.elementwise import multiply
+from numtile.tiletensor.fused.optim import adamw_step, sgd_step
+from numtile.tiletensor.reduction import sum_of_squares
 from numtile.tiletensor.tensor import TileTensor
-
-R, RW = Access.R, Access.RW
-
-
-def _adamw(ops, param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
-    ops.nn.adamw_step(
-        param.reshape(-1),
-        grad.reshape(-1),
-        exp_avg.reshape(-1),
-        exp_avg_sq.reshape(-1),
-        lr,
-        beta1,
-        beta2,
-        eps,
-        weight_decay,
-        step,
-    )
-
-
-def _sgd(ops, param, grad, lr):
-    ops.axpy(param.dtype.type(-lr), grad.reshape(-1), param.reshape(-1))
-
-
-ADAMW = Codelet("adamw", kernel=_adamw, flops=lambda p, *args: 12.0 * math.prod(p))
-SGD_STEP = Codelet("sgd", kernel=_sgd, flops=lambda p, *args: 2.0 * math.prod(p))
 
 
 def _groups(params) -> list[dict]:
@@ -114,24 +87,22 @@ class AdamW(Optimizer):
 
     def step(self) -> None:
         self.step_count += 1
-        runtime = get_runtime()
         for group in self.param_groups:
-            b1, b2 = group["betas"]
-            args = (group["lr"], b1, b2, group["eps"], group["weight_decay"], self.step_count)
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 exp_avg, exp_avg_sq = self._moments(p)
-                for tiles in zip(p.handles, p.grad.handles, exp_avg.handles, exp_avg_sq.handles):
-                    param, grad, m, v = tiles
-                    runtime.submit(ADAMW, [(param, RW), (grad, R), (m, RW), (v, RW)], args)
-
-    def state_tensors(self) -> dict[str, dict[int, TileTensor]]:
-        """The moment estimates, keyed by parameter id (for checkpoints)."""
-        return {
-            "exp_avg": {k: v[0] for k, v in self.state.items()},
-            "exp_avg_sq": {k: v[1] for k, v in self.state.items()},
-        }
+                adamw_step(
+                    p,
+                    p.grad,
+                    exp_avg,
+                    exp_avg_sq,
+                    lr=group["lr"],
+                    betas=group["betas"],
+                    eps=group["eps"],
+                    weight_decay=group["weight_decay"],
+                    step=self.step_count,
+                )
 
 
 class SGD(Optimizer):
@@ -141,12 +112,10 @@ class SGD(Optimizer):
 
     def step(self) -> None:
         self.step_count += 1
-        runtime = get_runtime()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    for param, grad in zip(p.handles, p.grad.handles):
-                        runtime.submit(SGD_STEP, [(param, RW), (grad, R)], (group["lr"],))
+                    sgd_step(p, p.grad, lr=group["lr"])
 
 
 def cosine_schedule(step: int, *, lr: float, warmup: int, total: int, min_lr: float = 0.0):
@@ -171,10 +140,10 @@ def clip_grad_norm(parameters: Iterable[TileTensor], max_norm: float) -> float:
     grads = [p for p in parameters if p.grad is not None]
     if not grads:
         return 0.0
-    squares = [rd._reduce(p.grad, "sumsq", None, False, np.dtype(np.float64)) for p in grads]
+    squares = [sum_of_squares(p.grad) for p in grads]
     total = math.sqrt(sum(float(s.item()) for s in squares))
     if max_norm > 0 and total > max_norm:
         factor = max_norm / (total + 1e-6)
         for p in grads:
-            p.grad = ew.multiply(p.grad, factor)
+            p.grad = multiply(p.grad, factor)
     return total

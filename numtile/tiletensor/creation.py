@@ -8,6 +8,7 @@ import numpy as np
 
 from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import check_dtype, float64, int64
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
@@ -70,7 +71,7 @@ def fill_tiles(out: TileTensor, value) -> TileTensor:
     runtime = get_runtime()
     value = out.dtype.type(value)
     for handle in out.handles:
-        runtime.submit(codelets.fill, [(handle, Access.W)], (value,))
+        runtime.submit(codelets.copy.fill, [(handle, Access.W)], (value,))
     return out
 
 
@@ -94,18 +95,22 @@ def ones(shape, dtype=float64, tile_shape=None) -> TileTensor:
     return full(shape, 1, dtype, tile_shape)
 
 
+@dispatched
 def empty_like(x: TileTensor, dtype=None, tile_shape=None) -> TileTensor:
     return empty(x.shape, dtype or x.dtype, tile_shape or x.tile_shape)
 
 
+@dispatched
 def zeros_like(x: TileTensor, dtype=None, tile_shape=None) -> TileTensor:
     return zeros(x.shape, dtype or x.dtype, tile_shape or x.tile_shape)
 
 
+@dispatched
 def ones_like(x: TileTensor, dtype=None, tile_shape=None) -> TileTensor:
     return ones(x.shape, dtype or x.dtype, tile_shape or x.tile_shape)
 
 
+@dispatched
 def full_like(x: TileTensor, fill_value, dtype=None, tile_shape=None) -> TileTensor:
     return full(x.shape, fill_value, dtype or x.dtype, tile_shape or x.tile_shape)
 
@@ -130,5 +135,7 @@ def arange(start, stop=None, step=1, *, dtype=None, tile_shape=None) -> TileTens
     typed = out.dtype.type
     for (i,), handle in zip(out.layout.indices(), out.handles):
         first = start + out.layout.starts[0][i] * step
-        runtime.submit(codelets.arange, [(handle, Access.W)], (typed(first), typed(step)))
+        runtime.submit(
+            codelets.elementwise.arange, [(handle, Access.W)], (typed(first), typed(step))
+        )
     return out

@@ -27,7 +27,3 @@ def check_dtype(dtype) -> np.dtype:
 def result_type(*operands) -> np.dtype:
     """NumPy 2 promotion (Python scalars are weak), restricted to the supported dtypes."""
     return check_dtype(np.result_type(*operands))
-
-
-def is_floating(dtype) -> bool:
-    return np.dtype(dtype).kind == "f"

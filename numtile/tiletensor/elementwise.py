@@ -7,11 +7,12 @@ import numbers
 
 import numpy as np
 
-from numtile import ops_cpu
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, check_dtype, float64, result_type
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.tensor import TileTensor
 
 R, W = Access.R, Access.W
@@ -41,6 +42,7 @@ def _is_scalar(value) -> bool:
     return isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, TileTensor)
 
 
+@dispatched
 def astype(x: TileTensor, dtype, copy: bool = True) -> TileTensor:
     """A copy of ``x`` converted to ``dtype`` (NumPy's ``astype`` rules).
 
@@ -53,14 +55,14 @@ def astype(x: TileTensor, dtype, copy: bool = True) -> TileTensor:
         return x
     out = TileTensor(x.layout, dtype)
     runtime = get_runtime()
-    op = codelets.copy_strided if dtype == x.dtype else codelets.cast
     for src, dst in zip(x.handles, out.handles):
-        if op is codelets.cast:
-            runtime.submit(op, [(src, R), (dst, W)])
+        if dtype != x.dtype:
+            runtime.submit(codelets.copy.cast, [(src, R), (dst, W)])
         else:
             shape = _shape_array(src.shape)
             strides = _strides(src.shape, src.shape)
-            runtime.submit(op, [(src, R), (dst, W)], (0, strides, 0, strides, shape))
+            args = (0, strides, 0, strides, shape)
+            runtime.submit(codelets.copy.copy_strided, [(src, R), (dst, W)], args)
     return out
 
 
@@ -70,10 +72,10 @@ def _unary(x: TileTensor, name: str, float_only: bool = True) -> TileTensor:
     if x.dtype == bool_ or (float_only and x.dtype.kind != "f"):
         x = astype(x, float64 if float_only else np.int64)
     out = TileTensor(x.layout, x.dtype)
-    op = ops_cpu.UNARY_OPS[name]
+    codelet = codelets.elementwise.unary[name]
     runtime = get_runtime()
     for src, dst in zip(x.handles, out.handles):
-        runtime.submit(codelets.unary, [(src, R), (dst, W)], (op,))
+        runtime.submit(codelet, [(src, R), (dst, W)])
     return out
 
 
@@ -89,7 +91,7 @@ def _make_unary(name: str, float_only: bool = True):
         f"    >>> nt.{name}(nt.ones((2, 2))).shape\n"
         f"    (2, 2)\n"
     )
-    return function
+    return dispatched(function)
 
 
 negative = _make_unary("negative", float_only=False)
@@ -115,8 +117,6 @@ sigmoid = _make_unary("sigmoid")
 
 def _align(x: TileTensor, y: TileTensor) -> tuple[TileTensor, TileTensor, Layout]:
     """Broadcast ``x`` and ``y`` to one shape; retile ``y`` where tilings of an axis differ."""
-    from numtile.tiletensor.manipulation import reshape, retile
-
     try:
         shape = np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
@@ -147,8 +147,6 @@ def _source_tile(operand: TileTensor, out_index: tuple[int, ...]):
 
 
 def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
-    ops = ops_cpu.COMPARE_OPS if compare else ops_cpu.BINARY_OPS
-    op = ops[name]
     x_scalar, y_scalar = _is_scalar(x), _is_scalar(y)
     if x_scalar and y_scalar:
         raise TypeError(f"{name} needs at least one TileTensor")
@@ -177,7 +175,10 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
             tensor = astype(tensor, dtype)
         scalar_array = np.full(1, scalar, dtype)
         out = TileTensor(tensor.layout, out_dtype)
-        codelet = codelets.compare_scalar if compare else codelets.binary_scalar
+        family = (
+            codelets.elementwise.compare_scalar if compare else codelets.elementwise.binary_scalar
+        )
+        codelet = family[name]
         args_by_shape = {}  # tiles of one shape share their kernel arguments
         for src, dst in zip(tensor.handles, out.handles):
             shape = src.shape
@@ -185,7 +186,6 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
             if args is None:
                 args = args_by_shape[shape] = (
                     scalar_array,
-                    op,
                     _strides(shape, shape),
                     _strides((1,) * len(shape), shape),
                     _shape_array(shape),
@@ -199,11 +199,11 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
         y = astype(y, dtype)
     x, y, layout = _align(x, y)
     out = TileTensor(layout, out_dtype)
-    codelet = codelets.compare if compare else codelets.binary
+    codelet = (codelets.elementwise.compare if compare else codelets.elementwise.binary)[name]
     for index, dst in zip(layout.indices(), out.handles):
         a, b = _source_tile(x, index), _source_tile(y, index)
         shape = dst.shape
-        args = (op, _strides(a.shape, shape), _strides(b.shape, shape), _shape_array(shape))
+        args = (_strides(a.shape, shape), _strides(b.shape, shape), _shape_array(shape))
         runtime.submit(codelet, [(a, R), (b, R), (dst, W)], args)
     return out
 
@@ -220,7 +220,7 @@ def _make_binary(name: str, compare: bool = False):
         f"    >>> nt.{name}(nt.ones((2, 3)), nt.ones((3,))).shape\n"
         f"    (2, 3)\n"
     )
-    return function
+    return dispatched(function)
 
 
 add = _make_binary("add")
@@ -241,3 +241,42 @@ greater = _make_binary("greater", compare=True)
 greater_equal = _make_binary("greater_equal", compare=True)
 logical_and = _make_binary("logical_and", compare=True)
 logical_or = _make_binary("logical_or", compare=True)
+
+
+# unary ops whose derivative has a fused kernel (``unary_backward``)
+FUSED_BACKWARD = tuple(codelets.elementwise.unary_backward)
+
+
+def unary_backward(x: TileTensor, grad: TileTensor, name: str) -> TileTensor:
+    """``grad * f'(x)`` for unary op ``name``, through its fused backward kernel.
+
+    >>> import numtile as nt
+    >>> unary_backward(nt.zeros((3,)), nt.ones((3,)), "exp").to_numpy().tolist()
+    [1.0, 1.0, 1.0]
+    """
+    if grad.tile_shape != x.tile_shape:
+        grad = retile(grad, x.tile_shape)
+    if grad.dtype != x.dtype:
+        grad = astype(grad, x.dtype)
+    out = TileTensor(x.layout, x.dtype)
+    codelet = codelets.elementwise.unary_backward[name]
+    runtime = get_runtime()
+    for xs, gs, dst in zip(x.handles, grad.handles, out.handles):
+        runtime.submit(codelet, [(xs, R), (gs, R), (dst, W)])
+    return out
+
+
+def accumulate(target: TileTensor, x: TileTensor) -> None:
+    """``target += x`` in place, tile by tile, with commutative accumulate tasks.
+
+    ``x`` must have the layout and dtype of ``target`` (gradient sums use this).
+
+    >>> import numtile as nt
+    >>> total = nt.ones((3,)); accumulate(total, nt.ones((3,))); total.to_numpy().tolist()
+    [2.0, 2.0, 2.0]
+    """
+    assert x.layout == target.layout and x.dtype == target.dtype
+    runtime = get_runtime()
+    one = target.dtype.type(1)
+    for src, dst in zip(x.handles, target.handles):
+        runtime.submit(codelets.elementwise.axpy, [(src, R), (dst, Access.ACCUMULATE)], (one,))

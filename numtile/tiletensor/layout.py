@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator, Sequence
 
 from numtile.config import Config
+from numtile.runtime import RuntimeShutdownError, get_runtime
 
 
 def _as_shape(shape, what: str) -> tuple[int, ...]:
@@ -19,9 +20,26 @@ def _as_shape(shape, what: str) -> tuple[int, ...]:
     return out
 
 
+def current_config() -> Config:
+    """The running runtime's configuration (the environment's once the runtime is shut down).
+
+    Read when a tensor is made, so ``nt.init(tile=64)`` applies to the tensors made after.
+    """
+    try:
+        return get_runtime().config
+    except RuntimeShutdownError:
+        return Config.defaults()
+
+
 def default_tile_shape(shape: Sequence[int]) -> tuple[int, ...]:
-    """The default tiling: ``NUMTILE_TILE`` per axis (``NUMTILE_TILE_1D`` for 1-D tensors)."""
-    config = Config.defaults()
+    """The default tiling: the runtime's ``tile`` per axis (``tile_1d`` for 1-D tensors).
+
+    >>> import numtile as nt
+    >>> _ = nt.init(tile=64); default_tile_shape((200, 30)), default_tile_shape((10,))
+    ((64, 30), (10,))
+    >>> _ = nt.init()
+    """
+    config = current_config()
     edge = config.tile_1d if len(shape) == 1 else config.tile
     return tuple(max(1, min(edge, s)) for s in shape)
 

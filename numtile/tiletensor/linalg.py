@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from numtile.runtime import Access, Codelet, get_runtime
+from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.codelets.linalg import gemm, potrf, syrk, trsm
 from numtile.tiletensor.creation import fill_tiles
+from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, result_type
+from numtile.tiletensor.elementwise import abs as absolute
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
@@ -19,57 +20,6 @@ from numtile.tiletensor.reduction import vector_norm
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW = Access.R, Access.W, Access.RW
-
-
-def _gemm_tiles(ops, a, b, c, trans_a, trans_b, alpha, beta):
-    if c.ndim == 2:
-        ops.gemm(a, b, c, trans_a, trans_b, alpha, beta)
-        return
-    batch = c.shape[:-2]
-    if a.shape[:-2] in (batch, (1,) * len(batch)) and b.shape[:-2] in (batch, (1,) * len(batch)):
-        ops.gemm_batched(
-            a.reshape((-1,) + a.shape[-2:]),
-            b.reshape((-1,) + b.shape[-2:]),
-            c.reshape((-1,) + c.shape[-2:]),
-            trans_a,
-            trans_b,
-            alpha,
-            beta,
-        )
-        return
-    for index in np.ndindex(batch):  # batch axes broadcast one at a time
-        ia = tuple(0 if s == 1 else i for s, i in zip(a.shape[:-2], index))
-        ib = tuple(0 if s == 1 else i for s, i in zip(b.shape[:-2], index))
-        ops.gemm(a[ia], b[ib], c[index], trans_a, trans_b, alpha, beta)
-
-
-def _gemm_flops(a, b, c, trans_a, trans_b, alpha, beta) -> float:
-    return 2.0 * math.prod(c) * (a[-2] if trans_a else a[-1])
-
-
-def _potrf(ops, a, offset):
-    info = ops.potrf(a)
-    if info > 0:
-        raise np.linalg.LinAlgError(
-            f"matrix is not positive definite: the leading minor of order {offset + info} "
-            f"is not positive"
-        )
-
-
-gemm = Codelet("gemm", kernel=_gemm_tiles, flops=_gemm_flops)
-potrf = Codelet("potrf", kernel=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0)
-trsm = Codelet(
-    "trsm",
-    kernel=lambda ops, a, b, left, lower, trans, unit, alpha: ops.trsm(
-        a, b, left, lower, trans, unit, alpha
-    ),
-    flops=lambda a, b, left, *args: float(a[0]) * a[0] * (b[1] if left else b[0]),
-)
-syrk = Codelet(
-    "syrk",
-    kernel=lambda ops, a, c, trans, alpha, beta: ops.syrk(a, c, trans, alpha, beta),
-    flops=lambda a, c, trans, *args: float(c[0]) * c[0] * (a[0] if trans else a[1]),
-)
 
 
 def _float_operands(name, *tensors):
@@ -82,6 +32,7 @@ def _float_operands(name, *tensors):
     return [t if t.dtype == dtype else astype(t, dtype) for t in tensors], dtype
 
 
+@dispatched
 def matmul(
     x1: TileTensor, x2: TileTensor, *, transpose_a: bool = False, transpose_b: bool = False
 ) -> TileTensor:
@@ -176,6 +127,7 @@ def _square_tiles(a: TileTensor, name: str) -> TileTensor:
     return a if a.tile_shape == (tile, tile) else retile(a, (tile, tile))
 
 
+@dispatched(public="numtile.linalg.cholesky")
 def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
     """Lower Cholesky factor L of a symmetric positive definite matrix (x = L @ L.T).
 
@@ -199,7 +151,7 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
     runtime = get_runtime()
     for i in range(n):
         for j in range(i + 1, n):
-            runtime.submit(codelets.fill, [(out.tile((i, j)), W)], (dtype.type(0),))
+            runtime.submit(codelets.copy.fill, [(out.tile((i, j)), W)], (dtype.type(0),))
     for k in range(n):
         akk = out.tile((k, k))
         runtime.submit(potrf, [(akk, RW)], (k * tile,), priority=3 * (n - k))
@@ -228,6 +180,7 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
     return out.mT if upper else out
 
 
+@dispatched(public="numtile.linalg.solve_triangular")
 def solve_triangular(
     a: TileTensor,
     b: TileTensor,
@@ -291,6 +244,7 @@ def solve_triangular(
     return reshape(x, (x.shape[0],)) if vector else x
 
 
+@dispatched(public="numtile.linalg.solve")
 def solve(a: TileTensor, b: TileTensor, /) -> TileTensor:
     """Solve a @ x = b for a symmetric positive definite ``a`` (Cholesky, two triangular solves).
 
@@ -305,6 +259,7 @@ def solve(a: TileTensor, b: TileTensor, /) -> TileTensor:
     return solve_triangular(factor, y, lower=True, trans=True)
 
 
+@dispatched(public="numtile.linalg.matrix_norm")
 def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileTensor:
     """Matrix norm over the last two axes: ``'fro'`` (Frobenius), 1 or inf.
 
@@ -316,8 +271,6 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
         raise ValueError(f"matrix_norm needs at least 2 axes, got shape {x.shape}")
     if ord == "fro":
         return vector_norm(x, axis=(-2, -1), keepdims=keepdims)
-    from numtile.tiletensor.elementwise import abs as absolute
-
     if ord in (1, np.inf, "inf"):
         # 1: largest column sum of |x|; inf: largest row sum
         summed, largest = (-2, -1) if ord == 1 else (-1, -2)

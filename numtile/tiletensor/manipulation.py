@@ -10,8 +10,8 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.layout import Layout
-from numtile.tiletensor.layout import c_strides as _c_strides
+from numtile.tiletensor.dispatch import dispatched
+from numtile.tiletensor.layout import Layout, c_strides, current_config
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
@@ -60,10 +60,10 @@ def _copy_regions(src: TileTensor, out: TileTensor, axis_map) -> TileTensor:
                 per_axis.append(list(_runs(src.layout, axis, o0, o1 - o0, start, step)))
         pieces = list(itertools.product(*per_axis))
         mode = W if len(pieces) == 1 else ACC
-        dst_strides = _c_strides(dst.shape)
+        dst_strides = c_strides(dst.shape)
         for piece in pieces:
             handle = src.tile(tuple(run[2] for run in piece))
-            src_strides = _c_strides(handle.shape)
+            src_strides = c_strides(handle.shape)
             shape = [1] * layout.ndim
             piece_src_strides = [0] * layout.ndim
             src_offset = 0
@@ -83,10 +83,11 @@ def _copy_regions(src: TileTensor, out: TileTensor, axis_map) -> TileTensor:
                 np.array(dst_strides, np.int64),
                 np.array(shape, np.int64),
             )
-            runtime.submit(codelets.copy_strided, [(handle, R), (dst, mode)], args)
+            runtime.submit(codelets.copy.copy_strided, [(handle, R), (dst, mode)], args)
     return out
 
 
+@dispatched
 def retile(x: TileTensor, tile_shape) -> TileTensor:
     """The same values cut into tiles of ``tile_shape`` (an explicit copy).
 
@@ -101,6 +102,7 @@ def retile(x: TileTensor, tile_shape) -> TileTensor:
     return _copy_regions(x, out, [(axis, 0, 1) for axis in range(x.ndim)])
 
 
+@dispatched
 def broadcast_to(x: TileTensor, shape, tile_shape=None) -> TileTensor:
     """``x`` repeated along its length-1 axes (and new leading axes) to ``shape``.
 
@@ -117,8 +119,9 @@ def broadcast_to(x: TileTensor, shape, tile_shape=None) -> TileTensor:
     if x.ndim < len(shape):
         x = reshape(x, (1,) * (len(shape) - x.ndim) + x.shape)
     if tile_shape is None:
+        edge = current_config().tile
         tile_shape = tuple(
-            t if s == n else min(n, 1024) for s, n, t in zip(x.shape, shape, x.tile_shape)
+            t if s == n else min(n, edge) for s, n, t in zip(x.shape, shape, x.tile_shape)
         )
     if shape == x.shape and tuple(tile_shape) == x.tile_shape:
         return x
@@ -129,6 +132,7 @@ def broadcast_to(x: TileTensor, shape, tile_shape=None) -> TileTensor:
     return _copy_regions(x, out, axis_map)
 
 
+@dispatched
 def permute_dims(x: TileTensor, axes) -> TileTensor:
     """Permute the axes (array API ``permute_dims``); the tiling is permuted the same way.
 
@@ -148,11 +152,13 @@ def permute_dims(x: TileTensor, axes) -> TileTensor:
     return _copy_regions(x, out, axis_map)
 
 
+@dispatched
 def transpose(x: TileTensor, axes=None) -> TileTensor:
     """Reverse the axes (or permute them as ``axes`` says), like ``numpy.transpose``."""
     return permute_dims(x, tuple(range(x.ndim))[::-1] if axes is None else axes)
 
 
+@dispatched(public="numtile.linalg.matrix_transpose")
 def matrix_transpose(x: TileTensor) -> TileTensor:
     """Swap the last two axes (array API ``matrix_transpose``, the ``.mT`` attribute)."""
     if x.ndim < 2:
@@ -199,7 +205,7 @@ def _chunk_starts(dims, tiles) -> list[int] | None:
     if split is not None and any(tiles[a] != 1 and dims[a] != 1 for a in range(split)):
         return None
     starts = []
-    strides = _c_strides(dims)
+    strides = c_strides(dims)
     grids = [range(0, d, t) for d, t in zip(dims, tiles)]
     for corner in itertools.product(*grids):
         starts.append(sum(c * s for c, s in zip(corner, strides)))
@@ -223,6 +229,7 @@ def _tiles_for(dims, starts) -> tuple[int, ...] | None:
     return None
 
 
+@dispatched
 def reshape(x: TileTensor, shape, *, copy: bool | None = None) -> TileTensor:
     """Give ``x`` a new shape where the tiling allows: each tile keeps its elements.
 
@@ -275,7 +282,7 @@ def reshape(x: TileTensor, shape, *, copy: bool | None = None) -> TileTensor:
         assert math.prod(src.shape) == math.prod(dst.shape)
         flat = np.array([math.prod(src.shape)], np.int64)
         one = np.ones(1, np.int64)
-        runtime.submit(codelets.copy_strided, [(src, R), (dst, W)], (0, one, 0, one, flat))
+        runtime.submit(codelets.copy.copy_strided, [(src, R), (dst, W)], (0, one, 0, one, flat))
     return out
 
 
@@ -303,6 +310,7 @@ def _normalize_key(key, ndim):
     return key
 
 
+@dispatched(public="TileTensor.__getitem__ (indexing)")
 def getitem(x: TileTensor, key) -> TileTensor:
     """Basic indexing: tile-aligned slices share tiles, any other slice copies.
 
@@ -351,6 +359,7 @@ def getitem(x: TileTensor, key) -> TileTensor:
     return _copy_regions(x, out, axis_map)
 
 
+@dispatched
 def expand_dims(x: TileTensor, axis: int = 0) -> TileTensor:
     """Insert an axis of length 1 at ``axis``."""
     axis = operator.index(axis)
@@ -360,6 +369,7 @@ def expand_dims(x: TileTensor, axis: int = 0) -> TileTensor:
     return reshape(x, x.shape[:axis] + (1,) + x.shape[axis:])
 
 
+@dispatched
 def squeeze(x: TileTensor, axis) -> TileTensor:
     """Remove the length-1 axes named by ``axis``."""
     axes = (axis,) if isinstance(axis, int) else tuple(axis)

@@ -10,7 +10,6 @@ import threading
 
 import numpy as np
 
-from numtile import ops_cpu
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.dtypes import check_dtype, float64
@@ -48,7 +47,7 @@ def _key_for(seed_value) -> int:
     return int(np.random.SeedSequence(int(seed_value)).generate_state(2, np.uint64)[0])
 
 
-def _generate(shape, distribution, a, b, seed_value, dtype, tile_shape) -> TileTensor:
+def _generate(shape, distribution: str, a, b, seed_value, dtype, tile_shape) -> TileTensor:
     dtype = check_dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"random values need a floating dtype, got {dtype.name}")
@@ -60,6 +59,7 @@ def _generate(shape, distribution, a, b, seed_value, dtype, tile_shape) -> TileT
     for axis in range(layout.ndim - 2, -1, -1):
         global_strides[axis] = global_strides[axis + 1] * layout.shape[axis + 1]
     runtime = get_runtime()
+    codelet = codelets.elementwise.random[distribution]
     high = dtype.type(b)
     upper = float(np.nextafter(high, dtype.type(a)) if high > a else high)
     for index, handle in zip(layout.indices(), out.handles):
@@ -69,12 +69,11 @@ def _generate(shape, distribution, a, b, seed_value, dtype, tile_shape) -> TileT
             start,
             global_strides,
             key,
-            distribution,
             float(a),
             float(b),
-            upper if distribution == ops_cpu.UNIFORM else np.inf,
+            upper if distribution == "uniform" else np.inf,
         )
-        runtime.submit(codelets.random, [(handle, Access.W)], args)
+        runtime.submit(codelet, [(handle, Access.W)], args)
     return out
 
 
@@ -88,7 +87,7 @@ def uniform(low=0.0, high=1.0, size=None, *, seed=None, dtype=float64, tile_shap
     """
     if not high >= low:
         raise ValueError(f"uniform needs low <= high, got low={low}, high={high}")
-    return _generate(size, ops_cpu.UNIFORM, low, high, seed, dtype, tile_shape)
+    return _generate(size, "uniform", low, high, seed, dtype, tile_shape)
 
 
 def normal(loc=0.0, scale=1.0, size=None, *, seed=None, dtype=float64, tile_shape=None):
@@ -100,7 +99,7 @@ def normal(loc=0.0, scale=1.0, size=None, *, seed=None, dtype=float64, tile_shap
     """
     if scale < 0:
         raise ValueError(f"normal needs scale >= 0, got {scale}")
-    return _generate(size, ops_cpu.NORMAL, loc, scale, seed, dtype, tile_shape)
+    return _generate(size, "normal", loc, scale, seed, dtype, tile_shape)
 
 
 def random(size=None, *, seed=None, dtype=float64, tile_shape=None):

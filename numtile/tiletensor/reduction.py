@@ -1,4 +1,4 @@
-"""Reductions over any axes: sum, mean, max, min, prod and vector norms."""
+"""Reductions over any axes: sum, mean, max, min, prod, vector norms and softmax."""
 
 from __future__ import annotations
 
@@ -7,19 +7,26 @@ import operator
 
 import numpy as np
 
-from numtile import ops_cpu
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
+from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, float64, int64
-from numtile.tiletensor.elementwise import astype, sqrt
+from numtile.tiletensor.elementwise import abs as absolute
+from numtile.tiletensor.elementwise import astype, exp, log, sqrt
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 
 
-def _normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    """``axis`` (an int, a sequence or None for all) as sorted non-negative axes.
+
+    >>> normalize_axes(-1, 3), normalize_axes(None, 2)
+    ((2,), (0, 1))
+    """
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
@@ -64,7 +71,7 @@ def _tile_plan(tile_shape, axes):
 
 
 def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
-    axes = _normalize_axes(axis, x.ndim)
+    axes = normalize_axes(axis, x.ndim)
     if x.dtype != dtype:
         x = astype(x, dtype)
     if any(x.shape[a] == 0 for a in axes) and op in ("max", "min", "maxabs"):
@@ -74,15 +81,12 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     out_tiles = tuple(x.tile_shape[a] for a in kept)
     out = TileTensor(Layout(out_shape, out_tiles), dtype)
     fill_tiles(out, _identity(op, dtype))
-    code = ops_cpu.REDUCE_OPS[op]
+    codelet = codelets.reduction.reduce[op]
     runtime = get_runtime()
     for index, handle in zip(x.layout.indices(), x.handles):
         dst = out.tile(tuple(index[a] for a in kept))
-        move, pre, n, post = _tile_plan(handle.shape, axes)
-        runtime.submit(codelets.reduce, [(handle, R), (dst, ACC)], (code, move, pre, n, post))
+        runtime.submit(codelet, [(handle, R), (dst, ACC)], _tile_plan(handle.shape, axes))
     if keepdims:
-        from numtile.tiletensor.manipulation import reshape
-
         out = reshape(out, tuple(1 if a in axes else s for a, s in enumerate(x.shape)))
     return out
 
@@ -93,6 +97,7 @@ def _sum_dtype(x: TileTensor, dtype):
     return int64 if x.dtype in (bool_, int64) else x.dtype
 
 
+@dispatched
 def sum(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Sum over ``axis`` (an int, a tuple, or None for all axes).
 
@@ -103,21 +108,25 @@ def sum(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> T
     return _reduce(x, "sum", axis, keepdims, _sum_dtype(x, dtype))
 
 
+@dispatched
 def prod(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> TileTensor:
     """Product over ``axis``."""
     return _reduce(x, "prod", axis, keepdims, _sum_dtype(x, dtype))
 
 
+@dispatched
 def max(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Maximum over ``axis``."""
     return _reduce(x, "max", axis, keepdims, int64 if x.dtype == bool_ else x.dtype)
 
 
+@dispatched
 def min(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Minimum over ``axis``."""
     return _reduce(x, "min", axis, keepdims, int64 if x.dtype == bool_ else x.dtype)
 
 
+@dispatched
 def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
     """Arithmetic mean over ``axis`` (integers average in float64).
 
@@ -126,11 +135,12 @@ def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
     2.0
     """
     dtype = x.dtype if x.dtype.kind == "f" else float64
-    total = _reduce(x, "sum", axis, keepdims, dtype)
-    count = math.prod(x.shape[a] for a in _normalize_axes(axis, x.ndim))
-    return total * (1.0 / count if count else np.nan)
+    count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
+    # through the public sum and *: mean is differentiable wherever they are
+    return sum(x, axis=axis, keepdims=keepdims, dtype=dtype) * (1.0 / count if count else np.nan)
 
 
+@dispatched(public="numtile.linalg.vector_norm")
 def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -> TileTensor:
     """Vector p-norm over ``axis`` (array API ``linalg.vector_norm``): 2, 1, inf, -inf, p.
 
@@ -145,11 +155,106 @@ def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -
         return _reduce(x, "sumabs", axis, keepdims, dtype)
     if ord == np.inf:
         return _reduce(x, "maxabs", axis, keepdims, dtype)
-    from numtile.tiletensor.elementwise import abs as absolute
-
     if ord == -np.inf:
         return _reduce(absolute(astype(x, dtype)), "min", axis, keepdims, dtype)
     if ord == 0:
         return _reduce(astype(x != 0, dtype), "sum", axis, keepdims, dtype)
     powered = _reduce(absolute(astype(x, dtype)) ** ord, "sum", axis, keepdims, dtype)
     return powered ** (1.0 / ord)
+
+
+def sum_of_squares(x: TileTensor, dtype=float64) -> TileTensor:
+    """The sum of the squares of every element, accumulated in ``dtype`` (a 0-d tensor).
+
+    >>> import numtile as nt
+    >>> sum_of_squares(nt.full((4,), 3.0, dtype="float32")).item()
+    36.0
+    """
+    return _reduce(x, "sumsq", None, False, np.dtype(dtype))
+
+
+def _whole_axis(x: TileTensor, axis: int) -> TileTensor:
+    """``x`` retiled, if needed, so that each tile holds the whole of ``axis``."""
+    if x.tile_shape[axis] == (x.shape[axis] or 1):
+        return x
+    return retile(x, x.tile_shape[:axis] + ((x.shape[axis] or 1),) + x.tile_shape[axis + 1 :])
+
+
+def _axis_plan(tile_shape, axis: int) -> tuple[int, int, int]:
+    """(pre, n, post) of a tile read as three axes, ``axis`` in the middle."""
+    return (
+        math.prod(tile_shape[:axis]),
+        tile_shape[axis],
+        math.prod(tile_shape[axis + 1 :]),
+    )
+
+
+def softmax(x: TileTensor, axis: int = -1) -> TileTensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (tiles hold the whole axis).
+
+    The result has the tiling of ``x``; an axis cut into several tiles is retiled whole
+    first. ``numtile.nn.functional.softmax`` is its differentiable form.
+
+    >>> import numtile as nt
+    >>> [round(v, 4) for v in softmax(nt.from_numpy([0.0, 1.0, 2.0])).to_numpy().tolist()]
+    [0.09, 0.2447, 0.6652]
+    """
+    (axis,) = normalize_axes(axis, x.ndim)
+    if x.dtype.kind != "f":
+        x = astype(x, float64)
+    whole = _whole_axis(x, axis)
+    out = TileTensor(whole.layout, whole.dtype)
+    runtime = get_runtime()
+    for src, dst in zip(whole.handles, out.handles):
+        runtime.submit(
+            codelets.reduction.softmax, [(src, R), (dst, W)], _axis_plan(src.shape, axis)
+        )
+    return _tiled_like(out, x)
+
+
+def softmax_backward(y: TileTensor, grad: TileTensor, axis: int = -1) -> TileTensor:
+    """``y * (grad - sum(grad * y, axis))``: the gradient through ``y = softmax(x, axis)``.
+
+    >>> import numtile as nt
+    >>> y = softmax(nt.zeros((2,)))
+    >>> softmax_backward(y, nt.from_numpy([1.0, 0.0])).to_numpy().tolist()
+    [0.25, -0.25]
+    """
+    (axis,) = normalize_axes(axis, y.ndim)
+    tiled = y
+    y = _whole_axis(y, axis)
+    if grad.tile_shape != y.tile_shape:
+        grad = retile(grad, y.tile_shape)
+    if grad.dtype != y.dtype:
+        grad = astype(grad, y.dtype)
+    out = TileTensor(y.layout, y.dtype)
+    runtime = get_runtime()
+    for ys, gs, dst in zip(y.handles, grad.handles, out.handles):
+        runtime.submit(
+            codelets.reduction.softmax_backward,
+            [(ys, R), (gs, R), (dst, W)],
+            _axis_plan(ys.shape, axis),
+        )
+    return _tiled_like(out, tiled)
+
+
+def _tiled_like(x: TileTensor, like: TileTensor) -> TileTensor:
+    if x.tile_shape == like.tile_shape:
+        return x
+    return retile(x, like.tile_shape)
+
+
+def log_softmax(x: TileTensor, axis: int = -1) -> TileTensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``: finite even for huge logits.
+
+    ``numtile.nn.functional.log_softmax`` is its differentiable form.
+
+    >>> import numtile as nt
+    >>> log_softmax(nt.from_numpy([0.0, 1000.0])).to_numpy().tolist()
+    [-1000.0, 0.0]
+    """
+    (axis,) = normalize_axes(axis, x.ndim)
+    if x.dtype.kind != "f":
+        x = astype(x, float64)
+    shifted = x - max(x, axis=axis, keepdims=True)
+    return shifted - log(sum(exp(shifted), axis=axis, keepdims=True))

@@ -7,8 +7,24 @@ from collections.abc import Sequence
 import numpy as np
 
 from numtile.runtime import DataHandle, get_runtime
+from numtile.tiletensor import dispatch
 from numtile.tiletensor.dtypes import check_dtype
 from numtile.tiletensor.layout import Layout
+
+
+def _operator(name: str, reflected: bool = False):
+    """A binary operator method that runs op ``name`` (operands swapped when ``reflected``)."""
+    if reflected:
+
+        def method(self, other):
+            return dispatch.call(name, other, self)
+    else:
+
+        def method(self, other):
+            return dispatch.call(name, self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
 
 
 class TileTensor:
@@ -141,128 +157,86 @@ class TileTensor:
 
         return numtile
 
-    # -- operators and methods (the functions live in their own modules) ------------------
+    # -- operators and methods: each calls its op through the dispatch table ----------------
 
-    def __add__(self, other):
-        return _ad.add(self, other)
-
-    def __radd__(self, other):
-        return _ad.add(other, self)
-
-    def __sub__(self, other):
-        return _ad.subtract(self, other)
-
-    def __rsub__(self, other):
-        return _ad.subtract(other, self)
-
-    def __mul__(self, other):
-        return _ad.multiply(self, other)
-
-    def __rmul__(self, other):
-        return _ad.multiply(other, self)
-
-    def __truediv__(self, other):
-        return _ad.divide(self, other)
-
-    def __rtruediv__(self, other):
-        return _ad.divide(other, self)
-
-    def __floordiv__(self, other):
-        return _ew.floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return _ew.floor_divide(other, self)
-
-    def __mod__(self, other):
-        return _ew.remainder(self, other)
-
-    def __rmod__(self, other):
-        return _ew.remainder(other, self)
-
-    def __pow__(self, other):
-        return _ad.pow(self, other)
-
-    def __rpow__(self, other):
-        return _ew.pow(other, self)
-
-    def __matmul__(self, other):
-        return _ad.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return _ad.matmul(other, self)
+    __add__ = _operator("add")
+    __radd__ = _operator("add", reflected=True)
+    __sub__ = _operator("subtract")
+    __rsub__ = _operator("subtract", reflected=True)
+    __mul__ = _operator("multiply")
+    __rmul__ = _operator("multiply", reflected=True)
+    __truediv__ = _operator("divide")
+    __rtruediv__ = _operator("divide", reflected=True)
+    __floordiv__ = _operator("floor_divide")
+    __rfloordiv__ = _operator("floor_divide", reflected=True)
+    __mod__ = _operator("remainder")
+    __rmod__ = _operator("remainder", reflected=True)
+    __pow__ = _operator("power")
+    __rpow__ = _operator("power", reflected=True)
+    __matmul__ = _operator("matmul")
+    __rmatmul__ = _operator("matmul", reflected=True)
+    __eq__ = _operator("equal")  # type: ignore[assignment]
+    __ne__ = _operator("not_equal")  # type: ignore[assignment]
+    __lt__ = _operator("less")
+    __le__ = _operator("less_equal")
+    __gt__ = _operator("greater")
+    __ge__ = _operator("greater_equal")
+    __and__ = _operator("logical_and")
+    __or__ = _operator("logical_or")
 
     def __neg__(self):
-        return _ad.negative(self)
+        return dispatch.call("negative", self)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _ew.abs(self)
-
-    def __eq__(self, other):  # type: ignore[override]
-        return _ew.equal(self, other)
-
-    def __ne__(self, other):  # type: ignore[override]
-        return _ew.not_equal(self, other)
-
-    def __lt__(self, other):
-        return _ew.less(self, other)
-
-    def __le__(self, other):
-        return _ew.less_equal(self, other)
-
-    def __gt__(self, other):
-        return _ew.greater(self, other)
-
-    def __ge__(self, other):
-        return _ew.greater_equal(self, other)
-
-    def __and__(self, other):
-        return _ew.logical_and(self, other)
-
-    def __or__(self, other):
-        return _ew.logical_or(self, other)
+        return dispatch.call("abs", self)
 
     __hash__ = None  # type: ignore[assignment]  (== is elementwise)
 
     def __getitem__(self, key):
-        if self.requires_grad and _tape.is_grad_enabled():
-            raise NotImplementedError(
-                "indexing is not differentiable yet; index x.detach() or use nt.no_grad()"
-            )
-        return _manip.getitem(self, key)
+        return dispatch.call("getitem", self, key)
 
     def astype(self, dtype, copy: bool = True) -> TileTensor:
-        return _ad.astype(self, dtype, copy)
+        return dispatch.call("astype", self, dtype, copy)
 
     def retile(self, tile_shape) -> TileTensor:
-        return _manip.retile(self, tile_shape)
+        return dispatch.call("retile", self, tile_shape)
 
     def reshape(self, *shape) -> TileTensor:
-        return _ad.reshape(self, shape[0] if len(shape) == 1 else shape)
+        return dispatch.call("reshape", self, shape[0] if len(shape) == 1 else shape)
 
     def transpose(self, *axes) -> TileTensor:
-        return _ad.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+        return dispatch.call("transpose", self, axes[0] if len(axes) == 1 else (axes or None))
 
     def permute_dims(self, axes) -> TileTensor:
-        return _ad.permute_dims(self, axes)
+        return dispatch.call("permute_dims", self, axes)
 
     @property
     def T(self) -> TileTensor:
         if self.ndim != 2:
             raise ValueError(f".T needs a 2-d tensor (array API), got shape {self.shape}")
-        return _ad.transpose(self)
+        return dispatch.call("transpose", self)
 
     @property
     def mT(self) -> TileTensor:
-        return _ad.matrix_transpose(self)
+        return dispatch.call("matrix_transpose", self)
 
     def sum(self, axis=None, keepdims: bool = False, dtype=None) -> TileTensor:
-        return _ad.sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+        return dispatch.call("sum", self, axis=axis, keepdims=keepdims, dtype=dtype)
 
     def mean(self, axis=None, keepdims: bool = False) -> TileTensor:
-        return _ad.mean(self, axis=axis, keepdims=keepdims)
+        return dispatch.call("mean", self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims: bool = False) -> TileTensor:
+        return dispatch.call("max", self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims: bool = False) -> TileTensor:
+        return dispatch.call("min", self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis=None, keepdims: bool = False, dtype=None) -> TileTensor:
+        return dispatch.call("prod", self, axis=axis, keepdims=keepdims, dtype=dtype)
 
     # -- autograd -----------------------------------------------------------------------------
 
@@ -281,26 +255,13 @@ class TileTensor:
         >>> (w * w).sum().backward(); w.grad.to_numpy().tolist()
         [4.0, 4.0, 4.0]
         """
-        from numtile.autograd.tape import backward
-
-        backward(self, grad)
+        dispatch.call("backward", self, grad)
 
     def detach(self) -> TileTensor:
         """The same tiles, cut from the autograd graph."""
         return TileTensor(self.layout, self.dtype, self.handles)
 
-    def max(self, axis=None, keepdims: bool = False) -> TileTensor:
-        return _red.max(self, axis=axis, keepdims=keepdims)
 
-    def min(self, axis=None, keepdims: bool = False) -> TileTensor:
-        return _red.min(self, axis=axis, keepdims=keepdims)
-
-    def prod(self, axis=None, keepdims: bool = False, dtype=None) -> TileTensor:
-        return _red.prod(self, axis=axis, keepdims=keepdims, dtype=dtype)
-
-
-from numtile.autograd import functions as _ad  # noqa: E402  (they import TileTensor)
-from numtile.autograd import tape as _tape  # noqa: E402
-from numtile.tiletensor import elementwise as _ew  # noqa: E402
-from numtile.tiletensor import manipulation as _manip  # noqa: E402
-from numtile.tiletensor import reduction as _red  # noqa: E402
+@dispatch.dispatched(name="backward", public="TileTensor.backward")
+def _backward_without_autograd(tensor: TileTensor, grad: TileTensor | None = None) -> None:
+    raise RuntimeError("backward() needs numtile.autograd: import numtile (it loads the tape)")

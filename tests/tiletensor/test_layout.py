@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from numtile import Layout
 from numtile.config import Config
+from numtile.tiletensor.layout import default_tile_shape
 
 
 @pytest.mark.parametrize(
@@ -149,3 +150,20 @@ def test_tiles_partition_any_shape(dims):
         assert all(1 <= b - a <= t for (a, b), t in zip(bounds, tile_shape, strict=True))
         counts[tuple(slice(a, b) for a, b in bounds)] += 1
     assert (counts == 1).all()
+
+
+def test_default_tiles_come_from_the_running_runtime():
+    import numtile as nt
+
+    try:
+        nt.init(tile=64, tile_1d=100)
+        assert nt.zeros((200, 200)).tile_shape == (64, 64)
+        assert nt.ones((50, 300, 2)).tile_shape == (50, 64, 2)
+        assert nt.zeros((1000,)).tile_shape == (100,)
+        assert nt.random.normal(size=(130, 7)).tile_shape == (64, 7)
+        assert nt.arange(250).grid == (3,)
+        nt.init(tile=32)
+        assert nt.full((100, 100), 1.0).tile_shape == (32, 32)  # read at creation, not import
+    finally:
+        nt.init()
+    assert nt.zeros((200, 200)).tile_shape == default_tile_shape((200, 200))

@@ -1,0 +1,294 @@
+"""Gradient rules of the elementwise ops: arithmetic with broadcasting, unary math, casts."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from numtile.autograd.rules import gradient_rule
+from numtile.autograd.tape import Function
+from numtile.tiletensor import elementwise
+from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.reduction import sum as tensor_sum
+from numtile.tiletensor.tensor import TileTensor
+
+
+def _is_tensor(value) -> bool:
+    return isinstance(value, TileTensor)
+
+
+def layout_of(value):
+    """What ``unbroadcast`` needs of an operand: its layout, or None for a scalar."""
+    return value.layout if _is_tensor(value) else None
+
+
+def unbroadcast(grad: TileTensor, like) -> TileTensor | None:
+    """``grad`` summed over the axes broadcasting added or stretched, back to the shape and
+    tiles of ``like`` (a tensor or a layout); None when ``like`` is a scalar or None."""
+    if like is None or isinstance(like, numbers.Number):
+        return None
+    shape = like.shape
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + a for a, s in enumerate(shape) if s == 1 and grad.shape[lead + a] != 1
+    )
+    if axes:
+        grad = tensor_sum(grad, axis=axes, keepdims=True)
+    if grad.shape != shape:
+        grad = reshape(grad, shape)
+    if grad.tile_shape != like.tile_shape:
+        grad = retile(grad, like.tile_shape)
+    return grad
+
+
+class _Binary(Function):
+    """Base of the binary rules: keeps both operands for the backward."""
+
+    @classmethod
+    def rule(cls, x, y):
+        return cls.apply(x, y)
+
+
+class Add(_Binary):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.layouts = (layout_of(x), layout_of(y))  # not the tensors: their tiles can go
+        return elementwise.add(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.layouts
+        return unbroadcast(g, x), unbroadcast(g, y)
+
+
+class Subtract(_Binary):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.layouts = (layout_of(x), layout_of(y))
+        return elementwise.subtract(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.layouts
+        return unbroadcast(g, x), (unbroadcast(elementwise.negative(g), y) if y else None)
+
+
+class Multiply(_Binary):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return elementwise.multiply(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved
+        gx = unbroadcast(elementwise.multiply(g, y), x) if _is_tensor(x) else None
+        gy = unbroadcast(elementwise.multiply(g, x), y) if _is_tensor(y) else None
+        return gx, gy
+
+
+class Divide(_Binary):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return elementwise.divide(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved
+        gx = unbroadcast(elementwise.divide(g, y), x) if _is_tensor(x) else None
+        gy = None
+        if _is_tensor(y):
+            gy = elementwise.negative(
+                elementwise.divide(elementwise.multiply(g, x), elementwise.multiply(y, y))
+            )
+            gy = unbroadcast(gy, y)
+        return gx, gy
+
+
+class _Extremum(_Binary):
+    """maximum / minimum: the gradient goes to the operand picked, half to each on a tie
+    (as PyTorch does)."""
+
+    @classmethod
+    def forward(cls, ctx, x, y):
+        ctx.save_for_backward(x, y)
+        ctx.pick = cls.pick
+        return cls.plain(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved
+        picked = elementwise.astype(ctx.pick(x, y), g.dtype)
+        tied = elementwise.astype(elementwise.equal(x, y), g.dtype)
+        share_x = elementwise.add(picked, elementwise.multiply(tied, 0.5))
+        gx = unbroadcast(elementwise.multiply(g, share_x), x) if _is_tensor(x) else None
+        gy = (
+            unbroadcast(elementwise.multiply(g, elementwise.subtract(1.0, share_x)), y)
+            if _is_tensor(y)
+            else None
+        )
+        return gx, gy
+
+
+class Maximum(_Extremum):
+    pick = staticmethod(elementwise.greater)
+    plain = staticmethod(elementwise.maximum)
+
+
+class Minimum(_Extremum):
+    pick = staticmethod(elementwise.less)
+    plain = staticmethod(elementwise.minimum)
+
+
+class PowerScalar(Function):
+    @staticmethod
+    def forward(ctx, x, exponent):
+        ctx.save_for_backward(x)
+        ctx.exponent = exponent
+        return elementwise.pow(x, exponent)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved
+        p = ctx.exponent
+        return elementwise.multiply(g, elementwise.multiply(elementwise.pow(x, p - 1), p)), None
+
+
+class Power(_Binary):
+    """x ** y with a tensor exponent: d/dx = y x^(y-1), d/dy = x^y log(x)."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        out = elementwise.pow(x, y)
+        ctx.save_for_backward(x, y, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y, out = ctx.saved
+        gx = gy = None
+        if _is_tensor(x):
+            gx = unbroadcast(
+                elementwise.multiply(
+                    g, elementwise.multiply(y, elementwise.pow(x, elementwise.subtract(y, 1)))
+                ),
+                x,
+            )
+        if _is_tensor(y):
+            log_x = elementwise.log(x) if _is_tensor(x) else float(np.log(x))
+            gy = unbroadcast(elementwise.multiply(g, elementwise.multiply(out, log_x)), y)
+        return gx, gy
+
+
+for _name, _function in (
+    ("add", Add),
+    ("subtract", Subtract),
+    ("multiply", Multiply),
+    ("divide", Divide),
+    ("maximum", Maximum),
+    ("minimum", Minimum),
+):
+    gradient_rule(_name)(_function.rule)
+
+
+@gradient_rule("power")
+def _power(x, y):
+    if _is_tensor(x) and isinstance(y, numbers.Number):
+        return PowerScalar.apply(x, y)
+    return Power.apply(x, y)
+
+
+class Negative(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return elementwise.negative(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (elementwise.negative(g),)
+
+
+gradient_rule("negative")(Negative.apply)
+
+
+def _float(x: TileTensor) -> TileTensor:
+    return x if x.dtype.kind == "f" else elementwise.astype(x, np.float64)
+
+
+def _kernel_rule(name: str) -> type[Function]:
+    """The rule of a unary op whose derivative has a fused kernel (``unary_backward``)."""
+    plain = getattr(elementwise, name)
+
+    def forward(ctx, x):
+        x = _float(x)
+        ctx.save_for_backward(x)
+        return plain(x)
+
+    def backward(ctx, g):
+        (x,) = ctx.saved
+        return (elementwise.unary_backward(x, g, name),)
+
+    return type(
+        name.title().replace("_", ""),
+        (Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )
+
+
+# f'(x) from the input x and the output y, for the unary ops without a backward kernel
+DERIVATIVES = {
+    "sin": lambda x, y: elementwise.cos(x),
+    "cos": lambda x, y: elementwise.negative(elementwise.sin(x)),
+    "abs": lambda x, y: elementwise.sign(x),
+    "square": lambda x, y: elementwise.multiply(x, 2.0),
+    "expm1": lambda x, y: elementwise.add(y, 1.0),
+    "log1p": lambda x, y: elementwise.reciprocal(elementwise.add(x, 1.0)),
+    "reciprocal": lambda x, y: elementwise.negative(elementwise.square(y)),
+}
+
+
+def _composed_rule(name: str) -> type[Function]:
+    """The rule of a unary op whose derivative is a product of tiled ops (``DERIVATIVES``)."""
+    plain, derivative = getattr(elementwise, name), DERIVATIVES[name]
+
+    def forward(ctx, x):
+        x = _float(x)
+        y = plain(x)
+        ctx.save_for_backward(x, y)
+        return y
+
+    def backward(ctx, g):
+        x, y = ctx.saved
+        return (elementwise.multiply(derivative(x, y), g),)
+
+    return type(
+        name.title().replace("_", ""),
+        (Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )
+
+
+UNARY_FUNCTIONS = {name: _kernel_rule(name) for name in elementwise.FUSED_BACKWARD}
+UNARY_FUNCTIONS.update({name: _composed_rule(name) for name in DERIVATIVES})
+for _name, _function in UNARY_FUNCTIONS.items():
+    gradient_rule(_name)(_function.apply)
+
+
+class AsType(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = x.dtype
+        return elementwise.astype(x, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (elementwise.astype(g, ctx.dtype),)
+
+
+@gradient_rule("astype")
+def _astype(x, dtype, copy=True):
+    if np.dtype(dtype).kind == "f":
+        return AsType.apply(x, dtype)
+    return elementwise.astype(x.detach(), dtype, copy)  # integers and booleans carry no gradient

@@ -1,0 +1,137 @@
+"""Which op gets which gradient treatment: the one place the dispatch table is overridden.
+
+Every op registered in ``numtile.tiletensor.dispatch`` falls in exactly one class:
+
+- a **gradient rule** (``@gradient_rule``): called instead of the plain op when an input
+  requires a gradient and grad mode is on; it records a ``Function`` node;
+- **composite**: its plain implementation only calls dispatched ops on its inputs, so the
+  gradient flows through them (``mean`` is ``sum(x) * (1 / n)``);
+- **constant**: its result holds no gradient (booleans, piecewise-constant values such as
+  ``floor``, tensors made from an input's shape such as ``zeros_like``);
+- everything else **refuses**: with an input that requires a gradient it raises
+  ``NoGradientError`` naming the op, instead of cutting the graph silently.
+
+>>> import numtile as nt
+>>> x = nt.ones((2, 2)).requires_grad_()
+>>> nt.linalg.cholesky(x)
+Traceback (most recent call last):
+...
+numtile.autograd.rules.NoGradientError: numtile.linalg.cholesky has no gradient rule; ...
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from numtile.autograd.tape import needs_grad, no_grad
+from numtile.tiletensor import dispatch
+
+RULES: dict[str, Callable] = {}
+COMPOSITE = frozenset({"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze"})
+CONSTANT = frozenset(
+    {
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "logical_and",
+        "logical_or",
+        "floor",
+        "ceil",
+        "sign",
+        "floor_divide",
+        "empty_like",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+    }
+)
+
+
+class NoGradientError(TypeError, NotImplementedError):
+    """An op without a gradient rule got an input that requires a gradient."""
+
+
+def gradient_rule(*names: str):
+    """Register the decorated function as the gradient-recording form of ops ``names``."""
+
+    def register(function: Callable) -> Callable:
+        for name in names:
+            RULES[name] = function
+        return function
+
+    return register
+
+
+def _wants_grad(args, kwargs) -> bool:
+    return needs_grad(*args) or bool(kwargs) and needs_grad(*kwargs.values())
+
+
+def _recording(plain: Callable, rule: Callable) -> Callable:
+    @functools.wraps(plain)
+    def op(*args, **kwargs):
+        if _wants_grad(args, kwargs):
+            return rule(*args, **kwargs)
+        return plain(*args, **kwargs)
+
+    return op
+
+
+def _constant(plain: Callable) -> Callable:
+    @functools.wraps(plain)
+    def op(*args, **kwargs):
+        with no_grad():  # nothing to record, not even on the way (casts, retiles)
+            return plain(*args, **kwargs)
+
+    return op
+
+
+def _refusing(name: str, plain: Callable) -> Callable:
+    public = dispatch.PUBLIC_NAMES[name]
+
+    @functools.wraps(plain)
+    def op(*args, **kwargs):
+        if _wants_grad(args, kwargs):
+            raise NoGradientError(
+                f"{public} has no gradient rule; its input requires grad "
+                f"(use .detach() or nt.no_grad())"
+            )
+        return plain(*args, **kwargs)
+
+    return op
+
+
+def treatment(name: str) -> str:
+    """How op ``name`` treats inputs that require a gradient: rule, composite, constant,
+    refuses (or tape for ``backward``)."""
+    if name == "backward":
+        return "tape"
+    if name in RULES:
+        return "rule"
+    if name in COMPOSITE:
+        return "composite"
+    if name in CONSTANT:
+        return "constant"
+    return "refuses"
+
+
+def install(backward: Callable) -> None:
+    """Override every op of the dispatch table by its gradient treatment."""
+    unknown = (set(RULES) | COMPOSITE | CONSTANT) - set(dispatch.PLAIN)
+    assert not unknown, f"gradient treatments for ops that do not exist: {sorted(unknown)}"
+    for name, plain in dispatch.PLAIN.items():
+        kind = treatment(name)
+        if kind == "tape":
+            implementation = backward
+        elif kind == "rule":
+            implementation = _recording(plain, RULES[name])
+        elif kind == "composite":
+            implementation = plain
+        elif kind == "constant":
+            implementation = _constant(plain)
+        else:
+            implementation = _refusing(name, plain)
+        dispatch.override(name, implementation)

@@ -1,0 +1,161 @@
+"""Codelets of the fused neural-network ops: attention, embedding, norms, loss, optimizers.
+
+Activation tiles are viewed as (rows, features) blocks (``views.rows``), so any tiling of
+the leading (batch, sequence) axes works, leftovers included.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.views import flat, rows
+
+# -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
+
+
+def _attention_forward(ops, q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal):
+    for b in range(q.shape[0]):
+        ops.nn.attention_forward_block(
+            q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, q_start, k_start, causal
+        )
+
+
+def _attention_finalize(ops, acc, m, l, out, lse, n_heads):
+    for b in range(acc.shape[0]):
+        ops.nn.attention_forward_finalize(acc[b], m[b], l[b], out[b], lse[b], n_heads)
+
+
+def _attention_delta(ops, dout, out, delta, n_heads):
+    for b in range(out.shape[0]):
+        ops.nn.attention_backward_delta(dout[b], out[b], delta[b], n_heads)
+
+
+def _attention_backward(
+    ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal
+):
+    for b in range(q.shape[0]):
+        ops.nn.attention_backward_block(
+            q[b],
+            k[b],
+            v[b],
+            dout[b],
+            lse[b],
+            delta[b],
+            dq[b],
+            dk[b],
+            dv[b],
+            n_heads,
+            scale,
+            q_start,
+            k_start,
+            causal,
+        )
+
+
+def _attention_flops(q, k, *args) -> float:
+    return 4.0 * math.prod(q) * k[1]  # two (tq x tk x width) products per head
+
+
+attention_forward = Codelet("attention_forward", kernel=_attention_forward, flops=_attention_flops)
+attention_finalize = Codelet("attention_finalize", kernel=_attention_finalize)
+attention_delta = Codelet("attention_delta", kernel=_attention_delta)
+attention_backward = Codelet(
+    "attention_backward",
+    kernel=_attention_backward,
+    flops=lambda q, k, *a: 2.5 * _attention_flops(q, k),
+)
+
+# -- embedding -------------------------------------------------------------------------------
+
+
+def _embedding_gather(ops, ids, table, out, v_start):
+    ops.nn.embedding_gather(flat(ids), table, v_start, rows(out))
+
+
+def _embedding_scatter(ops, ids, grad_out, grad_table, v_start):
+    ops.nn.embedding_scatter_add(flat(ids), rows(grad_out), v_start, grad_table)
+
+
+embedding_gather = Codelet("embedding_gather", kernel=_embedding_gather)
+embedding_scatter = Codelet("embedding_scatter", kernel=_embedding_scatter)
+
+# -- layer norm ------------------------------------------------------------------------------
+
+
+def _row_moments(ops, x, s1, s2):
+    ops.nn.row_moments_accumulate(rows(x), flat(s1), flat(s2))
+
+
+def _layer_norm(ops, x, gamma, beta, s1, s2, y, n, eps):
+    ops.nn.layer_norm_apply(rows(x), gamma, beta, flat(s1), flat(s2), rows(y), n, eps)
+
+
+def _layer_norm_backward_sums(ops, x, dy, gamma, s1, s2, a1, a2, n, eps):
+    ops.nn.layer_norm_backward_accumulate(
+        rows(x), rows(dy), gamma, flat(s1), flat(s2), flat(a1), flat(a2), n, eps
+    )
+
+
+def _layer_norm_backward(ops, x, dy, gamma, s1, s2, a1, a2, dx, n, eps):
+    ops.nn.layer_norm_backward_apply(
+        rows(x), rows(dy), gamma, flat(s1), flat(s2), flat(a1), flat(a2), rows(dx), n, eps
+    )
+
+
+def _layer_norm_param_grad(ops, x, dy, s1, s2, dgamma, dbeta, n, eps):
+    ops.nn.layer_norm_param_grad(rows(x), rows(dy), flat(s1), flat(s2), dgamma, dbeta, n, eps)
+
+
+row_moments = Codelet("row_moments", kernel=_row_moments)
+layer_norm = Codelet("layer_norm", kernel=_layer_norm)
+layer_norm_backward_sums = Codelet("layer_norm_backward_sums", kernel=_layer_norm_backward_sums)
+layer_norm_backward = Codelet("layer_norm_backward", kernel=_layer_norm_backward)
+layer_norm_param_grad = Codelet("layer_norm_param_grad", kernel=_layer_norm_param_grad)
+
+# -- cross-entropy ---------------------------------------------------------------------------
+
+
+def _logsumexp(ops, logits, m, s):
+    ops.nn.logsumexp_accumulate(rows(logits), flat(m), flat(s))
+
+
+def _cross_entropy_pick(ops, logits, targets, picked, v_start):
+    ops.nn.cross_entropy_pick(rows(logits), flat(targets), v_start, flat(picked))
+
+
+def _cross_entropy_backward(ops, logits, targets, m, s, grad, dlogits, v_start, inverse_count):
+    scale = float(ops.to_host(grad).reshape(-1)[0]) * inverse_count
+    ops.nn.cross_entropy_backward(
+        rows(logits), flat(targets), flat(m), flat(s), v_start, scale, rows(dlogits)
+    )
+
+
+logsumexp = Codelet("logsumexp", kernel=_logsumexp)
+cross_entropy_pick = Codelet("cross_entropy_pick", kernel=_cross_entropy_pick)
+cross_entropy_backward = Codelet("cross_entropy_backward", kernel=_cross_entropy_backward)
+
+# -- optimizer steps -------------------------------------------------------------------------
+
+
+def _adamw(ops, param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
+    ops.nn.adamw_step(
+        flat(param),
+        flat(grad),
+        flat(exp_avg),
+        flat(exp_avg_sq),
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        step,
+    )
+
+
+def _sgd(ops, param, grad, lr):
+    ops.axpy(param.dtype.type(-lr), flat(grad), flat(param))
+
+
+adamw = Codelet("adamw", kernel=_adamw, flops=lambda p, *args: 12.0 * math.prod(p))
+sgd = Codelet("sgd", kernel=_sgd, flops=lambda p, *args: 2.0 * math.prod(p))

@@ -1,0 +1,55 @@
+"""Codelets of the reductions (one per reduce op, ``reduce:sum``...) and of softmax."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from numtile import opcodes
+from numtile.runtime import Codelet
+from numtile.tiletensor.layout import c_strides
+
+
+def _size(shape) -> int:
+    return math.prod(shape)
+
+
+def _reduce(code):
+    def kernel(ops, x, out, move_axes, pre, n, post):
+        if move_axes is not None:  # reduced axes are not adjacent: gather them last first
+            order = [i for i in range(x.ndim) if i not in move_axes] + list(move_axes)
+            shape = [x.shape[i] for i in order]
+            strides = c_strides(x.shape)
+            moved = ops.empty(tuple(shape), x.dtype)
+            ops.copy_strided(
+                x.reshape(-1),
+                0,
+                np.array([strides[i] for i in order], np.int64),
+                moved.reshape(-1),
+                0,
+                np.array(c_strides(shape), np.int64),
+                np.array(shape, np.int64),
+            )
+            x = moved
+        ops.reduce_accumulate(x.reshape(-1), out.reshape(-1), pre, n, post, code)
+
+    return kernel
+
+
+def _softmax(ops, x, out, pre, n, post):
+    ops.softmax(x.reshape(-1), out.reshape(-1), pre, n, post)
+
+
+def _softmax_backward(ops, y, grad_out, grad_in, pre, n, post):
+    ops.softmax_backward(y.reshape(-1), grad_out.reshape(-1), grad_in.reshape(-1), pre, n, post)
+
+
+reduce = {
+    name: Codelet(f"reduce:{name}", kernel=_reduce(code), flops=lambda x, out, *_: _size(x))
+    for name, code in opcodes.REDUCE_OPS.items()
+}
+softmax = Codelet("softmax", kernel=_softmax, flops=lambda x, out, *_: 5 * _size(x))
+softmax_backward = Codelet(
+    "softmax_backward", kernel=_softmax_backward, flops=lambda y, *_: 4 * _size(y)
+)

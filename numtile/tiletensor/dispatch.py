@@ -1,0 +1,59 @@
+"""The op table: every public tensor op and operator calls its implementation through it.
+
+``tiletensor`` registers each op's plain tiled implementation here; ``numtile.autograd``,
+when it is imported (``import numtile`` does), replaces every entry by one that records a
+gradient or refuses an input that requires one. So TileTensor knows nothing about the
+tape, and no op can cut the graph silently.
+
+>>> import numtile as nt
+>>> dispatch_name(nt.sin), dispatch_name(nt.linalg.cholesky)
+('sin', 'cholesky')
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+PLAIN: dict[str, Callable] = {}  # op name -> the plain tiled implementation
+TABLE: dict[str, Callable] = {}  # op name -> what a call runs (plain, or autograd's override)
+PUBLIC_NAMES: dict[str, str] = {}  # op name -> the name users call it by, for messages
+
+
+def dispatched(plain: Callable | None = None, *, name: str | None = None, public=None):
+    """Register ``plain`` as an op and return the public function that calls the table.
+
+    ``name`` defaults to the function's name, ``public`` (the name error messages use) to
+    ``numtile.<name>``. Usable as ``@dispatched`` or ``dispatched(function, name=...)``.
+    """
+    if plain is None:
+        return functools.partial(dispatched, name=name, public=public)
+    key = name or plain.__name__
+    if key in PLAIN:
+        raise ValueError(f"op {key!r} is registered twice")
+    PLAIN[key] = TABLE[key] = plain
+    PUBLIC_NAMES[key] = public or f"numtile.{key}"
+
+    @functools.wraps(plain)
+    def op(*args, **kwargs):
+        return TABLE[key](*args, **kwargs)
+
+    op.dispatch_name = key
+    return op
+
+
+def call(name: str, *args, **kwargs):
+    """Run op ``name`` through the table (TileTensor's operators and methods use this)."""
+    return TABLE[name](*args, **kwargs)
+
+
+def override(name: str, implementation: Callable) -> None:
+    """Make ``implementation`` what op ``name`` runs (autograd installs its rules here)."""
+    if name not in PLAIN:
+        raise KeyError(f"no op named {name!r} to override")
+    TABLE[name] = implementation
+
+
+def dispatch_name(function: Callable) -> str | None:
+    """The op name a public function dispatches on (None for a function that is no op)."""
+    return getattr(function, "dispatch_name", None)

@@ -1,0 +1,9 @@
+"""Fused tiled ops of the neural-network layers: each is a tile loop over one fused kernel.
+
+``numtile.nn`` wraps them in autograd Functions; they take and return TileTensors and never
+record gradients themselves.
+"""
+
+from numtile.tiletensor.fused import attention, embedding, linear, loss, norm, optim
+
+__all__ = ["attention", "embedding", "linear", "loss", "norm", "optim"]

@@ -1,0 +1,76 @@
+"""Cross-entropy fused over vocabulary tiles: no softmax copy of the logits is ever made.
+
+Forward: per logits tile, an online log-sum-exp (running max and sum per row) and the pick
+of the target logit, both accumulated across vocabulary tiles in any order. Backward: each
+logits tile's gradient ``scale * (softmax - onehot)`` straight from the saved row statistics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtile.runtime import Access, get_runtime
+from numtile.tiletensor import codelets
+from numtile.tiletensor.elementwise import add, astype, log, multiply, not_equal, subtract
+from numtile.tiletensor.fused.rows import lead_indices, row_stats
+from numtile.tiletensor.reduction import sum as tensor_sum
+from numtile.tiletensor.tensor import TileTensor
+
+R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
+IGNORE = -1  # the target id of positions the loss skips
+
+
+def cross_entropy_forward(logits: TileTensor, targets: TileTensor, count: int):
+    """(loss, m, s): the mean over the ``count`` non-ignored rows of -log softmax[target], and
+    each row's running max ``m`` and sum ``s`` of exp(logit - m) (for the backward).
+
+    ``targets`` holds int64 ids tiled like ``logits`` without its last axis.
+
+    >>> import numtile as nt, numpy as np
+    >>> targets = nt.from_numpy(np.array([1, 3]), tile_shape=1)
+    >>> loss = cross_entropy_forward(nt.zeros((2, 4), tile_shape=(1, 3)), targets, 2)[0]
+    >>> bool(abs(loss.item() - np.log(4)) < 1e-12)
+    True
+    """
+    runtime = get_runtime()
+    m, s, picked = row_stats(logits, -np.inf), row_stats(logits), row_stats(logits)
+    v_starts = logits.layout.starts[-1]
+    for lead in lead_indices(logits):
+        t = targets.tile(lead)
+        for v in range(logits.grid[-1]):
+            tile = logits.tile(lead + (v,))
+            runtime.submit(
+                codelets.nn.logsumexp, [(tile, R), (m.tile(lead), ACC), (s.tile(lead), ACC)]
+            )
+            runtime.submit(
+                codelets.nn.cross_entropy_pick,
+                [(tile, R), (t, R), (picked.tile(lead), ACC)],
+                (v_starts[v],),
+            )
+    row_loss = subtract(add(m, log(s)), picked)
+    mask = astype(not_equal(targets, IGNORE), np.float64)
+    total = tensor_sum(multiply(row_loss, mask))
+    return astype(multiply(total, 1.0 / count), logits.dtype), m, s
+
+
+def cross_entropy_backward(logits, targets, m, s, grad: TileTensor, count: int) -> TileTensor:
+    """d(loss)/d(logits) for the 0-d ``grad`` of the loss ``cross_entropy_forward`` gave."""
+    dlogits = TileTensor(logits.layout, logits.dtype)
+    runtime = get_runtime()
+    v_starts = logits.layout.starts[-1]
+    grad_tile = grad.handles[0]
+    for lead in lead_indices(logits):
+        for v in range(logits.grid[-1]):
+            runtime.submit(
+                codelets.nn.cross_entropy_backward,
+                [
+                    (logits.tile(lead + (v,)), R),
+                    (targets.tile(lead), R),
+                    (m.tile(lead), R),
+                    (s.tile(lead), R),
+                    (grad_tile, R),
+                    (dlogits.tile(lead + (v,)), W),
+                ],
+                (v_starts[v], 1.0 / count),
+            )
+    return dlogits
