@@ -38,6 +38,9 @@ ALLOWED = {
     "cli": {"api", "train", "warmup", "nn", "io", "runtime", "config"},
 }
 API_MODULES = {"__init__", "linalg", "random"}
+# the one upward reference allowed: the array API standard has an array return its namespace
+# (``x.__array_namespace__()``), imported when called, never at import time
+EXCEPTIONS = {("tiletensor/tensor.py", "numtile")}
 
 
 def layer_of(module: str) -> str:
@@ -115,7 +118,9 @@ def test_imports_only_go_down(path):
     wrong = [
         f"line {line}: imports {name} ({layer_of(name)})"
         for line, name in imported_modules(path)
-        if layer_of(name) != layer and layer_of(name) not in ALLOWED[layer]
+        if layer_of(name) != layer
+        and layer_of(name) not in ALLOWED[layer]
+        and (str(path.relative_to(PACKAGE)), name) not in EXCEPTIONS
     ]
     assert not wrong, (
         f"{path.relative_to(PACKAGE)} ({layer}) may import only "
