@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+_DEFAULT_SEQ_LEN = 256  # TrainConfig.seq_len (not imported: that would load numtile here)
+
 
 def register(subparsers) -> None:
     """Add the ``prepare`` subcommand to ``subparsers`` (from ``add_subparsers``)."""
@@ -44,6 +46,13 @@ def run(args: argparse.Namespace) -> int:
     from numtile.io.prepare import prepare
 
     extensions = tuple(e.strip() for e in args.extensions.split(",") if e.strip())
+    if not 0 < args.val_fraction < 1:  # val.bin must hold tokens: train evaluates on it
+        print(
+            f"numtile prepare: error: --val-fraction must be in (0, 1), got {args.val_fraction} "
+            f"(numtile train evaluates on val.bin)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         meta = prepare(
             args.inputs,
@@ -62,4 +71,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if meta["skipped"]:
         print(f"skipped {len(meta['skipped'])} unreadable or binary file(s)")
+    if meta["n_val"] < _DEFAULT_SEQ_LEN + 1:
+        print(
+            f"numtile prepare: warning: val.bin holds {meta['n_val']} tokens; numtile train "
+            f"needs at least --seq-len + 1 of them ({_DEFAULT_SEQ_LEN + 1} for the default "
+            f"--seq-len): use a larger --val-fraction or more text",
+            file=sys.stderr,
+        )
     return 0
