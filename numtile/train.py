@@ -121,6 +121,7 @@ class Trainer:
             self.config, _tiling(cfg, self.config), seed=cfg.seed, seq_len=cfg.seq_len
         )
         self.step = 0
+        self.saved_step: int | None = None  # step of the last checkpoint this run wrote
         if cfg.resume:
             self._load(cfg.resume)
         else:
@@ -163,6 +164,8 @@ class Trainer:
             "val_sampler": self.val_data.state_dict(),
         }
         save_checkpoint(path, self._tensors(), attrs, check_finite=True)
+        if path == self.cfg.checkpoint:
+            self.saved_step = self.step
 
     def _load(self, path: str) -> None:
         tensors, attrs = load_checkpoint(path)
@@ -212,7 +215,11 @@ class Trainer:
         norm = optim.clip_grad_norm(self.model.parameters(), cfg.grad_clip)
         mean_loss = float(np.mean([loss.item() for loss in losses]))
         if not (math.isfinite(mean_loss) and math.isfinite(norm)):
-            kept = f"; the last checkpoint {cfg.checkpoint} is kept" if cfg.checkpoint else ""
+            kept = ""
+            if self.saved_step is not None:
+                kept = f"; the last checkpoint {cfg.checkpoint} (step {self.saved_step}) is kept"
+            elif cfg.checkpoint and os.path.exists(cfg.checkpoint):
+                kept = f"; {cfg.checkpoint} is left as it was"
             raise TrainingDiverged(
                 f"training diverged at step {self.step + 1}: loss {mean_loss}, gradient norm "
                 f"{norm}; the parameters were not updated{kept} (try a lower --lr, a longer "
