@@ -101,9 +101,7 @@ def test_bad_resume_file_is_status_2(data_dir, tmp_path, capsys, damage):
         ("--trace", lambda tmp: tmp / "missing" / "trace.json", "folder .*missing does not exist"),
     ],
 )
-def test_unwritable_outputs_fail_before_training(
-    data_dir, tmp_path, capsys, flag, make, expected
-):
+def test_unwritable_outputs_fail_before_training(data_dir, tmp_path, capsys, flag, make, expected):
     import re
 
     line = _error(_train(data_dir, tmp_path, flag, str(make(tmp_path))), capsys, 2)
@@ -181,9 +179,7 @@ def test_prepare_warns_when_val_bin_is_too_small_for_training(data_dir, tmp_path
     assert "warning: val.bin holds" in capsys.readouterr().err
 
 
-def test_a_diverging_run_is_status_1_and_keeps_the_last_good_checkpoint(
-    data_dir, tmp_path, capsys
-):
+def test_a_diverging_run_is_status_1_and_keeps_the_last_good_checkpoint(data_dir, tmp_path, capsys):
     path = tmp_path / "run.h5"
     flags = ["--lr", "1e30", "--warmup", "0", "--steps", "6", "--checkpoint-every", "1"]
     flags += ["--eval-every", "100"]
