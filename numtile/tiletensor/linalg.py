@@ -14,8 +14,8 @@ from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.reduction import max as tensor_max
+from numtile.tiletensor.reduction import require_tensor, vector_norm
 from numtile.tiletensor.reduction import sum as tensor_sum
-from numtile.tiletensor.reduction import vector_norm
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW = Access.R, Access.W, Access.RW
@@ -56,6 +56,40 @@ def _potrf(ops, a, offset):
         )
 
 
+def _check_diagonal(ops, a, *guarded_then_offset):
+    # LAPACK's trtrs check: a zero on the diagonal of a triangular a makes it singular
+    offset = guarded_then_offset[-1]
+    zero = np.flatnonzero(np.diagonal(ops.to_host(a)) == 0)
+    if zero.size:
+        raise np.linalg.LinAlgError(
+            f"singular matrix: a has a zero on its diagonal at row {offset + int(zero[0])}"
+        )
+
+
+def _check_symmetric(ops, *tiles_then_args):
+    # tiles: the diagonal tile, then (a[i, j], a[j, i]) pairs, then the tiles it guards
+    *tiles, row, pairs, tile = tiles_then_args
+    blocks = [ops.to_host(t) for t in tiles[: 1 + 2 * pairs]]
+    checks = [(blocks[0], blocks[0], row)]
+    checks += [(blocks[1 + 2 * k], blocks[2 + 2 * k], row + k + 1) for k in range(pairs)]
+    for upper, lower, column in checks:
+        scale = max(float(np.abs(upper).max(initial=0)), float(np.abs(lower).max(initial=0)))
+        tolerance = np.sqrt(np.finfo(upper.dtype).eps) * scale
+        difference = np.abs(upper - lower.T)
+        if difference.size and difference.max() > tolerance:
+            p, q = np.unravel_index(int(np.argmax(difference)), difference.shape)
+            r, c = row * tile + int(p), column * tile + int(q)
+            raise np.linalg.LinAlgError(
+                f"solve: a is not symmetric (a[{r}, {c}] = {upper[p, q]} but a[{c}, {r}] = "
+                f"{lower[q, p]}); nt.linalg.solve handles symmetric positive definite "
+                f"matrices only (Cholesky): the general (LU) solver does not exist yet. Use "
+                f"numpy.linalg.solve(a.to_numpy(), b.to_numpy()), or for a well-conditioned "
+                f"a, nt.linalg.solve(a.T @ a, a.T @ b)"
+            )
+
+
+check_diagonal = Codelet("check_diagonal", kernel=_check_diagonal)
+check_symmetric = Codelet("check_symmetric", kernel=_check_symmetric)
 gemm = Codelet("gemm", kernel=_gemm_tiles, flops=_gemm_flops)
 potrf = Codelet("potrf", kernel=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0)
 trsm = Codelet(
@@ -264,6 +298,8 @@ def solve_triangular(
     b = retile(b, (tile, b.tile_shape[1]))
     x = astype(b, dtype, copy=True)
     n = a.grid[0]
+    if not unit_diagonal:  # a zero pivot raises LinAlgError when x is read
+        _guard(x, [(check_diagonal, [a.tile((k, k))], (k * tile,), k) for k in range(n)])
     # op(a) is lower-triangular when exactly one of lower / trans holds: solve top down
     forward = lower != trans
     order = range(n) if forward else range(n - 1, -1, -1)
@@ -300,9 +336,37 @@ def solve(a: TileTensor, b: TileTensor, /) -> TileTensor:
     >>> np.round(nt.linalg.solve(a, b).to_numpy(), 12).tolist()
     [1.0, 1.0]
     """
+    (a, b), dtype = _float_operands("solve", a, b)
+    if dtype.kind != "f":
+        (a, b) = astype(a, np.float64), astype(b, np.float64)
+    a = _square_tiles(a, "solve")
+    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+        raise ValueError(
+            f"solve: a has shape {a.shape} but b has shape {b.shape}; b must be 1-d or 2-d "
+            f"with {a.shape[0]} rows"
+        )
+    n, tile = a.grid[0], a.tile_shape[0]
+    b = astype(retile(b, (tile,) + b.tile_shape[1:]), b.dtype, copy=True)  # checks guard it
+    checks = []
+    for i in range(n):
+        tiles = [a.tile((i, i))]
+        for j in range(i + 1, n):
+            tiles += [a.tile((i, j)), a.tile((j, i))]
+        checks.append((check_symmetric, tiles, (i, n - 1 - i, tile), i))
+    _guard(b, checks)
     factor = cholesky(a)
     y = solve_triangular(factor, b, lower=True)
     return solve_triangular(factor, y, lower=True, trans=True)
+
+
+def _guard(x: TileTensor, checks) -> None:
+    """Submit each ``(codelet, read tiles, args, row)`` check before anything reads tile row
+    ``row`` of ``x``: the check writes that row (RW), so a failed check fails ``x``."""
+    runtime = get_runtime()
+    columns = x.grid[1] if x.ndim == 2 else 1
+    for codelet, tiles, args, row in checks:
+        guarded = [x.tile((row, c) if x.ndim == 2 else (row,)) for c in range(columns)]
+        runtime.submit(codelet, [(t, R) for t in tiles] + [(g, RW) for g in guarded], args)
 
 
 def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileTensor:
@@ -312,6 +376,7 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
     >>> nt.linalg.matrix_norm(nt.full((2, 2), 2.0)).item()
     4.0
     """
+    require_tensor(x, "matrix_norm")
     if x.ndim < 2:
         raise ValueError(f"matrix_norm needs at least 2 axes, got shape {x.shape}")
     if ord == "fro":
