@@ -201,3 +201,22 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr == "numtile train: error: --steps must be >= 1, got -1\n"
+
+
+def test_resuming_from_damaged_data_stops_and_leaves_the_file_alone(
+    checkpoint, data_dir, tmp_path, capsys
+):
+    import h5py
+
+    damaged = tmp_path / "damaged.h5"
+    damaged.write_bytes(open(checkpoint, "rb").read())
+    with h5py.File(damaged, "r") as f:
+        chunk = f["model/transformer.h.0.mlp.c_fc.weight"].id.get_chunk_info(0)
+    with open(damaged, "r+b") as f:
+        f.seek(chunk.byte_offset + chunk.size // 4)
+        f.write(os.urandom(min(4096, chunk.size // 2)))
+    before = damaged.read_bytes()
+    flags = ["--resume", str(damaged), "--checkpoint", str(damaged), "--steps", "4"]
+    line = _error(_train(data_dir, tmp_path, *flags), capsys, 2)
+    assert "'model/transformer.h.0.mlp.c_fc.weight'" in line and "checksum" in line
+    assert damaged.read_bytes() == before
