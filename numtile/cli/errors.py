@@ -20,7 +20,11 @@ class UsageError(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line (``KeyError`` quotes dropped)."""
+    """The message of ``exc`` on one line (``KeyError`` quotes dropped).
+
+    >>> one_line(KeyError("no such   tensor"))
+    'no such tensor'
+    """
     text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
     return " ".join(str(text).split()) or type(exc).__name__
 

@@ -6,8 +6,6 @@ import argparse
 import os
 import sys
 
-_DEFAULT_SEQ_LEN = 256  # TrainConfig.seq_len (not imported: that would load numtile here)
-
 
 def register(subparsers) -> None:
     """Add the ``prepare`` subcommand to ``subparsers`` (from ``add_subparsers``)."""
@@ -44,6 +42,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Prepare the token files and print what was written; 2 on a usage or input error."""
     from numtile.io.prepare import prepare
+    from numtile.train_config import TrainConfig
 
     extensions = tuple(e.strip() for e in args.extensions.split(",") if e.strip())
     if not 0 < args.val_fraction < 1:  # val.bin must hold tokens: train evaluates on it
@@ -71,11 +70,12 @@ def run(args: argparse.Namespace) -> int:
     )
     if meta["skipped"]:
         print(f"skipped {len(meta['skipped'])} unreadable or binary file(s)")
-    if meta["n_val"] < _DEFAULT_SEQ_LEN + 1:
+    needed = TrainConfig.seq_len + 1  # what numtile train needs with its default --seq-len
+    if meta["n_val"] < needed:
         print(
             f"numtile prepare: warning: val.bin holds {meta['n_val']} tokens; numtile train "
-            f"needs at least --seq-len + 1 of them ({_DEFAULT_SEQ_LEN + 1} for the default "
-            f"--seq-len): use a larger --val-fraction or more text",
+            f"needs at least --seq-len + 1 of them ({needed} for the default --seq-len): use "
+            f"a larger --val-fraction or more text",
             file=sys.stderr,
         )
     return 0

@@ -21,7 +21,12 @@ R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 
 def require_tensor(x, name: str) -> None:
     """Raise ``TypeError`` unless ``x`` is a TileTensor: reductions, like elementwise ops,
-    do not convert lists silently."""
+    do not convert lists silently.
+
+    >>> require_tensor([1, 2], "sum")
+    Traceback (most recent call last):
+    TypeError: sum expects a TileTensor, got list (convert it with nt.asarray)
+    """
     if not isinstance(x, TileTensor):
         raise TypeError(
             f"{name} expects a TileTensor, got {type(x).__name__} (convert it with nt.asarray)"
