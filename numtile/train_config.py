@@ -137,16 +137,20 @@ def _warn_on_changes(path: str, stored: dict | None, cfg: TrainConfig, step: int
     """Warn (``ScheduleChangeWarning``) when a resume changes what the run computes."""
     if not isinstance(stored, dict):
         return
-    changed = [
-        f"--{name.replace('_', '-')} {stored[name]} -> {getattr(cfg, name)}"
-        for name in _SCHEDULE_FIELDS + _TRAINING_FIELDS
-        if name in stored and stored[name] != getattr(cfg, name)
-    ]
-    if not changed:
+
+    def differs(name: str) -> bool:
+        before, now = stored.get(name, getattr(cfg, name)), getattr(cfg, name)
+        if name == "data" and before and now:  # the same folder, however it was spelled
+            return os.path.realpath(before) != os.path.realpath(now)
+        return before != now
+
+    names = [name for name in _SCHEDULE_FIELDS + _TRAINING_FIELDS if differs(name)]
+    if not names:
         return
-    schedule = any(
-        name in stored and stored[name] != getattr(cfg, name) for name in _SCHEDULE_FIELDS
-    )
+    changed = [
+        f"--{name.replace('_', '-')} {stored[name]} -> {getattr(cfg, name)}" for name in names
+    ]
+    schedule = any(name in _SCHEDULE_FIELDS for name in names)
     detail = (
         f"the learning-rate schedule (warm-up, then cosine decay to --min-lr) is recomputed "
         f"for the new settings from step {step} on, so the run does not continue as it "

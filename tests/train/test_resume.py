@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 
 import h5py
@@ -65,6 +66,22 @@ def test_resume_with_the_same_settings_does_not_warn(data_dir, finished, tmp_pat
         warnings.simplefilter("error", ScheduleChangeWarning)
         trainer = Trainer(_config(data_dir, str(tmp_path / "b.h5"), resume=finished))
     assert trainer.step == 4
+
+
+def test_the_same_data_folder_spelled_otherwise_does_not_warn(
+    data_dir, finished, tmp_path, monkeypatch
+):
+    import os
+
+    monkeypatch.chdir(os.path.dirname(data_dir))
+    cfg = _config(os.path.basename(data_dir), str(tmp_path / "b.h5"), resume=finished)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScheduleChangeWarning)
+        Trainer(cfg)
+    other = tmp_path / "other-data"  # another folder (with the same tokens) does warn
+    shutil.copytree(data_dir, other)
+    with pytest.warns(ScheduleChangeWarning, match="--data .* -> .*other-data"):
+        Trainer(_config(str(other), str(tmp_path / "c.h5"), resume=finished))
 
 
 def test_extending_a_run_warns_that_the_schedule_is_recomputed(data_dir, finished, tmp_path):
