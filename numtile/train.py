@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -11,91 +11,40 @@ from collections.abc import Callable
 import numpy as np
 
 import numtile as nt
-from numtile.io import TokenDataset, load_checkpoint, save_checkpoint, stdlib_corpus
+from numtile.io import (
+    TokenDataset,
+    check_writable,
+    load_checkpoint,
+    save_checkpoint,
+    stdlib_corpus,
+)
 from numtile.nn import optim
 from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
+from numtile.train_config import (
+    _TRAINING_ATTRS,
+    PRESETS,
+    ConfigError,
+    ScheduleChangeWarning,
+    TrainConfig,
+    TrainingDiverged,
+    _gpt2_config,
+    _warn_on_changes,
+    model_config,
+)
 
-PRESETS = {
-    # byte-level model for the default corpus (the Python standard library's sources)
-    "default": dict(vocab_size=256, n_positions=256, n_embd=256, n_layer=4, n_head=4),
-    "gpt2-mini": dict(vocab_size=50304, n_positions=256, n_embd=256, n_layer=4, n_head=4),
-    "gpt2-small": dict(vocab_size=50304, n_positions=1024, n_embd=768, n_layer=12, n_head=12),
-}
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    """Everything ``numtile train`` takes (its flags have the same names, with dashes)."""
-
-    model: str = "default"
-    data: str | None = None  # folder with train.bin/val.bin; None: the stdlib corpus
-    steps: int = 700
-    batch: int = 16
-    micro_batch: int | None = None  # sequences per forward/backward (gradient accumulation)
-    seq_len: int = 256
-    batch_tile: int = 4
-    seq_tile: int | None = None
-    embd_tile: int | None = None
-    inner_tile: int | None = None
-    head_tile: int | None = None
-    vocab_tile: int | None = None
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup: int = 50
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0
-    eval_every: int = 100
-    eval_batches: int = 8
-    checkpoint: str | None = "numtile-checkpoint.h5"
-    checkpoint_every: int = 200
-    resume: str | None = None
-    seed: int = 0
-    sample_tokens: int = 200
-    trace: str | None = None
-
-    def __post_init__(self) -> None:
-        micro = self.micro_batch or self.batch
-        checks = {
-            "steps": self.steps >= 1,
-            "batch": self.batch >= 1,
-            "micro_batch": micro >= 1,
-            "seq_len": self.seq_len >= 1,
-            "lr": self.lr > 0,
-            "warmup": self.warmup >= 0,
-            "grad_clip": self.grad_clip >= 0,
-            "eval_every": self.eval_every >= 1,
-            "eval_batches": self.eval_batches >= 1,
-            "checkpoint_every": self.checkpoint_every >= 1,
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"--{name.replace('_', '-')} is out of range: {getattr(self, name)}"
-                )
-        if self.batch % micro:
-            raise ValueError(f"--batch {self.batch} is not a multiple of --micro-batch {micro}")
-
-
-def model_config(spec: str) -> GPT2Config:
-    """A preset name, a JSON file, or inline JSON with GPT2Config fields."""
-    if spec in PRESETS:
-        return GPT2Config(**PRESETS[spec])
-    text = spec
-    if os.path.exists(spec):
-        with open(spec) as f:
-            text = f.read()
-    try:
-        fields = json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError(
-            f"--model {spec!r} is neither a preset ({', '.join(PRESETS)}), a JSON file nor JSON"
-        ) from None
-    try:
-        return GPT2Config(**fields)
-    except TypeError as exc:
-        raise ValueError(f"--model: {exc}") from None
+__all__ = [
+    "PRESETS",
+    "ConfigError",
+    "ScheduleChangeWarning",
+    "TrainConfig",
+    "Trainer",
+    "TrainingDiverged",
+    "flops_per_token",
+    "generate",
+    "load_model",
+    "model_config",
+    "sgemm_peak",
+]
 
 
 def _tiling(cfg: TrainConfig, config: GPT2Config) -> Tiling:
@@ -139,6 +88,11 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, cache_dir: str | None = None, log=print) -> None:
         self.cfg, self.log = cfg, log
+        # every file the run writes is checked now, not at its first save after hours of work
+        if cfg.checkpoint:
+            check_writable(cfg.checkpoint, "--checkpoint")
+        if cfg.trace:
+            check_writable(cfg.trace, "--trace")
         self.data_dir = cfg.data or stdlib_corpus(cache_dir or nt.get_runtime().config.cache_dir)
         for name in ("train.bin", "val.bin"):
             path = os.path.join(self.data_dir, name)
@@ -149,7 +103,7 @@ class Trainer:
                 )
         self.config = model_config(cfg.model)
         if cfg.seq_len > self.config.n_positions:
-            raise ValueError(
+            raise ConfigError(
                 f"--seq-len {cfg.seq_len} exceeds the model's n_positions {self.config.n_positions}"
             )
         self.train_data = TokenDataset(
@@ -160,13 +114,14 @@ class Trainer:
         )
         vocab = self.train_data.vocab_size
         if vocab is not None and vocab > self.config.vocab_size:
-            raise ValueError(
+            raise ConfigError(
                 f"the data has a vocabulary of {vocab} but the model only {self.config.vocab_size}"
             )
         self.model = GPT2(
             self.config, _tiling(cfg, self.config), seed=cfg.seed, seq_len=cfg.seq_len
         )
         self.step = 0
+        self.saved_step: int | None = None  # step of the last checkpoint this run wrote
         if cfg.resume:
             self._load(cfg.resume)
         else:
@@ -208,14 +163,17 @@ class Trainer:
             "train_sampler": self.train_data.state_dict(),
             "val_sampler": self.val_data.state_dict(),
         }
-        save_checkpoint(path, self._tensors(), attrs)
+        save_checkpoint(path, self._tensors(), attrs, check_finite=True)
+        if path == self.cfg.checkpoint:
+            self.saved_step = self.step
 
     def _load(self, path: str) -> None:
         tensors, attrs = load_checkpoint(path)
-        stored = GPT2Config(**attrs["model_config"])
+        _require_attrs(path, attrs, _TRAINING_ATTRS)
+        stored = _gpt2_config(attrs["model_config"], f"{path}: model_config")
         if stored != self.config:
-            raise ValueError(f"{path} holds a model {stored}, not the requested {self.config}")
-        self.model.load_state_dict(_model_state(tensors))
+            raise ConfigError(f"{path} holds a model {stored}, not the requested {self.config}")
+        _load_state(path, self.model, tensors)
         self.optimizer = self._make_optimizer()
         for name, p in self.model.named_parameters():
             m, v = (
@@ -226,8 +184,17 @@ class Trainer:
                 self.optimizer.state[id(p)] = (m.retile(p.tile_shape), v.retile(p.tile_shape))
         self.optimizer.step_count = int(attrs["optimizer_step"])
         self.step = int(attrs["step"])
-        self.train_data.load_state_dict(attrs["train_sampler"])
-        self.val_data.load_state_dict(attrs["val_sampler"])
+        try:
+            self.train_data.load_state_dict(attrs["train_sampler"])
+            self.val_data.load_state_dict(attrs["val_sampler"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: its data-sampler state is not usable ({exc!r})") from None
+        if self.step > self.cfg.steps:
+            raise ConfigError(
+                f"{path} is at step {self.step}, beyond --steps {self.cfg.steps}: pass a "
+                f"larger --steps to train further"
+            )
+        _warn_on_changes(path, attrs.get("train_config"), self.cfg, self.step)
 
     # -- training -------------------------------------------------------------------------------
 
@@ -244,12 +211,24 @@ class Trainer:
             _, loss = self.model(x, y)
             losses.append(loss)
             (loss * (1.0 / accumulation) if accumulation > 1 else loss).backward()
-        if cfg.grad_clip > 0:
-            optim.clip_grad_norm(self.model.parameters(), cfg.grad_clip)
+        # the norm is read anyway (clipping needs it); with grad_clip 0 it only checks
+        norm = optim.clip_grad_norm(self.model.parameters(), cfg.grad_clip)
+        mean_loss = float(np.mean([loss.item() for loss in losses]))
+        if not (math.isfinite(mean_loss) and math.isfinite(norm)):
+            kept = ""
+            if self.saved_step is not None:
+                kept = f"; the last checkpoint {cfg.checkpoint} (step {self.saved_step}) is kept"
+            elif cfg.checkpoint and os.path.exists(cfg.checkpoint):
+                kept = f"; {cfg.checkpoint} is left as it was"
+            raise TrainingDiverged(
+                f"training diverged at step {self.step + 1}: loss {mean_loss}, gradient norm "
+                f"{norm}; the parameters were not updated{kept} (try a lower --lr, a longer "
+                f"--warmup or --grad-clip)"
+            )
         self.optimizer.step()
         self.optimizer.zero_grad()
         self.step += 1
-        return float(np.mean([loss.item() for loss in losses]))
+        return mean_loss
 
     def evaluate(self) -> float:
         losses = []
@@ -367,12 +346,37 @@ def _model_state(tensors: dict) -> dict:
 
 
 def load_model(path: str) -> tuple[GPT2, dict]:
-    """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs)."""
+    """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs).
+
+    A checkpoint that lacks what ``numtile train`` stores, or holds something else, raises
+    ``ValueError`` naming the file and what is wrong.
+    """
     tensors, attrs = load_checkpoint(path)
-    if "model_config" not in attrs:
-        raise ValueError(f"{path} is not a numtile training checkpoint (no model_config)")
-    config = GPT2Config(**attrs["model_config"])
-    tiling = Tiling(**{**attrs["tiling"], "batch": 1})
-    model = GPT2(config, tiling, seq_len=attrs["tiling"]["seq"])
-    model.load_state_dict(_model_state(tensors))
+    _require_attrs(path, attrs, ("model_config", "tiling"))
+    config = _gpt2_config(attrs["model_config"], f"{path}: model_config")
+    try:
+        tiling = Tiling(**{**attrs["tiling"], "batch": 1})
+        seq_len = attrs["tiling"]["seq"]
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: its tiling attribute is not usable ({exc!r})") from None
+    model = GPT2(config, tiling, seq_len=seq_len)
+    _load_state(path, model, tensors)
     return model, attrs
+
+
+def _require_attrs(path: str, attrs: dict, names) -> None:
+    """A training checkpoint has every attribute in ``names`` (ValueError naming the rest)."""
+    missing = [name for name in names if name not in attrs]
+    if missing:
+        raise ValueError(
+            f"{path} is not a numtile training checkpoint: it has no {', '.join(missing)} "
+            f"attribute{'s' if len(missing) > 1 else ''}"
+        )
+
+
+def _load_state(path: str, model: GPT2, tensors: dict) -> None:
+    """Load the checkpoint's ``model/...`` tensors into ``model``, naming ``path`` on a mismatch."""
+    try:
+        model.load_state_dict(_model_state(tensors))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: its model tensors do not fit the model ({exc})") from None

@@ -7,6 +7,7 @@ import platform
 import sys
 import time
 
+from numtile.cli.errors import report
 from numtile.cli.prepare import register as register_prepare
 from numtile.cli.train import register as register_train
 
@@ -96,9 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``numtile`` command; errors are one line on stderr (see ``numtile.cli.errors``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Exception as exc:  # report() re-raises what is not a user's or a run's error
+        return report(args.command, exc)
 
 
 if __name__ == "__main__":

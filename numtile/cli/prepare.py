@@ -42,8 +42,16 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Prepare the token files and print what was written; 2 on a usage or input error."""
     from numtile.io.prepare import prepare
+    from numtile.train_config import TrainConfig
 
     extensions = tuple(e.strip() for e in args.extensions.split(",") if e.strip())
+    if not 0 < args.val_fraction < 1:  # val.bin must hold tokens: train evaluates on it
+        print(
+            f"numtile prepare: error: --val-fraction must be in (0, 1), got {args.val_fraction} "
+            f"(numtile train evaluates on val.bin)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         meta = prepare(
             args.inputs,
@@ -62,4 +70,12 @@ def run(args: argparse.Namespace) -> int:
     )
     if meta["skipped"]:
         print(f"skipped {len(meta['skipped'])} unreadable or binary file(s)")
+    needed = TrainConfig.seq_len + 1  # what numtile train needs with its default --seq-len
+    if meta["n_val"] < needed:
+        print(
+            f"numtile prepare: warning: val.bin holds {meta['n_val']} tokens; numtile train "
+            f"needs at least --seq-len + 1 of them ({needed} for the default --seq-len): use "
+            f"a larger --val-fraction or more text",
+            file=sys.stderr,
+        )
     return 0

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import math
 import os
 import signal
 import sys
 import threading
+import warnings
 
 import numpy as np
+
+from numtile.cli.errors import UsageError, one_line
 
 
 def _add_train_flags(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +63,21 @@ def _start_runtime(args: argparse.Namespace) -> None:
             raise SystemExit(f"numtile: error: {exc}") from None
 
 
+@contextlib.contextmanager
+def _setting_up(command: str):
+    """While the command line is being checked and its files opened: every error there is a
+    ``UsageError`` (exit status 2), and warnings are one line each on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)  # one line each, every time
+        try:
+            yield
+        except (ValueError, OSError, ImportError) as exc:
+            raise UsageError(one_line(exc)) from exc
+        finally:
+            for warning in caught:
+                print(f"numtile {command}: warning: {one_line(warning.message)}", file=sys.stderr)
+
+
 def train_command(args: argparse.Namespace) -> int:
     import numtile as nt
     from numtile.train import TrainConfig, Trainer, generate
@@ -65,10 +85,17 @@ def train_command(args: argparse.Namespace) -> int:
     _start_runtime(args)
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    cfg = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
-    if cfg.checkpoint == "":
-        cfg.checkpoint = None
-    trainer = Trainer(cfg)
+    with _setting_up("train"):
+        cfg = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+        if cfg.checkpoint == "":
+            cfg.checkpoint = None
+        trainer = Trainer(cfg)
+    if trainer.step >= cfg.steps:
+        print(
+            f"numtile train: nothing to do: {cfg.resume} is at step {trainer.step} and --steps "
+            f"is {cfg.steps}; to train further, pass a larger --steps"
+        )
+        return 0
     model, config = trainer.model, trainer.config
     runtime = nt.get_runtime()
     gpus = f" + {runtime.ncuda} GPU" if runtime.ncuda else ""
@@ -151,17 +178,39 @@ def _decode(ids: np.ndarray, data_dir: str | None, tokenizer: str | None = None)
     return bytes(int(i) % 256 for i in ids).decode("utf-8", errors="replace")
 
 
+def _check_generate_flags(args: argparse.Namespace) -> None:
+    rules = {
+        "tokens": (args.tokens >= 0, ">= 0"),
+        "temperature": (math.isfinite(args.temperature) and args.temperature > 0, "> 0"),
+        "top_k": (args.top_k is None or args.top_k >= 1, ">= 1"),
+        "seed": (args.seed >= 0, ">= 0"),
+    }
+    for name, (ok, rule) in rules.items():
+        if not ok:
+            raise UsageError(
+                f"--{name.replace('_', '-')} must be {rule}, got {getattr(args, name)}"
+            )
+    if not args.prompt:
+        raise UsageError("--prompt must not be empty (the model needs a token to start from)")
+    if args.tokenizer and not os.path.isfile(args.tokenizer):
+        raise UsageError(f"--tokenizer {args.tokenizer}: no such file (expected a tokenizer.json)")
+
+
 def generate_command(args: argparse.Namespace) -> int:
     from numtile.train import generate, load_model
 
+    _check_generate_flags(args)
     _start_runtime(args)
-    model, attrs = load_model(args.checkpoint)
-    if args.tokenizer:
-        from tokenizers import Tokenizer
+    with _setting_up("generate"):
+        model, attrs = load_model(args.checkpoint)
+        if args.tokenizer:
+            from tokenizers import Tokenizer
 
-        prompt = np.array(Tokenizer.from_file(args.tokenizer).encode(args.prompt).ids)
-    else:
-        prompt = np.frombuffer(args.prompt.encode(), np.uint8).astype(np.int64)
+            prompt = np.array(Tokenizer.from_file(args.tokenizer).encode(args.prompt).ids)
+        else:
+            prompt = np.frombuffer(args.prompt.encode(), np.uint8).astype(np.int64)
+        if prompt.size == 0:
+            raise UsageError(f"--prompt {args.prompt!r} encodes to no tokens")
     ids = generate(
         model, prompt, args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed
     )

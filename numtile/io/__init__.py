@@ -2,10 +2,13 @@
 
 from numtile.io.checkpoint import checkpoint_info, load_checkpoint, save_checkpoint
 from numtile.io.data import TokenDataset
+from numtile.io.files import atomic_output, check_writable
 from numtile.io.prepare import prepare, stdlib_corpus
 
 __all__ = [
     "TokenDataset",
+    "atomic_output",
+    "check_writable",
     "checkpoint_info",
     "load_checkpoint",
     "prepare",

@@ -8,7 +8,17 @@ On disk a checkpoint is one HDF5 file that plain h5py reads:
 - one dataset per tensor, at the tensor's name: ``"optimizer/exp_avg/transformer.wte.weight"``
   is dataset ``transformer.wte.weight`` in group ``exp_avg`` of group ``optimizer``. Its
   dtype is the tensor's, its HDF5 chunks are the tensor's tiles (clipped to the shape) and
-  its attribute ``tile_shape`` is the tile shape it was saved with.
+  its attribute ``tile_shape`` is the tile shape it was saved with;
+- the HDF5 1.10 file format (``libver="v110"``), in which every metadata block carries a
+  checksum that HDF5 verifies;
+- a checksum of every byte of tensor data: each chunk carries HDF5's Fletcher-32 checksum
+  (the ``fletcher32`` filter, which HDF5 itself verifies on every read: plain h5py raises
+  ``OSError`` on a damaged chunk), and a 0-d dataset, which HDF5 cannot chunk, carries the
+  CRC-32 of its bytes in its attribute ``crc32``.
+
+Checksums changed nothing else, so the format version is still 1: numtile releases from
+before them read these files (and HDF5 verifies the chunks for them), and files they wrote,
+which have no checksums, still load here, unverified (``checkpoint_info`` tells which).
 
 Reading one without numtile::
 
@@ -17,23 +27,31 @@ Reading one without numtile::
         step = json.loads(f.attrs["step"])
 
 Saving waits for each tile separately and writes its hyperslab, so a tensor is never
-gathered in memory; loading reads each tile into a new tile. A checkpoint is written to a
-temporary file next to ``path`` and renamed onto it once complete and synced, so an
-interruption never leaves a partial file and never damages the checkpoint already there.
+gathered in memory; loading reads each tile into a new tile and verifies its checksum. A
+checkpoint is written to a temporary file next to ``path`` and renamed onto it once complete
+and synced, so an interruption never leaves a partial file and never damages the checkpoint
+already there; the temporary file of a save that was killed is removed by the next save of
+the same path.
+
+Every problem with a file that exists raises ``ValueError`` naming the file and what is wrong
+(not HDF5, damaged metadata, a failed checksum naming the tensor, an unknown version, a
+folder instead of a file); a missing file raises ``FileNotFoundError``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
-import secrets
+import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import h5py
 import numpy as np
 
+from numtile.io.files import atomic_output
 from numtile.runtime import DataHandle, get_runtime
 from numtile.tiletensor import Layout, TileTensor
 from numtile.tiletensor.dtypes import check_dtype
@@ -43,50 +61,19 @@ FORMAT_VERSION = 1
 _RESERVED = ("format", "format_version")
 
 
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[str]:
-    """Yield a temporary path next to ``path``; on success sync it and rename it onto ``path``.
-
-    On any exception (``KeyboardInterrupt`` included) the temporary file is removed and
-    ``path`` is left as it was.
-
-    >>> import os, tempfile
-    >>> target = os.path.join(tempfile.mkdtemp(), "out.txt")
-    >>> with atomic_output(target) as tmp:
-    ...     _ = open(tmp, "w").write("done")
-    >>> open(target).read()
-    'done'
-    """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies
-    try:
-        yield tmp
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX only)
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 def save_checkpoint(
     path: str | os.PathLike,
     tensors: Mapping[str, TileTensor],
     attrs: Mapping[str, Any] | None = None,
+    *,
+    check_finite: bool = False,
 ) -> None:
     """Write ``tensors`` (by slash-separated name) and JSON ``attrs`` to the HDF5 file ``path``.
 
-    Each tile is written as soon as the tasks producing it finish; ``path`` is replaced
-    atomically once the whole file is written.
+    Each tile is written as soon as the tasks producing it finish, with a checksum;
+    ``path`` is replaced atomically once the whole file is written. With ``check_finite``,
+    a floating-point tile holding NaN or infinity aborts the save with ``ValueError``
+    naming the tensor, and ``path`` is left as it was.
 
     >>> import os, tempfile, numpy as np, numtile as nt
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.h5")
@@ -99,7 +86,10 @@ def save_checkpoint(
     _check_names(tensors)
     encoded = _encode_attrs(attrs or {})
     runtime = get_runtime()
-    with atomic_output(path) as tmp, h5py.File(tmp, "w", track_order=True) as f:
+    with (
+        atomic_output(path) as tmp,
+        h5py.File(tmp, "w", libver=("v110", "latest"), track_order=True) as f,
+    ):
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
         for key, text in encoded.items():
@@ -115,12 +105,24 @@ def save_checkpoint(
             if tensor.ndim and tensor.size:
                 chunks = tuple(min(t, s) for t, s in zip(tensor.tile_shape, tensor.shape))
             dataset = parent.create_dataset(
-                leaf, shape=tensor.shape, dtype=tensor.dtype, chunks=chunks
+                leaf,
+                shape=tensor.shape,
+                dtype=tensor.dtype,
+                chunks=chunks,
+                fletcher32=chunks is not None,
             )
             dataset.attrs["tile_shape"] = np.array(tensor.tile_shape, dtype=np.int64)
             for index, handle in zip(tensor.layout.indices(), tensor.handles):
                 runtime.wait_handles([handle])
-                dataset[_region(tensor.layout, index)] = handle.host_array()
+                tile = handle.host_array()
+                if check_finite and tile.dtype.kind == "f" and not np.isfinite(tile).all():
+                    raise ValueError(
+                        f"tensor {name!r} holds NaN or infinity (tile {index}); "
+                        f"not saved, {os.fspath(path)} is left as it was"
+                    )
+                dataset[_region(tensor.layout, index)] = tile
+                if chunks is None and tensor.ndim == 0:
+                    dataset.attrs["crc32"] = np.int64(_crc32(tile))
 
 
 def load_checkpoint(
@@ -132,8 +134,11 @@ def load_checkpoint(
 
     A tensor's tile shape is ``like[name].tile_shape``, else ``tile_shapes[name]``, else the
     one it was saved with. With ``like``, the names, shapes and dtypes must match it exactly
-    (``ValueError`` otherwise). A missing file raises ``FileNotFoundError``; a file that is
-    not a complete numtile checkpoint of a supported version raises ``ValueError``.
+    (``ValueError`` otherwise). Every tile's checksum is verified as it is read (files from
+    numtile releases before checksums have none and load unverified). A missing file raises
+    ``FileNotFoundError``; a file that is not a complete, intact numtile checkpoint of a
+    supported version, or a folder, raises ``ValueError`` naming the file (and the tensor,
+    for damaged data).
 
     >>> import os, tempfile, numpy as np, numtile as nt
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.h5")
@@ -157,19 +162,37 @@ def load_checkpoint(
             shape, dtype = entries[name]["shape"], entries[name]["dtype"]
             layout = Layout(shape, tile_shapes.get(name, entries[name]["tile_shape"]))
             handles = [
-                DataHandle(
-                    layout.tile_shape_at(index),
-                    dtype,
-                    np.asarray(dataset[_region(layout, index)], dtype=dtype),
-                )
-                for index in layout.indices()
+                DataHandle(layout.tile_shape_at(index), dtype, tile)
+                for index, tile in _read_tiles(path, name, dataset, layout, dtype)
             ]
             tensors[name] = TileTensor(layout, dtype, handles)
     return tensors, attrs
 
 
+def _read_tiles(path, name: str, dataset: h5py.Dataset, layout: Layout, dtype: np.dtype):
+    """Yield ``(index, array)`` for every tile of ``layout``, checksums verified by HDF5."""
+    try:
+        for index in layout.indices():
+            yield index, np.asarray(dataset[_region(layout, index)], dtype=dtype)
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        raise _corrupt(
+            path, f"tensor {name!r}: its data is damaged (failed checksum) or unreadable ({exc})"
+        ) from exc
+    expected = dataset.attrs.get("crc32")
+    if expected is not None and _crc32(np.asarray(dataset[()], dtype=dtype)) != int(expected):
+        raise _corrupt(path, f"tensor {name!r}: its data is damaged (failed CRC-32 checksum)")
+
+
+def _crc32(array: np.ndarray) -> int:
+    """CRC-32 of a (0-d) array's bytes, little-endian whatever the machine."""
+    return zlib.crc32(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes())
+
+
 def checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
     """Names, shapes, dtypes, tile shapes and attributes of checkpoint ``path`` (no tile read).
+
+    ``checksums`` says whether every tensor's data has a checksum that loading verifies
+    (False for files written by numtile releases from before checksums).
 
     >>> import os, tempfile, numtile as nt
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.h5")
@@ -178,13 +201,14 @@ def checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
     >>> info["names"], info["shapes"], info["dtypes"], info["attrs"]
     (['model/w'], {'model/w': (4, 4)}, {'model/w': 'float64'}, {'step': 3})
     """
-    with _open(path) as (_, entries, attrs):
+    with _open(path) as (f, entries, attrs):
         return {
-            "format_version": FORMAT_VERSION,
+            "format_version": int(f.attrs["format_version"]),
             "names": list(entries),
             "shapes": {name: e["shape"] for name, e in entries.items()},
             "dtypes": {name: e["dtype"].name for name, e in entries.items()},
             "tile_shapes": {name: e["tile_shape"] for name, e in entries.items()},
+            "checksums": all(e["checksum"] for e in entries.values()),
             "attrs": attrs,
         }
 
@@ -257,9 +281,11 @@ def _open(path):
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {os.fspath(path)}")
+    if os.path.isdir(path):
+        raise _corrupt(path, "it is a folder, not a checkpoint file")
     try:
         f = h5py.File(path, "r")
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+    except (FileNotFoundError, PermissionError):
         raise
     except OSError as exc:
         raise _corrupt(path, f"not a readable HDF5 file ({exc})") from exc
@@ -278,19 +304,51 @@ def _open(path):
             attrs = {k: _decode_attr(path, k, v) for k, v in raw_attrs if k not in _RESERVED}
             entries = {}
             for name, dataset in _datasets(f):
+                if not isinstance(dataset, h5py.Dataset):
+                    raise _corrupt(path, f"damaged metadata: entry {name!r} is not a dataset")
                 try:
                     dtype = check_dtype(dataset.dtype)
                 except TypeError as exc:
                     raise _corrupt(path, f"tensor {name!r}: {exc}") from None
+                _check_chunks(path, name, dataset)
                 stored = dataset.attrs.get("tile_shape")
                 entries[name] = {
                     "shape": dataset.shape,
                     "dtype": dtype,
                     "tile_shape": None if stored is None else tuple(int(t) for t in stored),
+                    "checksum": _has_checksum(dataset),
                 }
             yield f, entries, attrs
-    except (OSError, RuntimeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _corrupt(path, f"{type(exc).__name__}: {exc}") from exc
+    except (OSError, RuntimeError, KeyError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _corrupt(path, f"damaged metadata ({type(exc).__name__}: {exc})") from exc
+
+
+def _check_chunks(path, name: str, dataset: h5py.Dataset) -> None:
+    """Every chunk that ``save_checkpoint`` wrote is indexed, with its filters applied.
+
+    A damaged chunk index would make HDF5 read a chunk as zeros, or skip its checksum.
+    """
+    if dataset.chunks is None or not hasattr(dataset.id, "chunk_iter"):
+        return
+    expected = set(
+        itertools.product(*(range(0, s, c) for s, c in zip(dataset.shape, dataset.chunks)))
+    )
+    found = []
+    dataset.id.chunk_iter(lambda info: found.append((info.chunk_offset, info.filter_mask)))
+    offsets = {offset for offset, _ in found}
+    if offsets != expected or len(found) != len(expected) or any(mask for _, mask in found):
+        raise _corrupt(
+            path,
+            f"tensor {name!r}: its chunk index is damaged ({len(expected & offsets)} of its "
+            f"{len(expected)} chunks found, {len(offsets - expected)} unexpected)",
+        )
+
+
+def _has_checksum(dataset: h5py.Dataset) -> bool:
+    """Whether ``dataset`` has Fletcher-32 chunks, a ``crc32`` attribute (0-d) or no data."""
+    if dataset.chunks is not None:
+        return dataset.fletcher32
+    return dataset.size == 0 or "crc32" in dataset.attrs
 
 
 def _datasets(group: h5py.Group, prefix: str = "") -> Iterator[tuple[str, h5py.Dataset]]:

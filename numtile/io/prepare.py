@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from numtile.io.checkpoint import atomic_output
 from numtile.io.data import TOKEN_DTYPE
+from numtile.io.files import atomic_output
 
 BYTE_LEVEL = "bytes"
 DEFAULT_EXTENSIONS = (".py", ".txt", ".md", ".rst")

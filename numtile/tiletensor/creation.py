@@ -25,6 +25,8 @@ def from_numpy(x, tile_shape=None, dtype=None) -> TileTensor:
         out = x if dtype is None else x.astype(dtype)
         return out if tile_shape is None else out.retile(tile_shape)
     array = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+    if not array.dtype.isnative:  # big-endian data (from a file, say): tiles are native
+        array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype == np.float16 or array.dtype.kind in "iu" and array.dtype != np.int64:
         check_dtype(array.dtype)  # raise TypeError: no silent widening of user data
     layout = Layout(array.shape, tile_shape)

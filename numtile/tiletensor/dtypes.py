@@ -13,11 +13,14 @@ SUPPORTED = (float32, float64, int64, bool_)
 
 
 def check_dtype(dtype) -> np.dtype:
-    """Return ``dtype`` as a NumPy dtype, or raise ``TypeError`` if numtile cannot hold it."""
+    """Return ``dtype`` as a native-byte-order NumPy dtype, or raise ``TypeError`` if numtile
+    cannot hold it (``">f8"``, big-endian float64, is float64: tiles are in native order)."""
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"{dtype!r} is not a dtype") from None
+    if not dt.isnative:
+        dt = dt.newbyteorder("=")
     if dt not in SUPPORTED:
         names = ", ".join(d.name for d in SUPPORTED)
         raise TypeError(f"unsupported dtype {dt.name}; numtile tensors hold {names} (use astype)")

@@ -6,7 +6,14 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.codelets.linalg import gemm, potrf, syrk, trsm
+from numtile.tiletensor.codelets.linalg import (
+    check_diagonal,
+    check_symmetric,
+    gemm,
+    potrf,
+    syrk,
+    trsm,
+)
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, result_type
@@ -15,8 +22,8 @@ from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.reduction import max as tensor_max
+from numtile.tiletensor.reduction import require_tensor, vector_norm
 from numtile.tiletensor.reduction import sum as tensor_sum
-from numtile.tiletensor.reduction import vector_norm
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW = Access.R, Access.W, Access.RW
@@ -217,6 +224,8 @@ def solve_triangular(
     b = retile(b, (tile, b.tile_shape[1]))
     x = astype(b, dtype, copy=True)
     n = a.grid[0]
+    if not unit_diagonal:  # a zero pivot raises LinAlgError when x is read
+        _guard(x, [(check_diagonal, [a.tile((k, k))], (k * tile,), k) for k in range(n)])
     # op(a) is lower-triangular when exactly one of lower / trans holds: solve top down
     forward = lower != trans
     order = range(n) if forward else range(n - 1, -1, -1)
@@ -254,9 +263,37 @@ def solve(a: TileTensor, b: TileTensor, /) -> TileTensor:
     >>> np.round(nt.linalg.solve(a, b).to_numpy(), 12).tolist()
     [1.0, 1.0]
     """
+    (a, b), dtype = _float_operands("solve", a, b)
+    if dtype.kind != "f":
+        (a, b) = astype(a, np.float64), astype(b, np.float64)
+    a = _square_tiles(a, "solve")
+    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+        raise ValueError(
+            f"solve: a has shape {a.shape} but b has shape {b.shape}; b must be 1-d or 2-d "
+            f"with {a.shape[0]} rows"
+        )
+    n, tile = a.grid[0], a.tile_shape[0]
+    b = astype(retile(b, (tile,) + b.tile_shape[1:]), b.dtype, copy=True)  # checks guard it
+    checks = []
+    for i in range(n):
+        tiles = [a.tile((i, i))]
+        for j in range(i + 1, n):
+            tiles += [a.tile((i, j)), a.tile((j, i))]
+        checks.append((check_symmetric, tiles, (i, n - 1 - i, tile), i))
+    _guard(b, checks)
     factor = cholesky(a)
     y = solve_triangular(factor, b, lower=True)
     return solve_triangular(factor, y, lower=True, trans=True)
+
+
+def _guard(x: TileTensor, checks) -> None:
+    """Submit each ``(codelet, read tiles, args, row)`` check before anything reads tile row
+    ``row`` of ``x``: the check writes that row (RW), so a failed check fails ``x``."""
+    runtime = get_runtime()
+    columns = x.grid[1] if x.ndim == 2 else 1
+    for codelet, tiles, args, row in checks:
+        guarded = [x.tile((row, c) if x.ndim == 2 else (row,)) for c in range(columns)]
+        runtime.submit(codelet, [(t, R) for t in tiles] + [(g, RW) for g in guarded], args)
 
 
 @dispatched(public="numtile.linalg.matrix_norm")
@@ -267,6 +304,7 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
     >>> nt.linalg.matrix_norm(nt.full((2, 2), 2.0)).item()
     4.0
     """
+    require_tensor(x, "matrix_norm")
     if x.ndim < 2:
         raise ValueError(f"matrix_norm needs at least 2 axes, got shape {x.shape}")
     if ord == "fro":

@@ -21,6 +21,20 @@ from numtile.tiletensor.tensor import TileTensor
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 
 
+def require_tensor(x, name: str) -> None:
+    """Raise ``TypeError`` unless ``x`` is a TileTensor: reductions, like elementwise ops,
+    do not convert lists silently.
+
+    >>> require_tensor([1, 2], "sum")
+    Traceback (most recent call last):
+    TypeError: sum expects a TileTensor, got list (convert it with nt.asarray)
+    """
+    if not isinstance(x, TileTensor):
+        raise TypeError(
+            f"{name} expects a TileTensor, got {type(x).__name__} (convert it with nt.asarray)"
+        )
+
+
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     """``axis`` (an int, a sequence or None for all) as sorted non-negative axes.
 
@@ -105,24 +119,28 @@ def sum(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> T
     >>> nt.sum(nt.ones((4, 6), tile_shape=(3, 4)), axis=0).to_numpy().tolist()
     [4.0, 4.0, 4.0, 4.0, 4.0, 4.0]
     """
+    require_tensor(x, "sum")
     return _reduce(x, "sum", axis, keepdims, _sum_dtype(x, dtype))
 
 
 @dispatched
 def prod(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> TileTensor:
     """Product over ``axis``."""
+    require_tensor(x, "prod")
     return _reduce(x, "prod", axis, keepdims, _sum_dtype(x, dtype))
 
 
 @dispatched
 def max(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Maximum over ``axis``."""
+    require_tensor(x, "max")
     return _reduce(x, "max", axis, keepdims, int64 if x.dtype == bool_ else x.dtype)
 
 
 @dispatched
 def min(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Minimum over ``axis``."""
+    require_tensor(x, "min")
     return _reduce(x, "min", axis, keepdims, int64 if x.dtype == bool_ else x.dtype)
 
 
@@ -134,6 +152,7 @@ def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
     >>> nt.mean(nt.arange(5)).item()
     2.0
     """
+    require_tensor(x, "mean")
     dtype = x.dtype if x.dtype.kind == "f" else float64
     count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
     # through the public sum and *: mean is differentiable wherever they are
@@ -148,6 +167,7 @@ def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -
     >>> nt.linalg.vector_norm(nt.full((4,), 3.0)).item()
     6.0
     """
+    require_tensor(x, "vector_norm")
     dtype = x.dtype if x.dtype.kind == "f" else float64
     if ord == 2:
         return sqrt(_reduce(x, "sumsq", axis, keepdims, dtype))

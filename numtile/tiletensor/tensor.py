@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,6 +11,25 @@ from numtile.runtime import DataHandle, get_runtime
 from numtile.tiletensor import dispatch
 from numtile.tiletensor.dtypes import check_dtype
 from numtile.tiletensor.layout import Layout
+
+_BYTES_PER_TILE = 512  # a DataHandle and its bookkeeping (measured: about 450 bytes)
+
+
+def _check_tile_count(layout: Layout, dtype: np.dtype) -> None:
+    """Refuse, before allocating anything, a tensor whose tile handles alone exceed RAM."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: no cheap way to know
+        return
+    needed = layout.ntiles * _BYTES_PER_TILE
+    if needed > memory:
+        raise MemoryError(
+            f"a tensor of shape {layout.shape} in tiles of {layout.tile_shape} has "
+            f"{layout.ntiles:,} tiles, whose bookkeeping alone needs about {needed:,} bytes "
+            f"({_BYTES_PER_TILE} per tile), more than this machine's {memory:,} bytes of "
+            f"memory (its data is {layout.size * dtype.itemsize:,} bytes): use a larger "
+            f"tile_shape"
+        )
 
 
 def _operator(name: str, reflected: bool = False):
@@ -48,6 +68,7 @@ class TileTensor:
         self.layout = layout
         self.dtype = check_dtype(dtype)
         if handles is None:
+            _check_tile_count(layout, self.dtype)
             dtype = self.dtype
             handles = [DataHandle(shape, dtype) for shape in layout.tile_shapes()]
         assert len(handles) == layout.ntiles

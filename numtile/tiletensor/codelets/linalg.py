@@ -1,4 +1,5 @@
-"""Codelets of the tiled linear algebra: GEMM (batched, and on row blocks), POTRF, TRSM, SYRK."""
+"""Codelets of the tiled linear algebra: GEMM (batched, and on row blocks), POTRF, TRSM, SYRK,
+and the checks that make singular or non-symmetric inputs fail the result."""
 
 from __future__ import annotations
 
@@ -76,3 +77,39 @@ syrk = Codelet(
     kernel=_syrk,
     flops=lambda a, c, trans, *args: float(c[0]) * c[0] * (a[0] if trans else a[1]),
 )
+
+
+def _check_diagonal(ops, a, *guarded_then_offset):
+    # LAPACK's trtrs check: a zero on the diagonal of a triangular a makes it singular
+    offset = guarded_then_offset[-1]
+    zero = np.flatnonzero(np.diagonal(ops.to_host(a)) == 0)
+    if zero.size:
+        raise np.linalg.LinAlgError(
+            f"singular matrix: a has a zero on its diagonal at row {offset + int(zero[0])}"
+        )
+
+
+def _check_symmetric(ops, *tiles_then_args):
+    # tiles: the diagonal tile, then (a[i, j], a[j, i]) pairs, then the tiles it guards
+    *tiles, row, pairs, tile = tiles_then_args
+    blocks = [ops.to_host(t) for t in tiles[: 1 + 2 * pairs]]
+    checks = [(blocks[0], blocks[0], row)]
+    checks += [(blocks[1 + 2 * k], blocks[2 + 2 * k], row + k + 1) for k in range(pairs)]
+    for upper, lower, column in checks:
+        scale = max(float(np.abs(upper).max(initial=0)), float(np.abs(lower).max(initial=0)))
+        tolerance = np.sqrt(np.finfo(upper.dtype).eps) * scale
+        difference = np.abs(upper - lower.T)
+        if difference.size and difference.max() > tolerance:
+            p, q = np.unravel_index(int(np.argmax(difference)), difference.shape)
+            r, c = row * tile + int(p), column * tile + int(q)
+            raise np.linalg.LinAlgError(
+                f"solve: a is not symmetric (a[{r}, {c}] = {upper[p, q]} but a[{c}, {r}] = "
+                f"{lower[q, p]}); nt.linalg.solve handles symmetric positive definite "
+                f"matrices only (Cholesky): the general (LU) solver does not exist yet. Use "
+                f"numpy.linalg.solve(a.to_numpy(), b.to_numpy()), or for a well-conditioned "
+                f"a, nt.linalg.solve(a.T @ a, a.T @ b)"
+            )
+
+
+check_diagonal = Codelet("check_diagonal", kernel=_check_diagonal)
+check_symmetric = Codelet("check_symmetric", kernel=_check_symmetric)

@@ -1,0 +1,98 @@
+"""Input checks of public tensor functions (issue 9, item 8): clear errors, no wrong answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import numtile as nt
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">i8", "<f8", "=f4"])
+def test_arrays_of_either_byte_order_are_accepted(dtype):
+    values = np.arange(10).reshape(2, 5).astype(dtype)
+    tensor = nt.from_numpy(values, tile_shape=(1, 2))
+    assert tensor.dtype == values.dtype.newbyteorder("=") and tensor.dtype.isnative
+    np.testing.assert_array_equal(tensor.to_numpy(), values)
+    np.testing.assert_array_equal((tensor + 1).to_numpy(), values + 1)
+    assert nt.zeros((3,), dtype=dtype).dtype == np.dtype(dtype).newbyteorder("=")
+
+
+@pytest.mark.parametrize(
+    "reduce",
+    [nt.sum, nt.mean, nt.max, nt.min, nt.prod, nt.linalg.vector_norm],
+    ids=lambda f: f.__name__,
+)
+def test_reductions_reject_lists_as_clearly_as_elementwise_ops(reduce):
+    with pytest.raises(TypeError, match="exp expects a TileTensor, got list"):
+        nt.exp([1.0, 2.0])
+    with pytest.raises(TypeError, match=f"{reduce.__name__} expects a TileTensor, got list"):
+        reduce([1, 2, 3])
+    with pytest.raises(TypeError, match="matrix_norm expects a TileTensor, got list"):
+        nt.linalg.matrix_norm([[1.0, 2.0]])
+
+
+def _lower(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.tril(rng.standard_normal((n, n))) + 3 * np.eye(n)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("zero_at", [0, 4, 6])
+def test_solve_triangular_with_a_zero_on_the_diagonal_raises_like_scipy(lower, zero_at):
+    a = _lower(7) if lower else _lower(7).T
+    a[zero_at, zero_at] = 0.0
+    b = np.random.default_rng(1).standard_normal((7, 3))
+    with pytest.raises(np.linalg.LinAlgError):
+        scipy.linalg.solve_triangular(a, b, lower=lower)
+    x = nt.linalg.solve_triangular(
+        nt.from_numpy(a, tile_shape=(3, 3)), nt.from_numpy(b, tile_shape=(3, 2)), lower=lower
+    )
+    with pytest.raises(np.linalg.LinAlgError, match=f"zero on its diagonal at row {zero_at}"):
+        x.to_numpy()
+
+
+def test_solve_triangular_with_unit_diagonal_ignores_the_stored_diagonal():
+    a = _lower(5)
+    a[2, 2] = 0.0
+    b = np.arange(5.0)
+    x = nt.linalg.solve_triangular(
+        nt.from_numpy(a, tile_shape=(2, 2)), nt.from_numpy(b, tile_shape=2), unit_diagonal=True
+    )
+    expected = scipy.linalg.solve_triangular(a, b, lower=True, unit_diagonal=True)
+    np.testing.assert_allclose(x.to_numpy(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("b_shape", [(7,), (7, 3)])
+def test_solve_of_a_non_symmetric_matrix_raises_instead_of_a_wrong_answer(b_shape):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((7, 7)) + 7 * np.eye(7)  # well-conditioned, not symmetric
+    b = rng.standard_normal(b_shape)
+    b_tensor = nt.from_numpy(b, tile_shape=(2,) * b.ndim)
+    x = nt.linalg.solve(nt.from_numpy(a, tile_shape=(3, 3)), b_tensor)
+    with pytest.raises(np.linalg.LinAlgError, match="not symmetric.*numpy.linalg.solve"):
+        x.to_numpy()
+    a_tensor = nt.from_numpy(a, tile_shape=(3, 3))  # the suggested way round, for comparison
+    normal = nt.linalg.solve(a_tensor.T @ a_tensor, a_tensor.T @ nt.from_numpy(b))
+    np.testing.assert_allclose(normal.to_numpy(), np.linalg.solve(a, b), rtol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_solve_of_symmetric_matrices_still_matches_numpy(dtype):
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((9, 9))
+    a = (m @ m.T + 9 * np.eye(9)).astype(dtype)
+    b = rng.standard_normal((9, 2)).astype(dtype)
+    a_tensor = nt.from_numpy(m, tile_shape=(4, 4))
+    product = a_tensor @ a_tensor.T + nt.from_numpy(9 * np.eye(9), tile_shape=(4, 4))
+    for matrix in (nt.from_numpy(a, tile_shape=(4, 4)), product.astype(dtype)):
+        x = nt.linalg.solve(matrix, nt.from_numpy(b, tile_shape=(3, 2))).to_numpy()
+        rtol = 1e-4 if dtype == "float32" else 1e-10
+        np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=rtol, atol=rtol)
+
+
+def test_a_tensor_of_too_many_tiles_is_a_memory_error_with_count_and_bytes():
+    for make in (nt.empty, nt.zeros):
+        with pytest.raises(MemoryError, match=r"1,000,000,000,000 tiles.*bytes.*tile_shape"):
+            make((10**6, 10**6), tile_shape=(1, 1))
