@@ -6,6 +6,13 @@
 3.0
 """
 
+import os
+
+# Numba highlights compile errors through colorama, whose init() in a worker thread swaps
+# sys.stdout for the whole process (a user's redirected stdout, or doctest's, loses output)
+os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+
+
 from numtile import (
     backends,  # noqa: F401  (registers the default table of worker kinds)
     linalg,
