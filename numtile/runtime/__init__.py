@@ -12,6 +12,7 @@ from numtile.runtime.session import (
     trace,
     wait_all,
 )
+from numtile.runtime.supervision import WorkerDiedError
 from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "TaskCancelled",
     "TaskError",
     "TaskState",
+    "WorkerDiedError",
     "get_runtime",
     "init",
     "runtime_summary",

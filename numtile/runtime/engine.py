@@ -16,7 +16,15 @@ from numtile.runtime.codelet import Codelet
 from numtile.runtime.handle import HOST, NO_TASKS, DataHandle, InvalidatedError, set_manager
 from numtile.runtime.perfmodel import PerfModels, footprint
 from numtile.runtime.scheduler import SCHEDULER_CLASSES
-from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState, task_error
+from numtile.runtime.supervision import WorkerDiedError, WorkerSupervision
+from numtile.runtime.task import (
+    Task,
+    TaskCancelled,
+    TaskError,
+    TaskState,
+    exception_text,
+    task_error,
+)
 from numtile.runtime.trace import Tracer
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
@@ -29,7 +37,7 @@ class RuntimeShutdownError(RuntimeError):
     """Raised when work is submitted to a runtime that was shut down."""
 
 
-class Runtime:
+class Runtime(WorkerSupervision):
     """Runs tasks submitted in program order as soon as their inputs are ready.
 
     Each ``submit`` names the handles a task touches and how; the runtime infers
@@ -75,6 +83,7 @@ class Runtime:
         self._seq = itertools.count()
         self._unfinished = 0
         self._errors: list[TaskError] = []
+        self._broken: WorkerDiedError | None = None  # set when a worker thread died
         self.tracer: Tracer | None = None
         self.busy = [0.0] * len(self.kinds)
         self.started_at = time.perf_counter()
@@ -93,8 +102,8 @@ class Runtime:
             for worker, kind in enumerate(self.kinds):
                 loop = self._worker_loop if kind == "cpu" else self._cuda_worker_loop
                 thread = threading.Thread(
-                    target=loop,
-                    args=(worker,),
+                    target=self._worker_main,
+                    args=(loop, worker),
                     name=f"numtile-{self.worker_names[worker]}",
                     daemon=True,
                 )
@@ -152,6 +161,8 @@ class Runtime:
             raise RuntimeShutdownError(
                 "the numtile runtime was shut down; call numtile.init() to start a new one"
             )
+        if self._broken is not None:
+            self._raise_broken()
         handles = [h for h, _ in accesses]
         modes = [m for _, m in accesses]
         task = Task(codelet, handles, modes, args, priority, next(self._seq), name)
@@ -282,10 +293,11 @@ class Runtime:
                 task.start = time.perf_counter()
                 task.codelet.cpu(*buffers, *task.args)
                 task.end = time.perf_counter()
-            except Exception as exc:  # re-raised at the next wait, naming the task
+            except BaseException as exc:  # even SystemExit: re-raised at the next wait
                 task.end = time.perf_counter()
-                error = task_error(f"{task.describe()} raised {type(exc).__name__}: {exc}", exc)
+                error = task_error(f"{task.describe()} raised {exception_text(exc)}", exc)
             finally:
+                buffers = None  # the tiles are unpinned now: let eviction really free them
                 if pins is not None:
                     self.manager.release(pins)
                 for lock in locks or ():
@@ -322,7 +334,7 @@ class Runtime:
             return None
         try:
             acquired = self.manager.acquire(task, gpu.id, wait=wait)
-        except Exception as exc:
+        except BaseException as exc:
             return (None, [], None, exc)
         if acquired is None:
             return None
@@ -345,7 +357,7 @@ class Runtime:
             try:
                 event.wait(gpu.compute)
                 task.codelet.cuda(gpu.ops, *buffers, *task.args)
-            except Exception as exc:
+            except BaseException as exc:
                 error = exc
         return (pins, locks, error)
 
@@ -358,14 +370,13 @@ class Runtime:
         pins, locks, error = running
         try:  # also after a failed launch: kernels it did start must end before unpinning
             gpu.compute.synchronize()
-        except Exception as exc:  # an error inside the kernel surfaces here
+        except BaseException as exc:  # an error inside the kernel surfaces here
             error = error or exc
         task.end = time.perf_counter()
         failed_writes = None
         if error is not None:
-            error = task_error(
-                f"{task.describe()} raised {type(error).__name__} on {gpu.name}: {error}", error
-            )
+            text = exception_text(error)
+            error = task_error(f"{task.describe()} on {gpu.name} raised {text}", error)
             failed_writes = [(h, gpu.id) for h, m in zip(task.handles, task.modes) if WRITES[m]]
         self.manager.release(pins, failed_writes)
         for lock in locks or ():
@@ -431,10 +442,12 @@ class Runtime:
     def wait_all(self) -> None:
         """Block until every submitted task has finished; re-raise the first task error."""
         with self._lock:
+            if self._broken is not None:
+                self._raise_broken()
             self._waiters += 1
             try:
                 while self._unfinished:
-                    self._done.wait()
+                    self._wait_for_a_task()
             finally:
                 self._waiters -= 1
         self.raise_errors()
@@ -442,13 +455,15 @@ class Runtime:
     def wait_handles(self, handles: Iterable[DataHandle]) -> None:
         """Block until the tasks that write ``handles`` have finished (not other tasks)."""
         with self._lock:
+            if self._broken is not None:
+                self._raise_broken()
             pending = [t for h in handles for t in h.writers if not t.finished]
             if pending:
                 self._waiters += 1
                 try:
                     for task in pending:
                         while not task.finished:
-                            self._done.wait()
+                            self._wait_for_a_task()
                 finally:
                     self._waiters -= 1
         for handle in handles:
@@ -457,7 +472,7 @@ class Runtime:
             if handle.error is not None:
                 root = _root(handle.error)
                 self._forget_error(root)
-                raise root
+                raise root.with_traceback(None)  # stored: each raise keeps only its own frames
 
     def raise_errors(self) -> None:
         """Raise (and clear) the first recorded task error, counting the others."""
@@ -468,7 +483,7 @@ class Runtime:
             first = roots[0]
             if len(errors) > 1:
                 first.add_note(f"{len(errors) - 1} more task(s) failed or were cancelled")
-            raise first
+            raise first.with_traceback(None)
 
     def _forget_error(self, root: BaseException) -> None:
         """Drop ``root`` and the cancellations it caused: they have been reported."""
@@ -497,7 +512,7 @@ class Runtime:
         if wait:
             try:
                 self.wait_all()
-            except TaskError:
+            except (TaskError, WorkerDiedError):
                 pass  # errors not yet waited for are dropped with the runtime
         self.closed = True
         left = self.scheduler.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import Access
@@ -23,6 +24,17 @@ class TaskState(enum.IntEnum):
 class TaskError(RuntimeError):
     """An exception raised inside a task, re-raised at the next wait naming the task."""
 
+    # defined here so that the mixed ``TaskError[kind]`` classes of ``task_error`` keep their
+    # message: ``kind``'s own ``__str__`` may print nothing (UnicodeDecodeError without its
+    # fields) or raise
+    def __str__(self) -> str:
+        if len(self.args) == 1 and isinstance(self.args[0], str):
+            return self.args[0]
+        return RuntimeError.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
 
 class TaskCancelled(TaskError):
     """A task that did not run because a task it depends on failed (``root``)."""
@@ -35,16 +47,78 @@ class TaskCancelled(TaskError):
 def task_error(message: str, cause: BaseException) -> TaskError:
     """A ``TaskError`` that is also an instance of ``cause``'s type where Python allows.
 
-    So ``except numpy.linalg.LinAlgError`` still catches a failed Cholesky tile.
+    So ``except numpy.linalg.LinAlgError`` still catches a failed Cholesky tile, and a task
+    that called ``sys.exit()`` or raised ``KeyboardInterrupt`` is caught by ``except
+    SystemExit`` / ``except KeyboardInterrupt`` (and by ``except TaskError``). A type that
+    cannot be mixed in (instance layout, a constructor needing other arguments, a class that
+    refuses subclasses) gives a plain ``TaskError``. ``cause`` (its ``__cause__``) keeps its
+    traceback's lines but not the frames' local variables: stored errors must not keep the
+    task's tiles alive.
     """
-    kind = type(cause)
-    try:
-        error_class = type(f"TaskError[{kind.__name__}]", (TaskError, kind), {})
-        error = error_class(message)
-    except TypeError:  # incompatible layouts (some built-in exceptions): plain TaskError
+    error = None
+    error_class = _error_class(type(cause))
+    if error_class is not None:
+        try:
+            error = error_class(message)
+        except Exception:  # a constructor of ``cause``'s type that needs more
+            error = None
+    if error is None:
         error = TaskError(message)
+    if isinstance(cause, SystemExit):
+        error.code = cause.code  # an uncaught one still exits with the task's status
+    forget_frame_locals(cause)
     error.__cause__ = cause
     return error
+
+
+@functools.lru_cache(maxsize=256)
+def _error_class(kind: type) -> type | None:
+    """``TaskError[kind]``, made once per exception type; None where Python refuses."""
+    try:
+        return type(f"TaskError[{kind.__name__}]", (TaskError, kind), {})
+    except Exception:  # incompatible layouts (some built-in exceptions), final classes
+        return None
+
+
+def exception_text(exc: BaseException) -> str:
+    """``'ValueError: bad tile'``, for any exception: its type name alone when its message
+    is empty, its ``repr`` (or a note) when its ``__str__`` raises.
+
+    >>> exception_text(KeyError("x")), exception_text(KeyboardInterrupt())
+    ("KeyError: 'x'", 'KeyboardInterrupt')
+    """
+    name = type(exc).__qualname__
+    try:
+        text = str(exc)
+    except Exception as failure:
+        try:
+            text = f"{exc!r} (its __str__ raised {type(failure).__name__})"
+        except Exception:
+            text = f"(its __str__ and __repr__ raised {type(failure).__name__})"
+    return f"{name}: {text}" if text else name
+
+
+def forget_frame_locals(exc: BaseException) -> None:
+    """Clear the local variables of the frames in ``exc``'s traceback (and its causes').
+
+    A frame still running (the worker that caught ``exc``) cannot be cleared: it is dropped
+    from the traceback instead, since its locals are the task's tiles and handles. The
+    ``__context__`` chain is left alone: under the sync scheduler it can be an exception the
+    user's own code is handling.
+    """
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            try:
+                tb.tb_frame.clear()
+            except RuntimeError:  # still executing
+                if tb is exc.__traceback__:
+                    exc.__traceback__ = tb = tb.tb_next
+                    continue
+            tb = tb.tb_next
+        exc = exc.__cause__
 
 
 class Task:
