@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from numtile.runtime.access import READS, WRITES
-from numtile.runtime.handle import DISK, HOST, DataHandle
+from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
 
 if TYPE_CHECKING:
     from numtile.runtime.task import Task
@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 
 class OutOfMemoryError(MemoryError):
     """A task's own tiles do not fit in its memory node's capacity."""
+
+
+class SpillError(OSError):
+    """A tile evicted from limited host RAM could not be written to the spill folder (disk
+    full, quota, I/O error): an ``OSError`` with the original ``errno``, whose message names
+    the folder and the host memory limit. The tile stays in RAM, no partial file is left."""
 
 
 def format_bytes(n: float) -> str:
@@ -96,7 +102,8 @@ class NodeState:
 class Spill:
     """Tiles evicted from a limited host memory, one raw file per tile."""
 
-    def __init__(self, directory: str | None) -> None:
+    def __init__(self, directory: str | None, limit: int | None = None) -> None:
+        self.limit = limit
         self.owned = directory is None
         if directory is None:
             directory = tempfile.mkdtemp(prefix="numtile-spill-")
@@ -117,9 +124,22 @@ class Spill:
         return os.path.join(self.directory, f"tile-{os.getpid()}-{handle.id}.bin")
 
     def write(self, handle: DataHandle, array: np.ndarray) -> str:
+        """Write ``handle``'s tile to its file; on failure remove the partial file and raise
+        ``SpillError`` (the caller keeps the tile in RAM)."""
         path = self.path(handle)
-        with open(path, "wb") as f:
-            f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+        try:
+            with open(path, "wb") as f:
+                f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+        except OSError as exc:
+            self.remove(path)
+            limit = "unlimited" if self.limit is None else format_bytes(self.limit)
+            raise SpillError(
+                exc.errno,
+                f"cannot spill tile #{handle.id} ({format_bytes(handle.nbytes)}) to the spill "
+                f"folder {self.directory!r}: {exc.strerror or exc}. Host memory is limited to "
+                f"{limit} (NUMTILE_HOST_MEM_LIMIT) and tiles beyond it go to that folder: free "
+                "space there, set NUMTILE_SPILL_DIR to a larger folder, or raise the limit",
+            ) from None  # the OSError's frames would keep this tile alive
         self.writes += 1
         return path
 
@@ -137,8 +157,19 @@ class Spill:
             pass
 
     def close(self) -> None:
+        """Remove the spill files: the whole folder if numtile made it, else this process's
+        files only (the tiles of live handles are left at exit, when nothing reads them)."""
         if self.owned:
             shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        prefix = f"tile-{os.getpid()}-"
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return
+        for name in names:
+            if name.startswith(prefix) and name.endswith(".bin"):
+                self.remove(os.path.join(self.directory, name))
 
 
 class MemoryManager:
@@ -151,7 +182,7 @@ class MemoryManager:
         self.nodes = {HOST: NodeState(self.host)}
         for gpu in gpus:
             self.nodes[gpu.id] = NodeState(gpu)
-        self.spill = Spill(spill_dir) if host_limit is not None else None
+        self.spill = Spill(spill_dir, host_limit) if host_limit is not None else None
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles
@@ -202,9 +233,25 @@ class MemoryManager:
                             self._no_room(handle.nbytes, node, handle, held=False)
                             + ": use smaller tiles"
                         )
-                    # if running tasks hold everything, go over the limit until they finish
-                    self._make_room(node, handle.nbytes, exclude=(handle,))
+                    try:  # if running tasks hold everything, go over the limit till they end
+                        self._make_room(node, handle.nbytes, exclude=(handle,))
+                    except SpillError:
+                        handle.replicas.clear()  # the tile that failed holds no memory
+                        raise
                     self._track(handle, node)
+
+    def adopt(self, handles) -> None:
+        """Account for the host tiles of ``handles`` made before this manager existed (a
+        tensor created before the runtime started, or kept from the previous runtime)."""
+        with self.lock:
+            self._reap()
+            for handle in handles:
+                if HOST in handle.replicas and handle.id not in self.nodes[HOST].lru:
+                    try:
+                        self._make_room(HOST, handle.nbytes, exclude=(handle,))
+                    except SpillError:
+                        pass  # over the limit for now: the next allocation spills (or says why)
+                    self._track(handle, HOST)
 
     def _drop(self, handle: DataHandle, node: int) -> None:
         data = handle.replicas.pop(node, None)
@@ -261,7 +308,13 @@ class MemoryManager:
 
     def _allocate(self, handle, node: int, exclude=(), task=None, gpu=None):
         state = self.nodes[node]
-        if not self._make_room(node, handle.nbytes, exclude):
+        try:
+            room = self._make_room(node, handle.nbytes, exclude)
+        except SpillError as exc:
+            who = task.describe() if task is not None else "a read"
+            exc.add_note(f"while making room on {state.node.name} for {handle!r} ({who})")
+            raise
+        if not room:
             raise OutOfMemoryError(self._no_room(handle.nbytes, node, task))
         if node == HOST:
             return state.node.allocate(handle.shape, handle.dtype, gpu)
@@ -314,6 +367,8 @@ class MemoryManager:
         """A valid replica of ``handle`` on ``node`` (lock held; ``handle`` pinned there)."""
         data = handle.replicas.get(node)
         if data is not None:
+            if handle.id not in self.nodes[node].lru:  # made before this manager: count it
+                self._make_room(node, handle.nbytes, exclude=(handle,))
             self._track(handle, node)  # most recently used
         else:
             source = None
@@ -451,6 +506,10 @@ class MemoryManager:
                     if DISK in handle.replicas:
                         self._fetch(handle, HOST, True, False, None, Pins([]))
                         self._drop(handle, DISK)
+                for ref in self.nodes[HOST].lru.values():  # the next manager counts them
+                    handle = ref()
+                    if handle is not None:
+                        track_without_manager(handle)
         if self.spill is not None:
             self.spill.close()
 
