@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from numtile.runtime.task import Task, exception_text, forget_frame_locals
+from numtile.runtime.task import Task, exception_text, forget_frames
 
 _WORKER_CHECK_SECONDS = 1.0  # a wait checks this often that the workers are still alive
 
@@ -43,7 +43,7 @@ class WorkerSupervision:
             f"numtile worker {self.worker_names[worker]} died{doing}: {exception_text(exc)}; "
             "tasks queued on it will not run: call numtile.init() to start a new runtime"
         )
-        forget_frame_locals(exc)  # the dead loop's frames hold tiles
+        forget_frames(exc)  # the dead loop's frames hold tiles
         error.__cause__ = exc
         with self._lock:
             if self._broken is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import linecache
+import traceback
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import Access
@@ -52,8 +54,7 @@ def task_error(message: str, cause: BaseException) -> TaskError:
     SystemExit`` / ``except KeyboardInterrupt`` (and by ``except TaskError``). A type that
     cannot be mixed in (instance layout, a constructor needing other arguments, a class that
     refuses subclasses) gives a plain ``TaskError``. ``cause`` (its ``__cause__``) keeps its
-    traceback's lines but not the frames' local variables: stored errors must not keep the
-    task's tiles alive.
+    traceback as text in a note, not its frames: stored errors must not keep tiles alive.
     """
     error = None
     error_class = _error_class(type(cause))
@@ -66,7 +67,7 @@ def task_error(message: str, cause: BaseException) -> TaskError:
         error = TaskError(message)
     if isinstance(cause, SystemExit):
         error.code = cause.code  # an uncaught one still exits with the task's status
-    forget_frame_locals(cause)
+    forget_frames(cause)
     error.__cause__ = cause
     return error
 
@@ -98,27 +99,46 @@ def exception_text(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-def forget_frame_locals(exc: BaseException) -> None:
-    """Clear the local variables of the frames in ``exc``'s traceback (and its causes').
+def forget_frames(exc: BaseException) -> None:
+    """Replace ``exc``'s traceback (and its chained exceptions') with a note holding its text.
 
-    A frame still running (the worker that caught ``exc``) cannot be cleared: it is dropped
-    from the traceback instead, since its locals are the task's tiles and handles. The
-    ``__context__`` chain is left alone: under the sync scheduler it can be an exception the
-    user's own code is handling.
+    A stored error must not keep frames: a frame holds its locals (the task's tiles and
+    handles) and, through ``f_back``, every frame that called it (under the sync scheduler the
+    user's own). The frames still running (the worker that caught ``exc``) are left out of the
+    text; the walk stops at a chained exception still being handled by a running frame (the
+    user's, under the sync scheduler: not ours to change).
     """
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         tb = exc.__traceback__
-        while tb is not None:
-            try:
-                tb.tb_frame.clear()
-            except RuntimeError:  # still executing
-                if tb is exc.__traceback__:
-                    exc.__traceback__ = tb = tb.tb_next
+        if tb is not None:
+            lines = []
+            for frame, line in traceback.walk_tb(tb):
+                if _running(frame):
+                    if len(seen) > 1:
+                        return
                     continue
-            tb = tb.tb_next
-        exc = exc.__cause__
+                code = frame.f_code
+                source = linecache.getline(code.co_filename, line).strip()
+                lines.append(f'  File "{code.co_filename}", line {line}, in {code.co_name}\n')
+                if source:
+                    lines.append(f"    {source}\n")
+            exc.__traceback__ = None
+            try:
+                exc.add_note("Traceback in the task (most recent call last):\n" + "".join(lines))
+            except Exception:  # a type that refuses notes keeps its message only
+                pass
+        exc = exc.__cause__ or exc.__context__
+
+
+def _running(frame) -> bool:
+    """True while ``frame`` executes; a finished one has its locals cleared on the way."""
+    try:
+        frame.clear()
+    except RuntimeError:
+        return True
+    return False
 
 
 class Task:
