@@ -67,9 +67,7 @@ class _StopsAfterOneTask(EagerScheduler):
         return super().pop(worker)
 
 
-def test_a_worker_that_stops_is_noticed_within_seconds(
-    make_runtime, within_deadline, monkeypatch
-):
+def test_a_worker_that_stops_is_noticed_within_seconds(make_runtime, within_deadline, monkeypatch):
     monkeypatch.setitem(SCHEDULER_CLASSES, "eager", _StopsAfterOneTask)
     runtime = make_runtime("eager", ncpu=1)
     handle = DataHandle((2,), np.float64, np.zeros(2))

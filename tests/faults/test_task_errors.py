@@ -3,6 +3,7 @@ the error names the task (issue 9, item 2)."""
 
 from __future__ import annotations
 
+import builtins
 import gc
 import sys
 import threading
@@ -54,12 +55,13 @@ FAULTS = {
     ),
     "no-subclasses": (lambda: NoSubclasses("nope"), TaskError, "NoSubclasses: nope"),
     "needs-two": (lambda: NeedsTwo(7, "here"), TaskError, "NeedsTwo: (7, 'here')"),
-    "group": (
-        lambda: ExceptionGroup("two", [ValueError(1), KeyError(2)]),
+}
+if hasattr(builtins, "ExceptionGroup"):  # Python 3.11+: a type that needs two arguments
+    FAULTS["group"] = (
+        lambda: builtins.ExceptionGroup("two", [ValueError(1), KeyError(2)]),
         TaskError,
         "ExceptionGroup: two (2 sub-exceptions)",
-    ),
-}
+    )
 
 
 def _raiser(make):
