@@ -23,6 +23,7 @@ from numtile.runtime.task import (
     TaskError,
     TaskState,
     exception_text,
+    raisable,
     task_error,
 )
 from numtile.runtime.trace import Tracer
@@ -472,7 +473,7 @@ class Runtime(WorkerSupervision):
             if handle.error is not None:
                 root = _root(handle.error)
                 self._forget_error(root)
-                raise root.with_traceback(None)  # stored: each raise keeps only its own frames
+                raise raisable(root)
 
     def raise_errors(self) -> None:
         """Raise (and clear) the first recorded task error, counting the others."""
@@ -480,10 +481,10 @@ class Runtime(WorkerSupervision):
             errors, self._errors = self._errors, []
         if errors:
             roots = [e for e in errors if not isinstance(e, TaskCancelled)] or errors
-            first = roots[0]
+            first = raisable(roots[0])
             if len(errors) > 1:
                 first.add_note(f"{len(errors) - 1} more task(s) failed or were cancelled")
-            raise first.with_traceback(None)
+            raise first
 
     def _forget_error(self, root: BaseException) -> None:
         """Drop ``root`` and the cancellations it caused: they have been reported."""

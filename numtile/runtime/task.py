@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import linecache
@@ -65,11 +66,39 @@ def task_error(message: str, cause: BaseException) -> TaskError:
             error = None
     if error is None:
         error = TaskError(message)
-    if isinstance(cause, SystemExit):
+    if isinstance(cause, SystemExit) and isinstance(error, SystemExit):
         error.code = cause.code  # an uncaught one still exits with the task's status
+    if isinstance(cause, OSError) and isinstance(error, OSError):  # errno == ENOSPC, ...
+        error.errno, error.strerror = cause.errno, cause.strerror
+        error.filename, error.filename2 = cause.filename, cause.filename2
     forget_frames(cause)
     error.__cause__ = cause
     return error
+
+
+def raisable(error: BaseException) -> BaseException:
+    """A copy of a stored ``error`` to raise at a wait (same type, message, notes, cause).
+
+    Raising the stored instance itself would attach the waiting code's frames to it: the
+    failed tile keeps its error, so those frames, their local tensors and, through the
+    tensors, the error again would live on as a cycle that only a full garbage collection
+    frees (tensors "freed" by the user would keep their memory and spill files meanwhile).
+    """
+    try:
+        fresh = copy.copy(error)
+    except Exception:  # a type that cannot be rebuilt from its args: raise it, frames and all
+        return error.with_traceback(None)
+    fresh.__cause__ = error.__cause__
+    fresh.__traceback__ = None
+    if hasattr(error, "__notes__"):
+        fresh.__notes__ = list(error.__notes__)  # a note added to the copy stays there
+    for name in ("code", "errno", "strerror", "filename", "filename2"):  # not in __dict__
+        if hasattr(error, name):
+            try:
+                setattr(fresh, name, getattr(error, name))
+            except AttributeError:
+                pass
+    return fresh
 
 
 @functools.lru_cache(maxsize=256)

@@ -40,12 +40,15 @@ def within_deadline(function, *args, seconds: float = DEADLINE_SECONDS):
     thread.join(seconds)
     if thread.is_alive():
         pytest.fail(f"{getattr(function, '__name__', function)} hung for more than {seconds} s")
-    error = outcome.get("error")
-    if error is not None:
+    error = outcome.pop("error", None)
+    if error is None:
+        return outcome.get("value")
+    try:
         if not isinstance(error, Exception):
             raise AssertionError(f"{type(error).__name__} escaped: {error}") from error
         raise error
-    return outcome.get("value")
+    finally:
+        del error  # else this frame, in the error's traceback, would keep it (and tiles) alive
 
 
 @pytest.fixture(name="within_deadline")
