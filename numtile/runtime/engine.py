@@ -484,7 +484,10 @@ class Runtime(WorkerSupervision):
             first = raisable(roots[0])
             if len(errors) > 1:
                 first.add_note(f"{len(errors) - 1} more task(s) failed or were cancelled")
-            raise first
+            try:
+                raise first
+            finally:
+                del first  # this frame is in its traceback: no cycle keeping the caller's tiles
 
     def _forget_error(self, root: BaseException) -> None:
         """Drop ``root`` and the cancellations it caused: they have been reported."""

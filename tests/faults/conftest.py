@@ -51,6 +51,23 @@ def within_deadline(function, *args, seconds: float = DEADLINE_SECONDS):
         del error  # else this frame, in the error's traceback, would keep it (and tiles) alive
 
 
+def raised(function, *args) -> BaseException | None:
+    """What ``function(*args)`` raised (``SystemExit`` and ``KeyboardInterrupt`` too: caught
+    here, never re-raised), or None; without its traceback, whose frames would hold the
+    calling test's tiles in a cycle."""
+    try:
+        function(*args)
+    except BaseException as exc:
+        return exc.with_traceback(None)
+    return None
+
+
+@pytest.fixture(name="raised")
+def raised_fixture():
+    """``raised(function, *args)``: see ``raised``."""
+    return raised
+
+
 @pytest.fixture(name="within_deadline")
 def within_deadline_fixture():
     """``within_deadline(function, *args, seconds=...)``: see ``within_deadline``."""

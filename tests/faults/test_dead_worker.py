@@ -28,16 +28,8 @@ def _break_completion(runtime, message: str) -> None:
     runtime._complete = failing
 
 
-def _raised(function, *args):
-    try:
-        function(*args)
-    except BaseException as exc:
-        return exc
-    return None
-
-
 @pytest.mark.parametrize("scheduler", ["eager", "dmda"])
-def test_a_dead_worker_is_reported_by_every_wait(make_runtime, within_deadline, scheduler):
+def test_a_dead_worker_is_reported_by_every_wait(make_runtime, within_deadline, scheduler, raised):
     runtime = make_runtime(scheduler, ncpu=1)
     _break_completion(runtime, "bookkeeping bug")
     first = DataHandle((2,), np.float64, np.zeros(2))
@@ -45,7 +37,7 @@ def test_a_dead_worker_is_reported_by_every_wait(make_runtime, within_deadline, 
     task = runtime.submit(ADD_ONE, [(first, RW)])
     runtime.submit(ADD_ONE, [(later, RW)])  # queued on the dead worker: never runs
     for wait in (runtime.wait_all, lambda: runtime.wait_handles([later])):
-        error = within_deadline(lambda wait=wait: _raised(wait))
+        error = within_deadline(lambda wait=wait: raised(wait))
         assert isinstance(error, WorkerDiedError), error
         message = str(error)
         assert "worker cpu0 died" in message and "bookkeeping bug" in message
@@ -67,26 +59,28 @@ class _StopsAfterOneTask(EagerScheduler):
         return super().pop(worker)
 
 
-def test_a_worker_that_stops_is_noticed_within_seconds(make_runtime, within_deadline, monkeypatch):
+def test_a_worker_that_stops_is_noticed_within_seconds(
+    make_runtime, within_deadline, monkeypatch, raised
+):
     monkeypatch.setitem(SCHEDULER_CLASSES, "eager", _StopsAfterOneTask)
     runtime = make_runtime("eager", ncpu=1)
     handle = DataHandle((2,), np.float64, np.zeros(2))
     runtime.submit(ADD_ONE, [(handle, RW)])
     runtime.submit(ADD_ONE, [(handle, RW)])  # nobody is left to run this one
-    error = within_deadline(lambda: _raised(runtime.wait_all), seconds=10)
+    error = within_deadline(lambda: raised(runtime.wait_all), seconds=10)
     assert isinstance(error, WorkerDiedError) and "worker cpu0 stopped" in str(error)
 
 
-def test_init_starts_a_fresh_runtime_after_a_worker_died(within_deadline):
+def test_init_starts_a_fresh_runtime_after_a_worker_died(within_deadline, raised):
     runtime = nt.init(ncpu=1, scheduler="eager")
     try:
         _break_completion(runtime, "bug in the runtime")
         x = nt.ones((4,), tile_shape=(2,))
-        error = within_deadline(lambda: _raised(nt.wait_all))
+        error = within_deadline(lambda: raised(nt.wait_all))
         assert isinstance(error, WorkerDiedError) and "bug in the runtime" in str(error)
         within_deadline(nt.init, 1)
         y = nt.ones((4,), tile_shape=(2,)) + 1
         assert within_deadline(y.to_numpy).tolist() == [2.0] * 4
-        assert isinstance(within_deadline(lambda: _raised(x.to_numpy)), WorkerDiedError)
+        assert isinstance(within_deadline(lambda: raised(x.to_numpy)), WorkerDiedError)
     finally:
         within_deadline(nt.init)

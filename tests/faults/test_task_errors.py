@@ -74,7 +74,7 @@ def _raiser(make):
 
 @pytest.mark.parametrize("scheduler", ["eager", "dmda", "sync"])
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_any_exception_fails_only_its_task(make_runtime, within_deadline, scheduler, fault):
+def test_any_exception_fails_only_its_task(make_runtime, within_deadline, scheduler, fault, raised):
     make, kind, text = FAULTS[fault]
     runtime = make_runtime(scheduler, ncpu=1)
     bad = DataHandle((3,), np.float64, np.zeros(3))
@@ -103,30 +103,22 @@ def test_any_exception_fails_only_its_task(make_runtime, within_deadline, schedu
     assert good.host_array().tolist() == [2.0, 3.0, 4.0]
     assert all(thread.is_alive() for thread in runtime._workers)
     # the failed tile names the failure at every read, without hanging
-    assert isinstance(within_deadline(lambda: _raised(runtime.wait_handles, [bad])), kind)
+    assert isinstance(within_deadline(lambda: raised(runtime.wait_handles, [bad])), kind)
 
 
-def _raised(function, *args):
-    try:
-        function(*args)
-    except BaseException as exc:
-        return exc
-    return None
-
-
-def test_dependents_of_a_base_exception_are_cancelled(make_runtime, within_deadline):
+def test_dependents_of_a_base_exception_are_cancelled(make_runtime, within_deadline, raised):
     runtime = make_runtime("eager")
     source = DataHandle((2,), np.float64, np.zeros(2))
     target = DataHandle((2,), np.float64, np.zeros(2))
     runtime.submit(Codelet("test_fault_exit", cpu=_raiser(lambda: SystemExit(5))), [(source, RW)])
     copy = Codelet("test_fault_copy", cpu=lambda x, y: np.copyto(y, x))
     runtime.submit(copy, [(source, R), (target, RW)])
-    error = within_deadline(lambda: _raised(runtime.wait_handles, [target]))
+    error = within_deadline(lambda: raised(runtime.wait_handles, [target]))
     assert isinstance(error, SystemExit) and "test_fault_exit" in str(error)
     assert target.host_array().tolist() == [0.0, 0.0]  # the copy never ran
 
 
-def test_a_stored_task_error_keeps_no_tile_alive(make_runtime, within_deadline, tmp_path):
+def test_a_stored_task_error_keeps_no_tile_alive(make_runtime, within_deadline, tmp_path, raised):
     """A kept error (``sys.last_value``, a log) must not keep the failed task's tiles or
     handles alive through its traceback's frames."""
     runtime = make_runtime("eager", host_mem_limit=MiB, spill_dir=str(tmp_path / "spill"))
@@ -139,7 +131,7 @@ def test_a_stored_task_error_keeps_no_tile_alive(make_runtime, within_deadline, 
     x = DataHandle((64,), np.float64, np.zeros(64))
     y = DataHandle((64,), np.float64, np.zeros(64))
     runtime.submit(Codelet("test_fault_keeps", cpu=kernel), [(x, R), (y, RW)])
-    error = within_deadline(lambda: _raised(runtime.wait_all))
+    error = within_deadline(lambda: raised(runtime.wait_all))
     assert isinstance(error, KeyboardInterrupt)
     handles = [weakref.ref(x), weakref.ref(y)]
     del x, y
@@ -152,13 +144,15 @@ def test_a_stored_task_error_keeps_no_tile_alive(make_runtime, within_deadline, 
     assert "in kernel" in notes and "raise KeyboardInterrupt" in notes
 
 
-def test_worker_threads_keep_running_after_many_base_exceptions(make_runtime, within_deadline):
+def test_worker_threads_keep_running_after_many_base_exceptions(
+    make_runtime, within_deadline, raised
+):
     runtime = make_runtime("eager")
     handles = [DataHandle((1,), np.float64, np.zeros(1)) for _ in range(40)]
     fail = Codelet("test_fault_many", cpu=_raiser(lambda: SystemExit(1)))
     for handle in handles:
         runtime.submit(fail, [(handle, RW)])
-    error = within_deadline(lambda: _raised(runtime.wait_all))
+    error = within_deadline(lambda: raised(runtime.wait_all))
     assert isinstance(error, SystemExit)
     assert "39 more task(s) failed" in "".join(getattr(error, "__notes__", []))
     assert all(thread.is_alive() for thread in runtime._workers)
