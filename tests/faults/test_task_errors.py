@@ -158,3 +158,23 @@ def test_worker_threads_keep_running_after_many_base_exceptions(
     assert all(thread.is_alive() for thread in runtime._workers)
     assert threading.active_count() >= len(runtime._workers)
     assert sys.exc_info() == (None, None, None)
+
+
+def test_sync_scheduler_leaves_the_callers_own_exception_alone(make_runtime, within_deadline):
+    """Under sync a task runs in the submitting thread: an exception that thread is handling
+    becomes the task error's context, and must come out of it untouched."""
+    runtime = make_runtime("sync")
+    handle = DataHandle((2,), np.float64, np.zeros(2))
+
+    def submit_while_handling():
+        try:
+            raise LookupError("the caller's own")
+        except LookupError as outer:
+            failing = Codelet("test_fault_in_handler", cpu=_raiser(ValueError))
+            runtime.submit(failing, [(handle, RW)])
+            return outer
+
+    outer = within_deadline(submit_while_handling)
+    assert outer.__traceback__ is not None and not hasattr(outer, "__notes__")
+    with pytest.raises(ValueError, match="test_fault_in_handler"):
+        runtime.wait_all()
