@@ -83,6 +83,11 @@ def raisable(error: BaseException) -> BaseException:
     failed tile keeps its error, so those frames, their local tensors and, through the
     tensors, the error again would live on as a cycle that only a full garbage collection
     frees (tensors "freed" by the user would keep their memory and spill files meanwhile).
+
+    >>> stored = task_error("task 'x' (#0) raised ValueError: bad", ValueError("bad"))
+    >>> fresh = raisable(stored)
+    >>> fresh is not stored, type(fresh) is type(stored), isinstance(fresh, ValueError)
+    (True, True, True)
     """
     try:
         fresh = copy.copy(error)
@@ -136,6 +141,14 @@ def forget_frames(exc: BaseException) -> None:
     user's own). The frames still running (the worker that caught ``exc``) are left out of the
     text; the walk stops at a chained exception still being handled by a running frame (the
     user's, under the sync scheduler: not ours to change).
+
+    >>> try:
+    ...     {}["missing"]
+    ... except KeyError as exc:
+    ...     error = exc
+    >>> forget_frames(error)
+    >>> error.__traceback__ is None, error.__notes__[0].splitlines()[0]
+    (True, 'Traceback in the task (most recent call last):')
     """
     seen = set()
     while exc is not None and id(exc) not in seen:
