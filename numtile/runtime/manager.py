@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from numtile.runtime.trace import Tracer
 
 
+_REGISTER_WAIT_SECONDS = 60.0  # a user tile waits this long for running tasks to free room
+
+
 class OutOfMemoryError(MemoryError):
     """A task's own tiles do not fit in its memory node's capacity."""
 
@@ -233,12 +236,25 @@ class MemoryManager:
                             self._no_room(handle.nbytes, node, handle, held=False)
                             + ": use smaller tiles"
                         )
-                    try:  # if running tasks hold everything, go over the limit till they end
-                        self._make_room(node, handle.nbytes, exclude=(handle,))
+                    try:
+                        self._wait_for_room(node, handle)
                     except SpillError:
                         handle.replicas.clear()  # the tile that failed holds no memory
                         raise
                     self._track(handle, node)
+
+    def _wait_for_room(self, node: int, handle: DataHandle) -> None:
+        """Make room for a tile made outside the manager; while running tasks pin too much,
+        wait for them to finish (lock held), as ``acquire`` does. A worker thread (a task
+        making a tile) does not wait: its own pins could be what is in the way; it goes over
+        the limit until the running tasks end."""
+        worker = threading.current_thread().name.startswith("numtile-")
+        deadline = time.monotonic() + _REGISTER_WAIT_SECONDS
+        while not self._make_room(node, handle.nbytes, exclude=(handle,)):
+            if worker or time.monotonic() > deadline:
+                return
+            self.freed.wait(timeout=0.1)
+            self._reap()
 
     def adopt(self, handles) -> None:
         """Account for the host tiles of ``handles`` made before this manager existed (a

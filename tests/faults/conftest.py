@@ -35,7 +35,7 @@ def within_deadline(function, *args, seconds: float = DEADLINE_SECONDS):
         except BaseException as exc:
             outcome["error"] = exc
 
-    thread = threading.Thread(target=run, name="numtile-test-deadline", daemon=True)
+    thread = threading.Thread(target=run, name="test-deadline", daemon=True)
     thread.start()
     thread.join(seconds)
     if thread.is_alive():

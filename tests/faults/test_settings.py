@@ -5,11 +5,14 @@ item 8)."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
 
 import numtile as nt
+from numtile.runtime import Access, Codelet, DataHandle
 
 MiB = 1 << 20
 
@@ -113,4 +116,31 @@ def test_tensors_kept_from_a_previous_runtime_count_too(tmp_path):
     assert counters["nodes"]["host"]["used"] <= MiB // 2
     assert counters["transferred_bytes"].get("host->disk", 0) >= a.nbytes - MiB // 2
     np.testing.assert_array_equal(x.to_numpy(), a)
+    nt.init()
+
+
+def test_a_tile_made_while_tasks_hold_the_memory_waits_for_room(tmp_path):
+    """from_numpy while running tasks pin every byte of the limit (a training loop loading
+    the next batch): it waits for them instead of going over the limit."""
+    shape = (128, 128)  # 128 KiB tiles, 4 under the limit
+    tile = 128 * 128 * 8
+    runtime = nt.init(ncpu=2, host_mem_limit=4 * tile, spill_dir=str(tmp_path))
+    started = threading.Barrier(3)
+
+    def slow_copy(x, y):
+        started.wait(timeout=5)
+        time.sleep(0.2)
+        np.copyto(y, x)
+
+    slow = Codelet("test_slow_copy", cpu=slow_copy)
+    sources = [DataHandle(shape, np.float64, np.full(shape, float(i))) for i in range(2)]
+    targets = [DataHandle(shape, np.float64) for _ in range(2)]
+    for x, y in zip(sources, targets):
+        runtime.submit(slow, [(x, Access.R), (y, Access.W)])
+    started.wait(timeout=5)  # both tasks run: their 4 tiles are pinned
+    z = nt.from_numpy(np.ones(shape), tile_shape=shape)
+    assert runtime.manager.counters()["nodes"]["host"]["peak"] <= 4 * tile
+    runtime.wait_handles(targets)
+    assert [float(y.host_array()[0, 0]) for y in targets] == [0.0, 1.0]
+    np.testing.assert_array_equal(z.to_numpy(), 1.0)
     nt.init()
