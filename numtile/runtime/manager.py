@@ -133,8 +133,10 @@ class Spill:
         try:
             with open(path, "wb") as f:
                 f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
-        except OSError as exc:
+        except BaseException as exc:  # a KeyboardInterrupt mid-write leaves no file either
             self.remove(path)
+            if not isinstance(exc, OSError):
+                raise
             limit = "unlimited" if self.limit is None else format_bytes(self.limit)
             raise SpillError(
                 exc.errno,

@@ -58,7 +58,10 @@ def task_error(message: str, cause: BaseException) -> TaskError:
     traceback as text in a note, not its frames: stored errors must not keep tiles alive.
     """
     error = None
-    error_class = _error_class(type(cause))
+    try:
+        error_class = _error_class(type(cause))
+    except TypeError:  # an exception type that cannot be hashed (a metaclass's doing)
+        error_class = None
     if error_class is not None:
         try:
             error = error_class(message)

@@ -166,3 +166,27 @@ def test_spill_files_leave_a_user_folder_without_bringing_tiles_home(tmp_path, w
     assert os.listdir(spill_dir) == []
     del tensors
     nt.init()
+
+
+def test_an_interrupted_spill_write_leaves_no_partial_file(
+    tmp_path, monkeypatch, within_deadline, raised
+):
+    spill_dir = tmp_path / "spill"
+    _start(str(spill_dir))
+    a, x = _tensor(0)
+
+    def interrupted_open(path, mode="r", *args, **kwargs):
+        file = builtins.open(path, mode, *args, **kwargs)
+        if "w" in mode:
+            file.write(b"half a tile")
+            file.close()
+            raise KeyboardInterrupt
+        return file
+
+    monkeypatch.setattr(manager_module, "open", interrupted_open, raising=False)
+    error = within_deadline(raised, _tensor, 1)  # evicting x's first tile is interrupted
+    assert isinstance(error, KeyboardInterrupt)
+    assert os.listdir(spill_dir) == []
+    monkeypatch.undo()
+    np.testing.assert_array_equal(within_deadline(x.to_numpy), a)  # x stayed in RAM
+    nt.init()
