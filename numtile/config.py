@@ -10,8 +10,14 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass, field
+
+# more CPU workers than this many per core is a typo (NUMTILE_NCPU=100000), not a setting:
+# each worker is a thread with its own stack, and more threads than cores only add switches
+MAX_WORKERS_PER_CORE = 64
 
 
 def _env_int(name: str, default: int) -> int:
@@ -63,8 +69,16 @@ class Config:
     cuda_gemm_tile: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_GEMM_TILE", 16))
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.ncpu < 1:
-            raise ValueError(f"ncpu must be >= 1, got {self.ncpu}")
+            raise ValueError(f"ncpu (NUMTILE_NCPU) must be >= 1, got {self.ncpu}")
+        cores = os.cpu_count() or 1
+        if self.ncpu > MAX_WORKERS_PER_CORE * cores:
+            raise ValueError(
+                f"ncpu (NUMTILE_NCPU) = {self.ncpu} is more than {MAX_WORKERS_PER_CORE} worker "
+                f"threads per core on this machine's {cores} core(s): one per core is the most "
+                "that helps; leave NUMTILE_NCPU unset to use every core"
+            )
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"unknown scheduler {self.scheduler!r}; expected one of {SCHEDULERS}")
         if self.tile < 1 or self.tile_1d < 1:
@@ -80,6 +94,24 @@ class Config:
                 f"{self.cuda_gemm_tile})"
             )
 
+    def _check_types(self) -> None:
+        """Whole numbers where they are expected (``ncpu='2'``, ``ncpu=2.5`` are refused with
+        the value; NumPy integers are accepted) and finite byte counts for the limits."""
+        for name in _INTEGER_FIELDS:
+            setattr(self, name, _whole_number(name, getattr(self, name)))
+        for name in ("cuda_mem_limit", "host_mem_limit"):
+            limit = getattr(self, name)
+            if limit is None:
+                continue
+            if isinstance(limit, float):
+                if not (math.isfinite(limit) and limit == int(limit)):
+                    raise ValueError(
+                        f"{name} must be a whole, finite number of bytes, got {limit!r} "
+                        "(leave it unset for no limit)"
+                    )
+                limit = int(limit)  # 2e9 bytes
+            setattr(self, name, _whole_number(name, limit, "a size in bytes such as 2**30"))
+
     @classmethod
     def defaults(cls) -> Config:
         """The configuration read from the environment once per process (cheap to call)."""
@@ -87,6 +119,28 @@ class Config:
         if _DEFAULTS is None:
             _DEFAULTS = cls()
         return _DEFAULTS
+
+
+_INTEGER_FIELDS = (
+    "ncpu",
+    "gc_threshold",
+    "pool_bytes",
+    "tile",
+    "tile_1d",
+    "ncuda",
+    "cuda_block",
+    "cuda_gemm_tile",
+)
+
+
+def _whole_number(name: str, value, expected: str = "an integer") -> int:
+    """``value`` as an ``int``, or a ``TypeError`` naming the setting and its variable."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError(
+        f"{name} (NUMTILE_{name.upper()}) must be {expected}, got {value!r} "
+        f"({type(value).__name__})"
+    )
 
 
 SCHEDULERS = ("eager", "dmda", "sync")
@@ -120,9 +174,15 @@ def parse_bytes(text: str) -> int:
     if unit not in _UNITS or not number:
         raise ValueError(f"{text!r} is not a size in bytes (examples: 4096, 512MiB, 2G)")
     try:
-        return int(float(number) * _UNITS[unit])
+        size = float(number) * _UNITS[unit]
     except ValueError:
         raise ValueError(f"{text!r} is not a size in bytes (examples: 4096, 512MiB, 2G)") from None
+    if not math.isfinite(size):
+        raise ValueError(
+            f"{text!r} is not a finite size in bytes (examples: 4096, 512MiB, 2G; leave the "
+            "limit unset for no limit)"
+        )
+    return int(size)
 
 
 def _env_bytes(name: str) -> int | None:

@@ -17,6 +17,7 @@ from numtile.runtime.session import (
     trace,
     wait_all,
 )
+from numtile.runtime.supervision import WorkerDiedError
 from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "TaskCancelled",
     "TaskError",
     "TaskState",
+    "WorkerDiedError",
     "WorkerKind",
     "get_runtime",
     "init",

@@ -8,6 +8,7 @@ inference is in ``runtime/dependencies.py``, the GPU worker's loop in
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import threading
@@ -24,7 +25,16 @@ from numtile.runtime.kinds import Backends, default_backends, host_kind
 from numtile.runtime.perfmodel import PerfModels, footprint
 from numtile.runtime.pool import POOL
 from numtile.runtime.scheduler import SCHEDULER_CLASSES
-from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState, task_error
+from numtile.runtime.supervision import WorkerDiedError, WorkerSupervision
+from numtile.runtime.task import (
+    Task,
+    TaskCancelled,
+    TaskError,
+    TaskState,
+    exception_text,
+    raisable,
+    task_error,
+)
 from numtile.runtime.trace import Tracer
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
@@ -36,7 +46,7 @@ class RuntimeShutdownError(RuntimeError):
     """Raised when work is submitted to a runtime that was shut down."""
 
 
-class Runtime:
+class Runtime(WorkerSupervision):
     """Runs tasks submitted in program order as soon as their inputs are ready.
 
     Each ``submit`` names the handles a task touches and how; the runtime infers
@@ -105,6 +115,7 @@ class Runtime:
         self._seq = itertools.count()
         self._unfinished = 0
         self._errors: list[TaskError] = []
+        self._broken: WorkerDiedError | None = None  # set when a worker thread died
         self.tracer: Tracer | None = None
         self.busy = [0.0] * len(self.kinds)
         self.started_at = time.perf_counter()
@@ -122,12 +133,12 @@ class Runtime:
         if not self.scheduler.inline:
             for worker, node in enumerate(self.nodes):
                 if node is None:  # computes in host RAM
-                    loop, args = self._worker_loop, (worker,)
+                    loop = self._worker_loop
                 else:  # the node's own loop (a GPU's: stage, launch, prefetch)
-                    loop, args = node.run_worker, (self, worker)
+                    loop = functools.partial(node.run_worker, self)
                 thread = threading.Thread(
-                    target=loop,
-                    args=args,
+                    target=self._worker_main,
+                    args=(loop, worker),
                     name=f"numtile-{self.worker_names[worker]}",
                     daemon=True,
                 )
@@ -198,6 +209,8 @@ class Runtime:
             raise RuntimeShutdownError(
                 "the numtile runtime was shut down; call numtile.init() to start a new one"
             )
+        if self._broken is not None:
+            self._raise_broken()
         if codelet not in self._where:
             self.where(codelet)  # a codelet nothing here can run is refused now
         handles = [h for h, _ in accesses]
@@ -228,7 +241,8 @@ class Runtime:
         need = sum({h.id: h.nbytes for h in task.handles}.values())
         limits = [limit for kind in self.where(task.codelet) for limit in self._limits[kind]]
         if all(limit is not None and need > limit for limit in limits):
-            from numtile.runtime.memory import OutOfMemoryError, format_bytes
+            from numtile.runtime.memory import OutOfMemoryError
+            from numtile.runtime.spill import format_bytes
 
             raise OutOfMemoryError(
                 f"{task.describe()} needs {format_bytes(need)} for its tiles, more than the "
@@ -270,10 +284,11 @@ class Runtime:
                 kernel = task.codelet.implementation(self.kinds[worker])
                 kernel(self.ops[worker], *buffers, *task.args)
                 task.end = time.perf_counter()
-            except Exception as exc:  # re-raised at the next wait, naming the task
+            except BaseException as exc:  # even SystemExit: re-raised at the next wait
                 task.end = time.perf_counter()
-                error = task_error(f"{task.describe()} raised {type(exc).__name__}: {exc}", exc)
+                error = task_error(f"{task.describe()} raised {exception_text(exc)}", exc)
             finally:
+                buffers = None  # the tiles are unpinned now: let eviction really free them
                 if pins is not None:
                     self.manager.release(pins)
                 for lock in locks or ():
@@ -339,10 +354,12 @@ class Runtime:
     def wait_all(self) -> None:
         """Block until every submitted task has finished; re-raise the first task error."""
         with self._lock:
+            if self._broken is not None:
+                self._raise_broken()
             self._waiters += 1
             try:
                 while self._unfinished:
-                    self._done.wait()
+                    self._wait_for_a_task()
             finally:
                 self._waiters -= 1
         self.raise_errors()
@@ -350,13 +367,15 @@ class Runtime:
     def wait_handles(self, handles: Iterable[DataHandle]) -> None:
         """Block until the tasks that write ``handles`` have finished (not other tasks)."""
         with self._lock:
+            if self._broken is not None:
+                self._raise_broken()
             pending = [t for h in handles for t in h.writers if not t.finished]
             if pending:
                 self._waiters += 1
                 try:
                     for task in pending:
                         while not task.finished:
-                            self._done.wait()
+                            self._wait_for_a_task()
                 finally:
                     self._waiters -= 1
         for handle in handles:
@@ -365,7 +384,7 @@ class Runtime:
             if handle.error is not None:
                 root = _root(handle.error)
                 self._forget_error(root)
-                raise root
+                raise raisable(root)
 
     def raise_errors(self) -> None:
         """Raise (and clear) the first recorded task error, counting the others."""
@@ -373,10 +392,13 @@ class Runtime:
             errors, self._errors = self._errors, []
         if errors:
             roots = [e for e in errors if not isinstance(e, TaskCancelled)] or errors
-            first = roots[0]
+            first = raisable(roots[0])
             if len(errors) > 1:
                 first.add_note(f"{len(errors) - 1} more task(s) failed or were cancelled")
-            raise first
+            try:
+                raise first
+            finally:
+                del first  # this frame is in its traceback: no cycle keeping the caller's tiles
 
     def _forget_error(self, root: BaseException) -> None:
         """Drop ``root`` and the cancellations it caused: they have been reported."""
@@ -405,7 +427,7 @@ class Runtime:
         if wait:
             try:
                 self.wait_all()
-            except TaskError:
+            except (TaskError, WorkerDiedError):
                 pass  # errors not yet waited for are dropped with the runtime
         self.closed = True
         left = self.scheduler.stop()

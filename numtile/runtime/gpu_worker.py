@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from numtile.runtime.access import WRITES, Access
 from numtile.runtime.engine import _accumulate_locks, _cancelled
-from numtile.runtime.task import Task, TaskState, task_error
+from numtile.runtime.task import Task, TaskState, exception_text, task_error
 
 if TYPE_CHECKING:
     from numtile.runtime.cuda import CudaNode
@@ -52,7 +52,7 @@ def _stage(runtime: Runtime, task: Task, gpu: CudaNode, wait: bool):
         return None
     try:
         acquired = runtime.manager.acquire(task, gpu.id, wait=wait)
-    except Exception as exc:
+    except BaseException as exc:
         return (None, [], None, exc)
     if acquired is None:
         return None
@@ -77,7 +77,7 @@ def _launch(runtime: Runtime, task: Task, worker: int, gpu: CudaNode, staged):
             event.wait(gpu.compute)
             kernel = task.codelet.implementation(runtime.kinds[worker])
             kernel(runtime.ops[worker], *buffers, *task.args)
-        except Exception as exc:
+        except BaseException as exc:
             error = exc
     return (pins, locks, error)
 
@@ -91,14 +91,13 @@ def _finish_cuda(runtime: Runtime, task: Task, worker: int, gpu: CudaNode, runni
     pins, locks, error = running
     try:  # also after a failed launch: kernels it did start must end before unpinning
         gpu.compute.synchronize()
-    except Exception as exc:  # an error inside the kernel surfaces here
+    except BaseException as exc:  # an error inside the kernel surfaces here
         error = error or exc
     task.end = time.perf_counter()
     failed_writes = None
     if error is not None:
-        error = task_error(
-            f"{task.describe()} raised {type(error).__name__} on {gpu.name}: {error}", error
-        )
+        text = exception_text(error)
+        error = task_error(f"{task.describe()} on {gpu.name} raised {text}", error)
         failed_writes = [(h, gpu.id) for h, m in zip(task.handles, task.modes) if WRITES[m]]
     runtime.manager.release(pins, failed_writes)
     for lock in locks or ():

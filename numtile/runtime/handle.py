@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,11 +32,30 @@ NO_TASKS: list = []  # a shared empty task list: only ever replaced, never appen
 # the running runtime's ``MemoryManager`` when some memory node is limited or a GPU is in use;
 # None (the CPU-only default) keeps every tile in host RAM with no accounting at all
 MANAGER = None
+# handles given host data while no manager was running: the next manager counts them (tiles
+# computed without a manager are counted when a task next touches them; the big ones, which
+# would matter, are also kept here)
+_UNMANAGED: weakref.WeakSet = weakref.WeakSet()
+_UNMANAGED_LOCK = threading.Lock()
 
 
 def set_manager(manager) -> None:
+    """Make ``manager`` (or None) the one every handle reports to; it adopts the host tiles
+    of the live handles made without one."""
     global MANAGER
     MANAGER = manager
+    if manager is not None:
+        POOL.clear()  # free buffers kept for reuse would be host memory outside its limit
+        with _UNMANAGED_LOCK:
+            handles = list(_UNMANAGED)
+            _UNMANAGED.clear()
+        manager.adopt(handles)
+
+
+def track_without_manager(handle: DataHandle) -> None:
+    """Remember ``handle``'s host tile for the next memory manager to count."""
+    with _UNMANAGED_LOCK:
+        _UNMANAGED.add(handle)
 
 
 class DataHandle:
@@ -80,6 +100,8 @@ class DataHandle:
             self.replicas[HOST] = data
             if MANAGER is not None:
                 MANAGER.register(self)
+            else:
+                track_without_manager(self)
         self.writers: list[Task] = []  # tasks whose completion defines the current value
         self.readers: list[Task] = []  # tasks reading the current value
         self.accumulating = False  # True while ``writers`` is a group of ACCUMULATE tasks
@@ -96,6 +118,7 @@ class DataHandle:
         if data is None:
             if self.nbytes >= POOL.min_bytes:  # checked here too: the tiny-tile path stays cheap
                 data = POOL.allocate(self.shape, self.dtype)
+                track_without_manager(self)
             else:
                 data = np.empty(self.shape, self.dtype)
             self.replicas[HOST] = data

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import collections
 import math
-import os
-import shutil
-import tempfile
 import threading
 import time
 import weakref
@@ -27,28 +24,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from numtile.runtime.access import READS, WRITES
-from numtile.runtime.handle import DISK, HOST, DataHandle
+from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
+from numtile.runtime.spill import Spill, SpillError, format_bytes
 
 if TYPE_CHECKING:
     from numtile.runtime.task import Task
     from numtile.runtime.trace import Tracer
 
 
+_REGISTER_WAIT_SECONDS = 60.0  # a user tile waits this long for running tasks to free room
+
+
 class OutOfMemoryError(MemoryError):
     """A task's own tiles do not fit in its memory node's capacity."""
-
-
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``'1.5 KiB'``.
-
-    >>> format_bytes(3 << 20)
-    '3.0 MiB'
-    """
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover
 
 
 class HostNode:
@@ -90,54 +78,6 @@ class NodeState:
         self.evictions = 0
 
 
-class Spill:
-    """Tiles evicted from a limited host memory, one raw file per tile."""
-
-    def __init__(self, directory: str | None) -> None:
-        self.owned = directory is None
-        if directory is None:
-            directory = tempfile.mkdtemp(prefix="numtile-spill-")
-        try:
-            os.makedirs(directory, exist_ok=True)
-            probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-", delete=True)
-            probe.close()
-        except OSError as exc:
-            raise OSError(
-                f"the spill directory {directory!r} is not writable ({exc}); set "
-                "NUMTILE_SPILL_DIR to a writable directory"
-            ) from None
-        self.directory = directory
-        self.writes = 0  # files written and read; their bytes are the manager's transfers
-        self.reads = 0
-
-    def path(self, handle: DataHandle) -> str:
-        return os.path.join(self.directory, f"tile-{os.getpid()}-{handle.id}.bin")
-
-    def write(self, handle: DataHandle, array: np.ndarray) -> str:
-        path = self.path(handle)
-        with open(path, "wb") as f:
-            f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
-        self.writes += 1
-        return path
-
-    def read(self, path: str, out: np.ndarray) -> None:
-        with open(path, "rb") as f:
-            if f.readinto(memoryview(out).cast("B")) != out.nbytes:
-                raise OSError(f"spill file {path} is truncated")
-        self.reads += 1
-
-    @staticmethod
-    def remove(path: str) -> None:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        if self.owned:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-
 class MemoryManager:
     """Capacity, eviction and transfers for every memory node of one runtime."""
 
@@ -148,7 +88,7 @@ class MemoryManager:
         self.nodes = {HOST: NodeState(self.host)}
         for gpu in gpus:
             self.nodes[gpu.id] = NodeState(gpu)
-        self.spill = Spill(spill_dir) if host_limit is not None else None
+        self.spill = Spill(spill_dir, host_limit) if host_limit is not None else None
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles
@@ -199,9 +139,38 @@ class MemoryManager:
                             self._no_room(handle.nbytes, node, handle, held=False)
                             + ": use smaller tiles"
                         )
-                    # if running tasks hold everything, go over the limit until they finish
-                    self._make_room(node, handle.nbytes, exclude=(handle,))
+                    try:
+                        self._wait_for_room(node, handle)
+                    except SpillError:
+                        handle.replicas.clear()  # the tile that failed holds no memory
+                        raise
                     self._track(handle, node)
+
+    def _wait_for_room(self, node: int, handle: DataHandle) -> None:
+        """Make room for a tile made outside the manager; while running tasks pin too much,
+        wait for them to finish (lock held), as ``acquire`` does. A worker thread (a task
+        making a tile) does not wait: its own pins could be what is in the way; it goes over
+        the limit until the running tasks end."""
+        worker = threading.current_thread().name.startswith("numtile-")
+        deadline = time.monotonic() + _REGISTER_WAIT_SECONDS
+        while not self._make_room(node, handle.nbytes, exclude=(handle,)):
+            if worker or time.monotonic() > deadline:
+                return
+            self.freed.wait(timeout=0.1)
+            self._reap()
+
+    def adopt(self, handles) -> None:
+        """Account for the host tiles of ``handles`` made before this manager existed (a
+        tensor created before the runtime started, or kept from the previous runtime)."""
+        with self.lock:
+            self._reap()
+            for handle in handles:
+                if HOST in handle.replicas and handle.id not in self.nodes[HOST].lru:
+                    try:
+                        self._make_room(HOST, handle.nbytes, exclude=(handle,))
+                    except SpillError:
+                        pass  # over the limit for now: the next allocation spills (or says why)
+                    self._track(handle, HOST)
 
     def _drop(self, handle: DataHandle, node: int) -> None:
         data = handle.replicas.pop(node, None)
@@ -258,7 +227,13 @@ class MemoryManager:
 
     def _allocate(self, handle, node: int, exclude=(), task=None, gpu=None):
         state = self.nodes[node]
-        if not self._make_room(node, handle.nbytes, exclude):
+        try:
+            room = self._make_room(node, handle.nbytes, exclude)
+        except SpillError as exc:
+            who = task.describe() if task is not None else "a read"
+            exc.add_note(f"while making room on {state.node.name} for {handle!r} ({who})")
+            raise
+        if not room:
             raise OutOfMemoryError(self._no_room(handle.nbytes, node, task))
         if node == HOST:
             return state.node.allocate(handle.shape, handle.dtype, gpu)
@@ -311,6 +286,8 @@ class MemoryManager:
         """A valid replica of ``handle`` on ``node`` (lock held; ``handle`` pinned there)."""
         data = handle.replicas.get(node)
         if data is not None:
+            if handle.id not in self.nodes[node].lru:  # made before this manager: count it
+                self._make_room(node, handle.nbytes, exclude=(handle,))
             self._track(handle, node)  # most recently used
         else:
             source = None
@@ -448,6 +425,10 @@ class MemoryManager:
                     if DISK in handle.replicas:
                         self._fetch(handle, HOST, True, False, None, Pins([]))
                         self._drop(handle, DISK)
+                for ref in self.nodes[HOST].lru.values():  # the next manager counts them
+                    handle = ref()
+                    if handle is not None:
+                        track_without_manager(handle)
         if self.spill is not None:
             self.spill.close()
 

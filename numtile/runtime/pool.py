@@ -61,9 +61,14 @@ class BufferPool:
         """Hold at most ``capacity`` bytes from now on (free arrays beyond it are dropped)."""
         with self._lock:
             self.capacity = capacity
-            if self.held > capacity:
-                self._free.clear()
-                self.held = 0
+        if self.held > capacity:
+            self.clear()
+
+    def clear(self) -> None:
+        """Drop every free array (a host memory limit must not leave memory outside it)."""
+        with self._lock:
+            self._free.clear()
+            self.held = 0
 
 
 # the process's pool for host tiles; each runtime sets its capacity from its Config

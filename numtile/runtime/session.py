@@ -66,7 +66,10 @@ def init(
         if not hasattr(config, name):
             raise TypeError(f"init() got an unknown setting {name!r}")
         if name.endswith("_limit") and isinstance(value, str):
-            value = parse_bytes(value)
+            try:
+                value = parse_bytes(value)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
         setattr(config, name, value)
     config.__post_init__()
     with _lock:

@@ -9,7 +9,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from numtile.runtime.codelet import REGISTRY
-from numtile.runtime.memory import format_bytes
+from numtile.runtime.spill import format_bytes
 
 if TYPE_CHECKING:
     from numtile.runtime.engine import Runtime

@@ -32,11 +32,16 @@ def from_numpy(x, tile_shape=None, dtype=None) -> TileTensor:
     layout = Layout(array.shape, tile_shape)
     dt = check_dtype(array.dtype)
     handles = []
-    for index in layout.indices():
-        region = tuple(slice(a, b) for a, b in layout.tile_bounds(index))
-        handles.append(
-            DataHandle(layout.tile_shape_at(index), dt, np.array(array[region], order="C"))
-        )
+    try:
+        for index in layout.indices():
+            region = tuple(slice(a, b) for a, b in layout.tile_bounds(index))
+            handles.append(
+                DataHandle(layout.tile_shape_at(index), dt, np.array(array[region], order="C"))
+            )
+    except BaseException:  # e.g. the spill disk is full: a traceback may keep ``handles``
+        for handle in handles:
+            handle.drop_replicas()  # alive, their memory and spill files go now
+        raise
     return TileTensor(layout, dt, handles)
 
 
