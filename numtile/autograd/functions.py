@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from numtile import ops_cpu
+from numtile import opcodes
 from numtile.autograd.tape import Context, Function, needs_grad
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor import codelets
@@ -167,7 +167,7 @@ def _unary_backward(x: TileTensor, g: TileTensor, name: str) -> TileTensor:
     if g.dtype != x.dtype:
         g = ew.astype(g, x.dtype)
     out = TileTensor(x.layout, x.dtype)
-    op = ops_cpu.UNARY_BACKWARD_OPS[name]
+    op = opcodes.UNARY_BACKWARD_OPS[name]
     runtime = get_runtime()
     for xs, gs, dst in zip(x.handles, g.handles, out.handles):
         runtime.submit(codelets.unary_backward, [(xs, R), (gs, R), (dst, Access.W)], (op,))

@@ -6,10 +6,6 @@ compiles (and caches) one vectorisable loop per op and dtype.
 """
 
 import numba
-import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic, overload
 
 from numtile.opcodes import (
     ABS,
@@ -57,8 +53,7 @@ from numtile.opcodes import (
     TANH,
     TANH_BACKWARD,
 )
-from numtile.ops_cpu.fastmath import tanh_of
-from numtile.ops_cpu.memory import (
+from numtile.ops_cpu.helpers import (
     as_type_of,
     inlined,
     inner_axis,
@@ -66,207 +61,52 @@ from numtile.ops_cpu.memory import (
     row_offsets,
     unsigned,
 )
-
-_SQRT_2_OVER_PI = 0.7978845608028654
-_GELU_CUBIC = 0.044715
-
-
-# --- scalar functions of the unary ops ---------------------------------------------------------
-
-_negative = inlined(lambda v: -v)
-_abs = inlined(lambda v: abs(v))
-_exp = inlined(lambda v: np.exp(v))
-_log = inlined(lambda v: np.log(v))
-_sqrt = inlined(lambda v: np.sqrt(v))
-# A select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0).
-_relu = inlined(lambda v: as_type_of(0, v) if v < 0 else v)
-_sin = inlined(lambda v: np.sin(v))
-_cos = inlined(lambda v: np.cos(v))
-_square = inlined(lambda v: v * v)
-_reciprocal = inlined(lambda v: as_type_of(1, v) / v)
-_expm1 = inlined(lambda v: np.expm1(v))
-_log1p = inlined(lambda v: np.log1p(v))
-_floor = inlined(lambda v: np.floor(v))
-_ceil = inlined(lambda v: np.ceil(v))
-
-
-_tanh = inlined(lambda v: tanh_of(v))
-
-
-@inlined
-def _gelu_tanh(v):
-    inner = as_type_of(_SQRT_2_OVER_PI, v) * (v + as_type_of(_GELU_CUBIC, v) * v * v * v)
-    return as_type_of(0.5, v) * v * (as_type_of(1, v) + tanh_of(inner))
-
-
-@inlined
-def _sigmoid(v):
-    # exp of a non-positive number only: no overflow for any input.
-    decay = np.exp(-abs(v))
-    one = as_type_of(1, v)
-    return one / (one + decay) if v >= 0 else decay / (one + decay)
-
-
-_silu = inlined(lambda v: v * _sigmoid(v))
-
-
-@inlined
-def _sign(v):
-    # NumPy: sign(nan) is nan and sign(-0.0) is +0.0.
-    if v > 0:
-        return as_type_of(1, v)
-    if v < 0:
-        return as_type_of(-1, v)
-    return v if v != v else as_type_of(0, v)
-
-
-# --- derivatives: grad_out * f'(x) -------------------------------------------------------------
-
-_relu_backward = inlined(lambda v, grad: grad if v > 0 else as_type_of(0, grad))
-_exp_backward = inlined(lambda v, grad: grad * np.exp(v))
-_log_backward = inlined(lambda v, grad: grad / v)
-_sqrt_backward = inlined(lambda v, grad: grad / (as_type_of(2, v) * np.sqrt(v)))
-
-
-@inlined
-def _gelu_tanh_backward(v, grad):
-    scale = as_type_of(_SQRT_2_OVER_PI, v)
-    cubic = as_type_of(_GELU_CUBIC, v)
-    half = as_type_of(0.5, v)
-    one = as_type_of(1, v)
-    t = tanh_of(scale * (v + cubic * v * v * v))
-    inner_slope = scale * (one + as_type_of(3, v) * cubic * v * v)
-    return grad * (half * (one + t) + half * v * (one - t * t) * inner_slope)
-
-
-@inlined
-def _silu_backward(v, grad):
-    s = _sigmoid(v)
-    return grad * s * (as_type_of(1, v) + v * (as_type_of(1, v) - s))
-
-
-@inlined
-def _tanh_backward(v, grad):
-    t = tanh_of(v)
-    return grad * (as_type_of(1, v) - t * t)
-
-
-@inlined
-def _sigmoid_backward(v, grad):
-    s = _sigmoid(v)
-    return grad * s * (as_type_of(1, v) - s)
-
-
-# --- binary ops, with NumPy's semantics ---------------------------------------------------------
-
-
-def _floor_divide_scalar(a, b):
-    """NumPy's floor_divide of two scalars of one type (Numba-only)."""
-    raise NotImplementedError("only callable from numba-compiled code")
-
-
-def _remainder_scalar(a, b):
-    """NumPy's remainder of two scalars of one type (Numba-only)."""
-    raise NotImplementedError("only callable from numba-compiled code")
-
-
-@overload(_floor_divide_scalar)
-def _floor_divide_overload(a, b):
-    if isinstance(a, types.Integer):
-
-        def integer(a, b):
-            # -a wraps INT_MIN to INT_MIN as NumPy does; x // 0 is 0 under NumPy's error model.
-            return -a if b == -1 else a // b
-
-        return integer
-
-    def real(a, b):
-        # npy_divmod from NumPy's npy_math: exact quotient of a - fmod(a, b), then rounding.
-        if b == 0:
-            return a / b
-        mod = np.fmod(a, b)
-        div = (a - mod) / b
-        if mod != 0 and (b < 0) != (mod < 0):
-            div -= as_type_of(1, a)
-        if div == 0:
-            return np.copysign(as_type_of(0, a), a / b)
-        floor = np.floor(div)
-        if div - floor > as_type_of(0.5, a):
-            floor += as_type_of(1, a)
-        return floor
-
-    return real
-
-
-@overload(_remainder_scalar)
-def _remainder_overload(a, b):
-    if isinstance(a, types.Integer):
-
-        def integer(a, b):
-            return a % b
-
-        return integer
-
-    def real(a, b):
-        mod = np.fmod(a, b)
-        if b == 0:
-            return mod
-        if mod == 0:
-            return np.copysign(as_type_of(0, a), b)
-        return mod + b if (b < 0) != (mod < 0) else mod
-
-    return real
-
-
-def _llvm_extremum(float_name, signed_name, unsigned_name):
-    """Numba intrinsic calling the LLVM max or min of two scalars of one type.
-
-    For floats it is llvm.maximum/llvm.minimum: NaN propagates as in np.maximum, and unlike a
-    compare-and-select it still lets LLVM vectorise reductions.
-    """
-
-    @intrinsic
-    def extremum(typingctx, a, b):
-        if a != b or not isinstance(a, (types.Float, types.Integer)):
-            return None
-        if isinstance(a, types.Float):
-            name = float_name
-        else:
-            name = signed_name if a.signed else unsigned_name
-
-        def codegen(context, builder, signature, args):
-            value_type = context.get_value_type(signature.return_type)
-            function_type = ir.FunctionType(value_type, [value_type, value_type])
-            function = builder.module.declare_intrinsic(name, [value_type], function_type)
-            return builder.call(function, args)
-
-        return a(a, b), codegen
-
-    return extremum
-
-
-_llvm_maximum = _llvm_extremum("llvm.maximum", "llvm.smax", "llvm.umax")
-_llvm_minimum = _llvm_extremum("llvm.minimum", "llvm.smin", "llvm.umin")
-
-_add = inlined(lambda a, b: a + b)
-_subtract = inlined(lambda a, b: a - b)
-_multiply = inlined(lambda a, b: a * b)
-_divide = inlined(lambda a, b: a / b)
-_maximum = inlined(lambda a, b: _llvm_maximum(a, b))
-_minimum = inlined(lambda a, b: _llvm_minimum(a, b))
-_power = inlined(lambda a, b: a**b)
-_floor_divide = inlined(lambda a, b: _floor_divide_scalar(a, b))
-_remainder = inlined(lambda a, b: _remainder_scalar(a, b))
-
-_equal = inlined(lambda a, b: a == b)
-_not_equal = inlined(lambda a, b: a != b)
-_less = inlined(lambda a, b: a < b)
-_less_equal = inlined(lambda a, b: a <= b)
-_greater = inlined(lambda a, b: a > b)
-_greater_equal = inlined(lambda a, b: a >= b)
-_logical_and = inlined(lambda a, b: (a != 0) & (b != 0))
-_logical_or = inlined(lambda a, b: (a != 0) | (b != 0))
-
+from numtile.ops_cpu.scalar_math import (
+    _abs,
+    _add,
+    _ceil,
+    _cos,
+    _divide,
+    _equal,
+    _exp,
+    _exp_backward,
+    _expm1,
+    _floor,
+    _floor_divide,
+    _gelu_tanh,
+    _gelu_tanh_backward,
+    _greater,
+    _greater_equal,
+    _less,
+    _less_equal,
+    _log,
+    _log1p,
+    _log_backward,
+    _logical_and,
+    _logical_or,
+    _maximum,
+    _minimum,
+    _multiply,
+    _negative,
+    _not_equal,
+    _power,
+    _reciprocal,
+    _relu,
+    _relu_backward,
+    _remainder,
+    _sigmoid,
+    _sigmoid_backward,
+    _sign,
+    _silu,
+    _silu_backward,
+    _sin,
+    _sqrt,
+    _sqrt_backward,
+    _square,
+    _subtract,
+    _tanh,
+    _tanh_backward,
+)
 
 # --- generic loops -------------------------------------------------------------------------------
 

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from numtile import ops_cpu
+from numtile import opcodes
 from numtile.runtime import Codelet
 from numtile.tiletensor.layout import c_strides
 
-_POWER = ops_cpu.BINARY_OPS["power"]
+_POWER = opcodes.BINARY_OPS["power"]
 
 
 def _size(shape) -> int:

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from numtile import ops_cpu
+from numtile import opcodes
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.dtypes import bool_, check_dtype, float64, result_type
@@ -70,7 +70,7 @@ def _unary(x: TileTensor, name: str, float_only: bool = True) -> TileTensor:
     if x.dtype == bool_ or (float_only and x.dtype.kind != "f"):
         x = astype(x, float64 if float_only else np.int64)
     out = TileTensor(x.layout, x.dtype)
-    op = ops_cpu.UNARY_OPS[name]
+    op = opcodes.UNARY_OPS[name]
     runtime = get_runtime()
     for src, dst in zip(x.handles, out.handles):
         runtime.submit(codelets.unary, [(src, R), (dst, W)], (op,))
@@ -147,7 +147,7 @@ def _source_tile(operand: TileTensor, out_index: tuple[int, ...]):
 
 
 def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
-    ops = ops_cpu.COMPARE_OPS if compare else ops_cpu.BINARY_OPS
+    ops = opcodes.COMPARE_OPS if compare else opcodes.BINARY_OPS
     op = ops[name]
     x_scalar, y_scalar = _is_scalar(x), _is_scalar(y)
     if x_scalar and y_scalar:

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from numtile import ops_cpu
+from numtile import opcodes
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.dtypes import check_dtype, float64
@@ -72,7 +72,7 @@ def _generate(shape, distribution, a, b, seed_value, dtype, tile_shape) -> TileT
             distribution,
             float(a),
             float(b),
-            upper if distribution == ops_cpu.UNIFORM else np.inf,
+            upper if distribution == opcodes.UNIFORM else np.inf,
         )
         runtime.submit(codelets.random, [(handle, Access.W)], args)
     return out
@@ -88,7 +88,7 @@ def uniform(low=0.0, high=1.0, size=None, *, seed=None, dtype=float64, tile_shap
     """
     if not high >= low:
         raise ValueError(f"uniform needs low <= high, got low={low}, high={high}")
-    return _generate(size, ops_cpu.UNIFORM, low, high, seed, dtype, tile_shape)
+    return _generate(size, opcodes.UNIFORM, low, high, seed, dtype, tile_shape)
 
 
 def normal(loc=0.0, scale=1.0, size=None, *, seed=None, dtype=float64, tile_shape=None):
@@ -100,7 +100,7 @@ def normal(loc=0.0, scale=1.0, size=None, *, seed=None, dtype=float64, tile_shap
     """
     if scale < 0:
         raise ValueError(f"normal needs scale >= 0, got {scale}")
-    return _generate(size, ops_cpu.NORMAL, loc, scale, seed, dtype, tile_shape)
+    return _generate(size, opcodes.NORMAL, loc, scale, seed, dtype, tile_shape)
 
 
 def random(size=None, *, seed=None, dtype=float64, tile_shape=None):

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from numtile import ops_cpu
+from numtile import opcodes
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
@@ -74,7 +74,7 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     out_tiles = tuple(x.tile_shape[a] for a in kept)
     out = TileTensor(Layout(out_shape, out_tiles), dtype)
     fill_tiles(out, _identity(op, dtype))
-    code = ops_cpu.REDUCE_OPS[op]
+    code = opcodes.REDUCE_OPS[op]
     runtime = get_runtime()
     for index, handle in zip(x.layout.indices(), x.handles):
         dst = out.tile(tuple(index[a] for a in kept))
