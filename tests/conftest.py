@@ -17,6 +17,14 @@ import numpy as np
 import pytest
 
 import numtile as nt
+from tests.kernels import BACKENDS
+
+if os.environ.get("NUMTILE_TEST_GPU") != "1":
+    from numtile import ops_cuda
+
+    # what the runtime does with the Config above when a CUDA node starts, for the kernels
+    # that tests call directly
+    ops_cuda.configure(block=8, gemm_tile=4)
 
 SCHEDULERS = ("eager", "dmda", "sync")
 
@@ -116,6 +124,13 @@ def make_array_fixture():
 @pytest.fixture(name="make_spd")
 def make_spd_fixture():
     return make_spd
+
+
+@pytest.fixture(params=list(BACKENDS))
+def backend(request):
+    """The kernel package a test body runs on: ``ops_cpu``, then ``ops_cuda`` (under the
+    simulator); see ``tests.kernels.Backend``."""
+    return BACKENDS[request.param]
 
 
 @pytest.fixture(params=SCHEDULERS)
