@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 # CUDA kernels are tested on CPU-only machines under Numba's CUDA simulator, with tiny block
 # sizes (every simulated thread is a Python thread). NUMTILE_TEST_GPU=1 tests a real GPU.
@@ -131,6 +132,16 @@ def backend(request):
     """The kernel package a test body runs on: ``ops_cpu``, then ``ops_cuda`` (under the
     simulator); see ``tests.kernels.Backend``."""
     return BACKENDS[request.param]
+
+
+@pytest.fixture(scope="module")
+def quick_thread_switches():
+    """The CUDA simulator's syncthreads waits on Python threads, each wait up to a GIL switch
+    interval (5 ms): switching more often makes block-wide reductions quick."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(previous)
 
 
 @pytest.fixture(params=SCHEDULERS)

@@ -85,10 +85,14 @@ class Backend:
 
 def assert_twins(actual, expected, exact=False, message="") -> None:
     """A CUDA result equals the CPU's: floats within ``TWIN_TOLERANCE`` (NaNs in the same
-    places) unless ``exact``, everything else bit for bit."""
+    places) unless ``exact``, everything else bit for bit (signed zeros included)."""
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, message
     if expected.dtype.kind != "f" or exact:
         np.testing.assert_array_equal(actual, expected, err_msg=message)
+        if expected.dtype.kind == "f":  # signed zeros too
+            number = ~np.isnan(expected)
+            signs = np.signbit(actual[number]), np.signbit(expected[number])
+            np.testing.assert_array_equal(*signs, err_msg=f"{message}: signs")
     else:
         tolerance = TWIN_TOLERANCE[expected.dtype]
         np.testing.assert_allclose(actual, expected, equal_nan=True, err_msg=message, **tolerance)
@@ -186,6 +190,24 @@ def binary_operands(name, dtype, a_shape, b_shape, rng):
         if b.size > 2:
             b.reshape(-1)[::3] = np.round(b.reshape(-1)[::3])
     return np.asarray(a, dtype), np.asarray(b, dtype)
+
+
+# --- reductions --------------------------------------------------------------------------------
+
+
+def reduce_operands(op, dtype, shape, rng):
+    """x of logical shape (pre, n, post) and a nonzero initial out of shape (pre, post)."""
+    pre, n, post = shape
+    if np.dtype(dtype).kind in "ib":
+        x = rng.integers(-5, 6, shape)
+        out = rng.integers(-5, 6, (pre, post))
+    elif op == "prod":
+        x = rng.uniform(0.5, 1.5, shape)
+        out = rng.uniform(0.5, 1.5, (pre, post))
+    else:
+        x = rng.normal(size=shape)
+        out = rng.normal(size=(pre, post))
+    return x.astype(dtype), out.astype(dtype)
 
 
 # --- linear algebra ------------------------------------------------------------------------------
