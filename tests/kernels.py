@@ -82,6 +82,25 @@ class Backend:
                 if expected is not None:
                     assert_twins(argument, expected[position], exact, f"argument {position}")
 
+    def potrf(self, a) -> int:
+        """Cholesky of the tile ``a`` in place, returning LAPACK's info on either backend (the
+        CPU signature; on cuda the info and the columns factored are checked against the CPU
+        twin)."""
+        if self.name == "cpu":
+            return self.ops.potrf(a)
+        from numba import cuda
+
+        expected = a.copy()
+        expected_info = CPU.ops.potrf(expected)
+        d_a, d_info = cuda.to_device(a), cuda.to_device(np.full(1, -1, np.int64))
+        self.ops.potrf(d_a, d_info)
+        a[...] = d_a.copy_to_host()
+        info = int(d_info.copy_to_host()[0])
+        assert info == expected_info
+        done = a.shape[0] if info == 0 else info - 1  # the columns factored before a failure
+        assert_twins(a[:, :done], expected[:, :done])
+        return info
+
 
 def assert_twins(actual, expected, exact=False, message="") -> None:
     """A CUDA result equals the CPU's: floats within ``TWIN_TOLERANCE`` (NaNs in the same
