@@ -4,7 +4,6 @@ Every problem is cut into tiles that do not divide it; kernels that accumulate c
 are called in a shuffled tile order.
 """
 
-import numba
 import numpy as np
 import pytest
 
@@ -206,26 +205,6 @@ def test_attention_forward_block_leaves_rows_that_see_nothing_unchanged(dtype):
     for after, before in ((m, m_before), (l, l_before), (acc, acc_before)):
         np.testing.assert_array_equal(after[:3], before[:3])
         assert np.all(after[3:] != before[3:])
-
-
-@numba.njit(error_model="numpy")
-def softmax_exp(x, out):
-    """out[i] = exp(x[i]) through the attention kernels' own exp."""
-    for i in range(x.size):
-        out[i] = nn._softmax_exp(x[i])
-
-
-def test_softmax_exp_is_accurate_in_float32():
-    x = np.concatenate([np.linspace(-100, 89, 200001), [-np.inf, np.inf, np.nan]]).astype(
-        np.float32
-    )
-    out = np.empty_like(x)
-    softmax_exp(x, out)
-    expected = np.exp(x.astype(np.float64))
-    normal = (x >= -87.33) & (x <= 88.03)
-    np.testing.assert_allclose(out[normal], expected[normal], rtol=1.5e-7)  # about 1 ulp
-    assert np.all(out[x < -87.33] == 0) and np.all(np.isposinf(out[x > 88.72]))
-    assert np.isnan(out[-1])
 
 
 # --- layer norm and RMS norm -------------------------------------------------------------------

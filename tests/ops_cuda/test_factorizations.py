@@ -108,3 +108,22 @@ def test_syrk_with_alpha_zero_does_not_read_a_like_cpu():
 def test_syrk_rejects_mismatched_shapes():
     with pytest.raises(AssertionError, match="shapes"):
         ops_cuda.syrk(cuda.to_device(np.ones((3, 2))), cuda.to_device(np.ones((4, 4))), 0, 1, 0)
+
+
+# --- real-GPU compilation ------------------------------------------------------------------------
+
+_COMPILE_ALL = """
+    from numtile.ops_cuda import factorizations
+
+    flag = types.boolean
+    for t in (types.float32, types.float64):
+        a = t[:, ::1]
+        for info in (types.int32[::1], types.int64[::1]):
+            cuda.compile_ptx(factorizations._potrf_kernel.py_func, (a, info), cc=(9, 0))
+        signature = (a, a, flag, flag, flag, flag, t)
+        cuda.compile_ptx(factorizations._trsm_kernel.py_func, signature, cc=(9, 0))
+"""
+
+
+def test_kernels_compile_for_a_real_gpu(compile_for_a_real_gpu):
+    compile_for_a_real_gpu(_COMPILE_ALL)

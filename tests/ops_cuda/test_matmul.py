@@ -375,3 +375,25 @@ def test_configure_refuses_impossible_launches(settings, error):
     with pytest.raises(error, match=next(iter(settings))):
         ops_cuda.configure(**settings)
     assert ops_cuda.launch_settings() == before
+
+
+# --- real-GPU compilation ------------------------------------------------------------------------
+
+_COMPILE_ALL = """
+    import numpy as np
+
+    from numtile.ops_cuda import matmul
+
+    flag = types.boolean
+    numeric = {np.float32: types.float32, np.float64: types.float64, np.int64: types.int64}
+    for dtype, t in numeric.items():
+        a = t[:, :, :]
+        for tile in (4, 16, 32):
+            kernel = matmul._gemm_kernel(np.dtype(dtype), tile)
+            signature = (a, a, a, flag, flag, t, t, flag)
+            cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+"""
+
+
+def test_kernels_compile_for_a_real_gpu(compile_for_a_real_gpu):
+    compile_for_a_real_gpu(_COMPILE_ALL)
