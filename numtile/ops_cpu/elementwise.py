@@ -7,52 +7,7 @@ compiles (and caches) one vectorisable loop per op and dtype.
 
 import numba
 
-from numtile.opcodes import (
-    ABS,
-    ADD,
-    CEIL,
-    COS,
-    DIVIDE,
-    EQUAL,
-    EXP,
-    EXP_BACKWARD,
-    EXPM1,
-    FLOOR,
-    FLOOR_DIVIDE,
-    GELU_TANH,
-    GELU_TANH_BACKWARD,
-    GREATER,
-    GREATER_EQUAL,
-    LESS,
-    LESS_EQUAL,
-    LOG,
-    LOG1P,
-    LOG_BACKWARD,
-    LOGICAL_AND,
-    LOGICAL_OR,
-    MAXIMUM,
-    MINIMUM,
-    MULTIPLY,
-    NEGATIVE,
-    NOT_EQUAL,
-    POWER,
-    RECIPROCAL,
-    RELU,
-    RELU_BACKWARD,
-    REMAINDER,
-    SIGMOID,
-    SIGMOID_BACKWARD,
-    SIGN,
-    SILU,
-    SILU_BACKWARD,
-    SIN,
-    SQRT,
-    SQRT_BACKWARD,
-    SQUARE,
-    SUBTRACT,
-    TANH,
-    TANH_BACKWARD,
-)
+from numtile import opcodes
 from numtile.ops_cpu.helpers import (
     as_type_of,
     inlined,
@@ -161,43 +116,43 @@ def _broadcast(function, a, a_strides, b, b_strides, out, shape):
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def unary(x, out, op):
     """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS)."""
-    if op == NEGATIVE:
+    if op == opcodes.NEGATIVE:
         _map(_negative, x, out)
-    elif op == ABS:
+    elif op == opcodes.ABS:
         _map(_abs, x, out)
-    elif op == EXP:
+    elif op == opcodes.EXP:
         _map(_exp, x, out)
-    elif op == LOG:
+    elif op == opcodes.LOG:
         _map(_log, x, out)
-    elif op == SQRT:
+    elif op == opcodes.SQRT:
         _map(_sqrt, x, out)
-    elif op == TANH:
+    elif op == opcodes.TANH:
         _map(_tanh, x, out)
-    elif op == RELU:
+    elif op == opcodes.RELU:
         _map(_relu, x, out)
-    elif op == GELU_TANH:
+    elif op == opcodes.GELU_TANH:
         _map(_gelu_tanh, x, out)
-    elif op == SILU:
+    elif op == opcodes.SILU:
         _map(_silu, x, out)
-    elif op == SIN:
+    elif op == opcodes.SIN:
         _map(_sin, x, out)
-    elif op == COS:
+    elif op == opcodes.COS:
         _map(_cos, x, out)
-    elif op == SQUARE:
+    elif op == opcodes.SQUARE:
         _map(_square, x, out)
-    elif op == RECIPROCAL:
+    elif op == opcodes.RECIPROCAL:
         _map(_reciprocal, x, out)
-    elif op == SIGMOID:
+    elif op == opcodes.SIGMOID:
         _map(_sigmoid, x, out)
-    elif op == EXPM1:
+    elif op == opcodes.EXPM1:
         _map(_expm1, x, out)
-    elif op == LOG1P:
+    elif op == opcodes.LOG1P:
         _map(_log1p, x, out)
-    elif op == FLOOR:
+    elif op == opcodes.FLOOR:
         _map(_floor, x, out)
-    elif op == CEIL:
+    elif op == opcodes.CEIL:
         _map(_ceil, x, out)
-    elif op == SIGN:
+    elif op == opcodes.SIGN:
         _map(_sign, x, out)
     else:
         raise ValueError("unary: unknown op code")
@@ -207,21 +162,21 @@ def unary(x, out, op):
 def unary_backward(x, grad_out, grad_in, op):
     """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of UNARY_BACKWARD_OPS); x is the
     forward input."""
-    if op == RELU_BACKWARD:
+    if op == opcodes.RELU_BACKWARD:
         _zip(_relu_backward, x, grad_out, grad_in)
-    elif op == GELU_TANH_BACKWARD:
+    elif op == opcodes.GELU_TANH_BACKWARD:
         _zip(_gelu_tanh_backward, x, grad_out, grad_in)
-    elif op == SILU_BACKWARD:
+    elif op == opcodes.SILU_BACKWARD:
         _zip(_silu_backward, x, grad_out, grad_in)
-    elif op == TANH_BACKWARD:
+    elif op == opcodes.TANH_BACKWARD:
         _zip(_tanh_backward, x, grad_out, grad_in)
-    elif op == SIGMOID_BACKWARD:
+    elif op == opcodes.SIGMOID_BACKWARD:
         _zip(_sigmoid_backward, x, grad_out, grad_in)
-    elif op == EXP_BACKWARD:
+    elif op == opcodes.EXP_BACKWARD:
         _zip(_exp_backward, x, grad_out, grad_in)
-    elif op == LOG_BACKWARD:
+    elif op == opcodes.LOG_BACKWARD:
         _zip(_log_backward, x, grad_out, grad_in)
-    elif op == SQRT_BACKWARD:
+    elif op == opcodes.SQRT_BACKWARD:
         _zip(_sqrt_backward, x, grad_out, grad_in)
     else:
         raise ValueError("unary_backward: unknown op code")
@@ -231,23 +186,23 @@ def unary_backward(x, grad_out, grad_in, op):
 def binary(a, a_strides, b, b_strides, out, shape, op):
     """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS; strides 0 on broadcast
     axes)."""
-    if op == ADD:
+    if op == opcodes.ADD:
         _broadcast(_add, a, a_strides, b, b_strides, out, shape)
-    elif op == SUBTRACT:
+    elif op == opcodes.SUBTRACT:
         _broadcast(_subtract, a, a_strides, b, b_strides, out, shape)
-    elif op == MULTIPLY:
+    elif op == opcodes.MULTIPLY:
         _broadcast(_multiply, a, a_strides, b, b_strides, out, shape)
-    elif op == DIVIDE:
+    elif op == opcodes.DIVIDE:
         _broadcast(_divide, a, a_strides, b, b_strides, out, shape)
-    elif op == MAXIMUM:
+    elif op == opcodes.MAXIMUM:
         _broadcast(_maximum, a, a_strides, b, b_strides, out, shape)
-    elif op == MINIMUM:
+    elif op == opcodes.MINIMUM:
         _broadcast(_minimum, a, a_strides, b, b_strides, out, shape)
-    elif op == POWER:
+    elif op == opcodes.POWER:
         _broadcast(_power, a, a_strides, b, b_strides, out, shape)
-    elif op == FLOOR_DIVIDE:
+    elif op == opcodes.FLOOR_DIVIDE:
         _broadcast(_floor_divide, a, a_strides, b, b_strides, out, shape)
-    elif op == REMAINDER:
+    elif op == opcodes.REMAINDER:
         _broadcast(_remainder, a, a_strides, b, b_strides, out, shape)
     else:
         raise ValueError("binary: unknown op code")
@@ -256,21 +211,21 @@ def binary(a, a_strides, b, b_strides, out, shape, op):
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def compare(a, a_strides, b, b_strides, out, shape, op):
     """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS)."""
-    if op == EQUAL:
+    if op == opcodes.EQUAL:
         _broadcast(_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == NOT_EQUAL:
+    elif op == opcodes.NOT_EQUAL:
         _broadcast(_not_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == LESS:
+    elif op == opcodes.LESS:
         _broadcast(_less, a, a_strides, b, b_strides, out, shape)
-    elif op == LESS_EQUAL:
+    elif op == opcodes.LESS_EQUAL:
         _broadcast(_less_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == GREATER:
+    elif op == opcodes.GREATER:
         _broadcast(_greater, a, a_strides, b, b_strides, out, shape)
-    elif op == GREATER_EQUAL:
+    elif op == opcodes.GREATER_EQUAL:
         _broadcast(_greater_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == LOGICAL_AND:
+    elif op == opcodes.LOGICAL_AND:
         _broadcast(_logical_and, a, a_strides, b, b_strides, out, shape)
-    elif op == LOGICAL_OR:
+    elif op == opcodes.LOGICAL_OR:
         _broadcast(_logical_or, a, a_strides, b, b_strides, out, shape)
     else:
         raise ValueError("compare: unknown op code")

@@ -15,56 +15,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from numtile.opcodes import (
-    ABS,
-    ADD,
-    BINARY_OPS,
-    CEIL,
-    COMPARE_OPS,
-    COS,
-    DIVIDE,
-    EQUAL,
-    EXP,
-    EXP_BACKWARD,
-    EXPM1,
-    FLOOR,
-    FLOOR_DIVIDE,
-    GELU_TANH,
-    GELU_TANH_BACKWARD,
-    GREATER,
-    GREATER_EQUAL,
-    LESS,
-    LESS_EQUAL,
-    LOG,
-    LOG1P,
-    LOG_BACKWARD,
-    LOGICAL_AND,
-    LOGICAL_OR,
-    MAXIMUM,
-    MINIMUM,
-    MULTIPLY,
-    NEGATIVE,
-    NOT_EQUAL,
-    POWER,
-    RECIPROCAL,
-    RELU,
-    RELU_BACKWARD,
-    REMAINDER,
-    SIGMOID,
-    SIGMOID_BACKWARD,
-    SIGN,
-    SILU,
-    SILU_BACKWARD,
-    SIN,
-    SQRT,
-    SQRT_BACKWARD,
-    SQUARE,
-    SUBTRACT,
-    TANH,
-    TANH_BACKWARD,
-    UNARY_BACKWARD_OPS,
-    UNARY_OPS,
-)
+from numtile import opcodes
 from numtile.ops_cuda.launch import (
     DeviceArray,
     block,
@@ -120,44 +71,44 @@ def _unary_kernel(dtype: np.dtype):
     def kernel(x, out, op):
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             v = x[i]
-            if op == NEGATIVE:
+            if op == opcodes.NEGATIVE:
                 out[i] = -v
-            elif op == ABS:
+            elif op == opcodes.ABS:
                 out[i] = abs(v)
-            elif op == EXP:
+            elif op == opcodes.EXP:
                 out[i] = exp(v)
-            elif op == LOG:
+            elif op == opcodes.LOG:
                 out[i] = log(v)
-            elif op == SQRT:
+            elif op == opcodes.SQRT:
                 out[i] = sqrt(v)
-            elif op == TANH:
+            elif op == opcodes.TANH:
                 out[i] = tanh(v)
-            elif op == RELU:
+            elif op == opcodes.RELU:
                 # a select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0)
                 out[i] = zero if v < zero else v
-            elif op == GELU_TANH:
+            elif op == opcodes.GELU_TANH:
                 out[i] = gelu_tanh(v)
-            elif op == SILU:
+            elif op == opcodes.SILU:
                 out[i] = v * sigmoid(v)
-            elif op == SIN:
+            elif op == opcodes.SIN:
                 out[i] = sin(v)
-            elif op == COS:
+            elif op == opcodes.COS:
                 out[i] = cos(v)
-            elif op == SQUARE:
+            elif op == opcodes.SQUARE:
                 out[i] = v * v
-            elif op == RECIPROCAL:
+            elif op == opcodes.RECIPROCAL:
                 out[i] = one / v
-            elif op == SIGMOID:
+            elif op == opcodes.SIGMOID:
                 out[i] = sigmoid(v)
-            elif op == EXPM1:
+            elif op == opcodes.EXPM1:
                 out[i] = expm1(v)
-            elif op == LOG1P:
+            elif op == opcodes.LOG1P:
                 out[i] = log1p(v)
-            elif op == FLOOR:
+            elif op == opcodes.FLOOR:
                 out[i] = floor(v)
-            elif op == CEIL:
+            elif op == opcodes.CEIL:
                 out[i] = ceil(v)
-            elif op == SIGN:
+            elif op == opcodes.SIGN:
                 out[i] = sign(v)
 
     return kernel
@@ -175,23 +126,23 @@ def _unary_backward_kernel(dtype: np.dtype):
         for i in range(cuda.grid(1), grad_in.size, cuda.gridsize(1)):
             v = x[i]
             grad = grad_out[i]
-            if op == RELU_BACKWARD:
+            if op == opcodes.RELU_BACKWARD:
                 grad_in[i] = grad if v > zero else zero
-            elif op == GELU_TANH_BACKWARD:
+            elif op == opcodes.GELU_TANH_BACKWARD:
                 grad_in[i] = gelu_tanh_backward(v, grad)
-            elif op == SILU_BACKWARD:
+            elif op == opcodes.SILU_BACKWARD:
                 grad_in[i] = silu_backward(v, grad)
-            elif op == TANH_BACKWARD:
+            elif op == opcodes.TANH_BACKWARD:
                 t = tanh(v)
                 grad_in[i] = grad * (one - t * t)
-            elif op == SIGMOID_BACKWARD:
+            elif op == opcodes.SIGMOID_BACKWARD:
                 s = sigmoid(v)
                 grad_in[i] = grad * s * (one - s)
-            elif op == EXP_BACKWARD:
+            elif op == opcodes.EXP_BACKWARD:
                 grad_in[i] = grad * exp(v)
-            elif op == LOG_BACKWARD:
+            elif op == opcodes.LOG_BACKWARD:
                 grad_in[i] = grad / v
-            elif op == SQRT_BACKWARD:
+            elif op == opcodes.SQRT_BACKWARD:
                 grad_in[i] = grad / (two * sqrt(v))
 
     return kernel
@@ -209,23 +160,23 @@ def _binary_kernel(dtype: np.dtype):
             x, y = _operands(
                 i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
             )
-            if op == ADD:
+            if op == opcodes.ADD:
                 out[i] = x + y
-            elif op == SUBTRACT:
+            elif op == opcodes.SUBTRACT:
                 out[i] = x - y
-            elif op == MULTIPLY:
+            elif op == opcodes.MULTIPLY:
                 out[i] = x * y
-            elif op == DIVIDE:
+            elif op == opcodes.DIVIDE:
                 out[i] = x / y
-            elif op == MAXIMUM:
+            elif op == opcodes.MAXIMUM:
                 out[i] = maximum(x, y)
-            elif op == MINIMUM:
+            elif op == opcodes.MINIMUM:
                 out[i] = minimum(x, y)
-            elif op == POWER:
+            elif op == opcodes.POWER:
                 out[i] = power(x, y)
-            elif op == FLOOR_DIVIDE:
+            elif op == opcodes.FLOOR_DIVIDE:
                 out[i] = floor_divide(x, y)
-            elif op == REMAINDER:
+            elif op == opcodes.REMAINDER:
                 out[i] = remainder(x, y)
 
     return kernel
@@ -238,21 +189,21 @@ def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
         x, y = _operands(
             i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
         )
-        if op == EQUAL:
+        if op == opcodes.EQUAL:
             out[i] = x == y
-        elif op == NOT_EQUAL:
+        elif op == opcodes.NOT_EQUAL:
             out[i] = x != y
-        elif op == LESS:
+        elif op == opcodes.LESS:
             out[i] = x < y
-        elif op == LESS_EQUAL:
+        elif op == opcodes.LESS_EQUAL:
             out[i] = x <= y
-        elif op == GREATER:
+        elif op == opcodes.GREATER:
             out[i] = x > y
-        elif op == GREATER_EQUAL:
+        elif op == opcodes.GREATER_EQUAL:
             out[i] = x >= y
-        elif op == LOGICAL_AND:
+        elif op == opcodes.LOGICAL_AND:
             out[i] = x != 0 and y != 0
-        elif op == LOGICAL_OR:
+        elif op == opcodes.LOGICAL_OR:
             out[i] = x != 0 or y != 0
 
 
@@ -330,8 +281,8 @@ def _broadcast(kernel, a, a_strides, b, b_strides, out, shape, op, stream) -> No
 
 
 def unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
-    """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS)."""
-    op = _check_op(op, UNARY_OPS, "unary")
+    """out[i] = f(x[i]) for the unary op ``op`` (a code of opcodes.UNARY_OPS)."""
+    op = _check_op(op, opcodes.UNARY_OPS, "unary")
     if out.size == 0:
         return
     _unary_kernel(np.dtype(x.dtype))[grid(out.size), block(), stream](x, out, op)
@@ -340,8 +291,8 @@ def unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
 def unary_backward(
     x: DeviceArray, grad_out: DeviceArray, grad_in: DeviceArray, op: int, *, stream=0
 ) -> None:
-    """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of UNARY_BACKWARD_OPS)."""
-    op = _check_op(op, UNARY_BACKWARD_OPS, "unary_backward")
+    """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of opcodes.UNARY_BACKWARD_OPS)."""
+    op = _check_op(op, opcodes.UNARY_BACKWARD_OPS, "unary_backward")
     if grad_in.size == 0:
         return
     kernel = _unary_backward_kernel(np.dtype(x.dtype))
@@ -359,9 +310,9 @@ def binary(
     *,
     stream=0,
 ) -> None:
-    """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS; strides 0 on broadcast
+    """out = op(a, b) broadcast over ``shape`` (a code of opcodes.BINARY_OPS; strides 0 on broadcast
     axes); either operand may be a host scalar or one-element host array."""
-    op = _check_op(op, BINARY_OPS, "binary")
+    op = _check_op(op, opcodes.BINARY_OPS, "binary")
     _broadcast(
         _binary_kernel(_operand_dtype(a, b)), a, a_strides, b, b_strides, out, shape, op, stream
     )
@@ -378,9 +329,9 @@ def compare(
     *,
     stream=0,
 ) -> None:
-    """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS); either operand
-    may be a host scalar or one-element host array."""
-    op = _check_op(op, COMPARE_OPS, "compare")
+    """Boolean out = op(a, b) broadcast over ``shape`` (a code of opcodes.COMPARE_OPS); either
+    operand may be a host scalar or one-element host array."""
+    op = _check_op(op, opcodes.COMPARE_OPS, "compare")
     _operand_dtype(a, b)
     _broadcast(_compare_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
 
