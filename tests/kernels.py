@@ -54,13 +54,14 @@ class Backend:
         """The kernel ``name`` of this backend (``"fill"``, ``"nn.adamw_step"``)."""
         return functools.reduce(getattr, name.split("."), self.ops)
 
-    def run(self, name: str, *args, exact: bool = False, twin: bool = True) -> None:
+    def run(self, name: str, *args, exact=False, twin=True, tolerance=None) -> None:
         """Run kernel ``name`` on ``args``: NumPy arrays are tiles, updated in place; ``Host``
         values are launch parameters; anything else is a scalar.
 
         On cuda the tiles go to the device and back, and (unless ``twin`` is False) the CPU
         twin runs on copies first: every tile must come back as the CPU leaves it (exactly
-        with ``exact`` or for non-floats, else within ``TWIN_TOLERANCE``).
+        with ``exact`` or for non-floats, else within ``tolerance`` (rtol and atol) or, by
+        default, the ``TWIN_TOLERANCE`` of its dtype).
         """
         if self.name == "cpu":
             self.kernel(name)(*(_host(a) for a in args))
@@ -80,7 +81,8 @@ class Backend:
             if isinstance(argument, np.ndarray):
                 argument[...] = result.copy_to_host()
                 if expected is not None:
-                    assert_twins(argument, expected[position], exact, f"argument {position}")
+                    message = f"argument {position}"
+                    assert_twins(argument, expected[position], exact, message, tolerance)
 
     def potrf(self, a) -> int:
         """Cholesky of the tile ``a`` in place, returning LAPACK's info on either backend (the
@@ -102,9 +104,10 @@ class Backend:
         return info
 
 
-def assert_twins(actual, expected, exact=False, message="") -> None:
+def assert_twins(actual, expected, exact=False, message="", tolerance=None) -> None:
     """A CUDA result equals the CPU's: floats within ``TWIN_TOLERANCE`` (NaNs in the same
-    places) unless ``exact``, everything else bit for bit (signed zeros included)."""
+    places; ``tolerance``: rtol and atol other than the dtype's) unless ``exact``, everything
+    else bit for bit (signed zeros included)."""
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, message
     if expected.dtype.kind != "f" or exact:
         np.testing.assert_array_equal(actual, expected, err_msg=message)
@@ -113,7 +116,7 @@ def assert_twins(actual, expected, exact=False, message="") -> None:
             signs = np.signbit(actual[number]), np.signbit(expected[number])
             np.testing.assert_array_equal(*signs, err_msg=f"{message}: signs")
     else:
-        tolerance = TWIN_TOLERANCE[expected.dtype]
+        tolerance = tolerance or TWIN_TOLERANCE[expected.dtype]
         np.testing.assert_allclose(actual, expected, equal_nan=True, err_msg=message, **tolerance)
 
 
@@ -232,12 +235,12 @@ def reduce_operands(op, dtype, shape, rng):
 # --- linear algebra ------------------------------------------------------------------------------
 
 
-def random(shape, dtype, seed=0):
-    """Reproducible standard-normal array of ``dtype`` (small integers for integer dtypes)."""
+def random(shape, dtype, seed=0, mean=0.0, std=1.0):
+    """Reproducible normal array of ``dtype`` (small integers for integer dtypes)."""
     rng = np.random.default_rng(seed)
     if np.issubdtype(dtype, np.integer):
         return rng.integers(-5, 6, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
+    return rng.normal(mean, std, shape).astype(dtype)
 
 
 def spd(n, dtype, seed=0):
@@ -263,3 +266,43 @@ def triangle(order, lower, unit_diagonal, dtype):
         np.fill_diagonal(stored, np.nan)
         np.fill_diagonal(used, 1.0)
     return stored.astype(dtype), used
+
+
+# --- nn: problems cut into tiles -----------------------------------------------------------------
+
+# CUDA's nn results against the CPU twin's: CUDA computes in float64 where the CPU keeps float32
+NN_TWIN_TOLERANCE = {
+    np.dtype(np.float32): {"rtol": 2e-5, "atol": 2e-5},
+    np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12},
+}
+
+
+def run_nn(backend, name, *args):
+    """Run kernel ``nn.<name>`` on ``backend`` (on cuda checked against the CPU twin within the
+    tolerance of the data's dtype: the first float array's)."""
+    data = next(a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f")
+    backend.run(f"nn.{name}", *args, tolerance=NN_TWIN_TOLERANCE[data.dtype])
+
+
+def spans(size, tile):
+    """(start, stop) of each tile of an axis of ``size`` cut in tiles of ``tile``."""
+    return [(start, min(start + tile, size)) for start in range(0, size, tile)]
+
+
+def shuffled(items, seed=0):
+    """``items`` as a list in a reproducible random order."""
+    items = list(items)
+    np.random.default_rng(seed).shuffle(items)
+    return items
+
+
+def block(x, rows, columns):
+    """Contiguous copy of the tile of the 2-D ``x`` at ``rows`` x ``columns`` (start, stop)."""
+    return np.ascontiguousarray(x[rows[0] : rows[1], columns[0] : columns[1]])
+
+
+def leaf(x):
+    """float64 torch tensor of ``x`` that records gradients."""
+    import torch
+
+    return torch.tensor(x, dtype=torch.float64, requires_grad=True)
