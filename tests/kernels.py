@@ -270,6 +270,19 @@ def triangle(order, lower, unit_diagonal, dtype):
 
 # --- nn: problems cut into tiles -----------------------------------------------------------------
 
+# nn results against PyTorch's in float64: float32 kernels keep some arithmetic in float32
+NN_TOLERANCE = {
+    np.dtype(np.float32): {"rtol": 2e-4, "atol": 2e-5},
+    np.dtype(np.float64): {"rtol": 1e-10, "atol": 1e-12},
+}
+
+
+def assert_matches_torch(actual, expected, dtype):
+    """actual == expected (a NumPy array or torch tensor) within ``NN_TOLERANCE`` of ``dtype``."""
+    tolerance = NN_TOLERANCE[np.dtype(dtype)]
+    np.testing.assert_allclose(actual, np.asarray(expected, np.float64), **tolerance)
+
+
 # CUDA's nn results against the CPU twin's: CUDA computes in float64 where the CPU keeps float32
 NN_TWIN_TOLERANCE = {
     np.dtype(np.float32): {"rtol": 2e-5, "atol": 2e-5},

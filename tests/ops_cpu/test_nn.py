@@ -10,25 +10,16 @@ own cases (accumulators that start non-zero, rows that see no key, ...).
 import numpy as np
 import pytest
 
-from tests.kernels import leaf, random, run_nn, shuffled, spans
+from tests.kernels import NN_TOLERANCE, assert_matches_torch, leaf, random, run_nn, shuffled, spans
 
 torch = pytest.importorskip("torch")
 functional = torch.nn.functional
 
 FLOATS = [np.float32, np.float64]
-TOLERANCE = {
-    np.float32: {"rtol": 2e-4, "atol": 2e-5},
-    np.float64: {"rtol": 1e-10, "atol": 1e-12},
-}
 
 # Rows and features of the norms, cross-entropy and embedding, in tiles of ROW_TILE x COLUMN_TILE.
 ROWS, ROW_TILE, FEATURES, COLUMN_TILE, VOCAB, VOCAB_TILE = 13, 8, 24, 10, 50, 17
 EPS = 1e-5
-
-
-def assert_close(actual, expected, dtype):
-    """actual == expected (a NumPy array or torch tensor) within the tolerance of ``dtype``."""
-    np.testing.assert_allclose(actual, np.asarray(expected, np.float64), **TOLERANCE[dtype])
 
 
 # --- layer norm and RMS norm -------------------------------------------------------------------
@@ -144,7 +135,7 @@ def test_layer_norm_forward_and_backward_match_torch(backend, dtype):
         (y, dx, dgamma, dbeta), (expected.detach(), *(t.grad for t in leaves))
     ):
         assert actual.dtype == dtype
-        assert_close(actual, reference, dtype)
+        assert_matches_torch(actual, reference, dtype)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -190,7 +181,7 @@ def test_rms_norm_forward_and_backward_match_torch(backend, dtype):
         (y, dx, dgamma), (expected.detach(), x_leaf.grad, gamma_leaf.grad)
     ):
         assert actual.dtype == dtype
-        assert_close(actual, reference, dtype)
+        assert_matches_torch(actual, reference, dtype)
 
 
 # --- cross-entropy -----------------------------------------------------------------------------
@@ -239,9 +230,9 @@ def test_cross_entropy_matches_torch(backend, dtype, padded):
     logits_leaf = leaf(logits)
     expected = functional.cross_entropy(logits_leaf, torch.tensor(targets), ignore_index=-1)
     expected.backward()
-    np.testing.assert_allclose(loss, expected.item(), rtol=TOLERANCE[dtype]["rtol"])
+    np.testing.assert_allclose(loss, expected.item(), rtol=NN_TOLERANCE[np.dtype(dtype)]["rtol"])
     assert dlogits.dtype == dtype
-    assert_close(dlogits, logits_leaf.grad, dtype)
+    assert_matches_torch(dlogits, logits_leaf.grad, dtype)
 
 
 # --- AdamW ---------------------------------------------------------------------------------------
@@ -280,7 +271,7 @@ def test_adamw_step_matches_torch_over_several_steps(backend, dtype):
         (exp_avg_sq, state["exp_avg_sq"]),
     ):
         assert actual.dtype == dtype
-        assert_close(actual, reference.detach().double(), dtype)
+        assert_matches_torch(actual, reference.detach().double(), dtype)
 
 
 # --- embedding -----------------------------------------------------------------------------------
@@ -332,5 +323,5 @@ def test_embedding_gather_and_scatter_add_match_torch(backend, dtype):
     table_leaf = leaf(table)
     expected = functional.embedding(torch.tensor(ids), table_leaf)
     expected.backward(torch.tensor(grad_out, dtype=torch.float64))
-    assert_close(out, expected.detach(), dtype)
-    assert_close(grad_table, table_leaf.grad, dtype)
+    assert_matches_torch(out, expected.detach(), dtype)
+    assert_matches_torch(grad_table, table_leaf.grad, dtype)

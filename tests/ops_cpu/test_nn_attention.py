@@ -1,36 +1,31 @@
 """The flash-attention kernels (numtile.ops_cpu.nn.attention, and their CUDA twins under the
 simulator) against PyTorch's scaled_dot_product_attention, tile by tile as the runtime calls
-them.
-
-Every problem is cut into tiles that do not divide it; kernels that accumulate commutatively
-are called in a shuffled tile order. Every body runs on both backends; on cuda each call is
-also checked against the CPU twin. tests/ops_cuda/test_nn.py checks the CUDA kernels on their
-own cases (accumulators that start non-zero, rows that see no key, ...).
+them, on both backends, as in test_nn.py: query, key and head tiles that do not divide the
+problem, key blocks in increasing or shuffled order, backward pairs in any order.
 """
 
 import numpy as np
 import pytest
 
-from tests.kernels import block, leaf, random, run_nn, shuffled, spans
+from tests.kernels import (
+    assert_matches_torch,
+    block,
+    leaf,
+    random,
+    run_nn,
+    shuffled,
+    spans,
+)
 
 torch = pytest.importorskip("torch")
 functional = torch.nn.functional
 
 FLOATS = [np.float32, np.float64]
-TOLERANCE = {
-    np.float32: {"rtol": 2e-4, "atol": 2e-5},
-    np.float64: {"rtol": 1e-10, "atol": 1e-12},
-}
 
 # Attention: sequence T in query tiles of TQ and key tiles of TK, HEADS heads of width D in
 # tiles of HEADS_PER_TILE heads (the last tile holds one).
 T, TQ, TK, HEADS, HEADS_PER_TILE, D = 37, 16, 11, 5, 2, 8
 SCALE = 0.4  # not 1/sqrt(D), so a kernel that ignores its scale argument fails
-
-
-def assert_close(actual, expected, dtype):
-    """actual == expected (a NumPy array or torch tensor) within the tolerance of ``dtype``."""
-    np.testing.assert_allclose(actual, np.asarray(expected, np.float64), **TOLERANCE[dtype])
 
 
 # --- attention -----------------------------------------------------------------------------------
@@ -114,8 +109,8 @@ def test_attention_forward_matches_sdpa(backend, dtype, causal, magnitude, key_o
     out, lse = tiled_attention_forward(backend, q, k, v, causal, KEY_ORDERS[key_order])
     expected_out, expected_lse, _ = torch_attention(q, k, v, causal)
     assert out.dtype == dtype
-    assert_close(out, expected_out.detach(), dtype)
-    assert_close(lse, expected_lse.detach(), dtype)
+    assert_matches_torch(out, expected_out.detach(), dtype)
+    assert_matches_torch(lse, expected_lse.detach(), dtype)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -170,7 +165,7 @@ def test_attention_backward_matches_autograd(backend, dtype, causal):
         gradient = np.empty_like(q)
         for (span, heads), tile in tiles.items():
             gradient[span[0] : span[1], slice(*columns(heads))] = tile
-        assert_close(gradient, reference.grad, dtype)
+        assert_matches_torch(gradient, reference.grad, dtype)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
