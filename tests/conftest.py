@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 # CUDA kernels are tested on CPU-only machines under Numba's CUDA simulator, with tiny block
 # sizes (every simulated thread is a Python thread). NUMTILE_TEST_GPU=1 tests a real GPU.
@@ -17,6 +18,14 @@ import numpy as np
 import pytest
 
 import numtile as nt
+from tests.kernels import BACKENDS
+
+if os.environ.get("NUMTILE_TEST_GPU") != "1":
+    from numtile import ops_cuda
+
+    # what the runtime does with the Config above when a CUDA node starts, for the kernels
+    # that tests call directly
+    ops_cuda.configure(block=8, gemm_tile=4)
 
 SCHEDULERS = ("eager", "dmda", "sync")
 
@@ -116,6 +125,23 @@ def make_array_fixture():
 @pytest.fixture(name="make_spd")
 def make_spd_fixture():
     return make_spd
+
+
+@pytest.fixture(params=list(BACKENDS))
+def backend(request):
+    """The kernel package a test body runs on: ``ops_cpu``, then ``ops_cuda`` (under the
+    simulator); see ``tests.kernels.Backend``."""
+    return BACKENDS[request.param]
+
+
+@pytest.fixture(scope="module")
+def quick_thread_switches():
+    """The CUDA simulator's syncthreads waits on Python threads, each wait up to a GIL switch
+    interval (5 ms): switching more often makes block-wide reductions quick."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(previous)
 
 
 @pytest.fixture(params=SCHEDULERS)

@@ -1,37 +1,24 @@
 """CPU tile kernels: pure ``@njit(nogil=True, cache=True)`` functions on NumPy arrays.
 
 A kernel knows nothing about tiles, tasks or the runtime: inputs first, preallocated outputs
-after, then scalars. ``ops_cpu`` is the reference backend that defines the semantics.
+after, then scalars. ``ops_cpu`` is the reference backend that defines the semantics; the op
+codes its kernels take live in ``numtile.opcodes``.
+
+Modules: ``elementwise`` (unary, binary, compare, axpy, scale) over ``scalar_math``;
+``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
+(random and arange tiles); ``matmul`` (gemm) and ``factorizations`` (potrf, trsm, syrk) over
+``scipy_blas``; ``nn`` (attention, norm, loss, optim, embedding); ``helpers``.
 """
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
 
-from numtile.opcodes import (  # re-exported while callers move to numtile.opcodes
-    BINARY_OPS,
-    COMPARE_OPS,
-    NORMAL,
-    REDUCE_OPS,
-    UNARY_BACKWARD_OPS,
-    UNARY_OPS,
-    UNIFORM,
-)
-from numtile.ops_cpu import nn  # noqa: F401  (ops.nn on either backend)
-from numtile.ops_cpu.blas import gemm, gemm_batched, potrf, syrk, trsm
-from numtile.ops_cpu.elementwise import (
-    axpy,
-    binary,
-    compare,
-    scale,
-    unary,
-    unary_backward,
-)
+from numtile.ops_cpu import nn
+from numtile.ops_cpu.copy import cast, copy_strided, fill
+from numtile.ops_cpu.elementwise import axpy, binary, compare, scale, unary, unary_backward
+from numtile.ops_cpu.factorizations import potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
-from numtile.ops_cpu.memory import cast, copy_strided, fill
-from numtile.ops_cpu.reduction import (
-    reduce_accumulate,
-    softmax,
-    softmax_backward,
-)
+from numtile.ops_cpu.matmul import gemm, gemm_batched
+from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 
 
 def to_host(array):
@@ -40,31 +27,25 @@ def to_host(array):
 
 
 __all__ = [
-    "empty",
-    "to_host",
-    "NORMAL",
-    "UNIFORM",
     "arange_fill",
-    "random_fill",
-    "BINARY_OPS",
-    "COMPARE_OPS",
-    "REDUCE_OPS",
-    "UNARY_BACKWARD_OPS",
-    "UNARY_OPS",
     "axpy",
     "binary",
     "cast",
     "compare",
     "copy_strided",
+    "empty",
     "fill",
     "gemm",
     "gemm_batched",
+    "nn",
     "potrf",
+    "random_fill",
     "reduce_accumulate",
     "scale",
     "softmax",
     "softmax_backward",
     "syrk",
+    "to_host",
     "trsm",
     "unary",
     "unary_backward",

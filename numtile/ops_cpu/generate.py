@@ -17,7 +17,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 @njit(cache=True, inline="always")
 def _splitmix64(x):
     """One round of SplitMix64 (Steele, Lea, Flood 2014) on a uint64."""
-    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = x + _GOLDEN
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))

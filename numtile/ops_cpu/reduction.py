@@ -19,33 +19,18 @@ from numtile.opcodes import (
     SUMABS,
     SUMSQ,
 )
-from numtile.ops_cpu.elementwise import _abs, _add, _maximum, _minimum, _multiply, _square
-from numtile.ops_cpu.memory import inlined
+from numtile.ops_cpu.helpers import inlined, widen
+from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multiply, _square
 
 # Columns handled at once when the reduced axis is not innermost: the wide scratch of one
 # block (8 KiB) stays in L1 cache while the inner loop runs over contiguous memory.
 _BLOCK = 1024
 
 
-def _widen(value):
-    """``value`` as float64 when it is a float, as int64 otherwise (Numba-only)."""
-    raise NotImplementedError("_widen is only callable from numba-compiled code")
-
-
 def _wide_empty(like, size):
     """Uninitialised 1-D scratch of ``size`` elements of the widened dtype of the array ``like``
     (Numba-only)."""
     raise NotImplementedError("_wide_empty is only callable from numba-compiled code")
-
-
-@overload(_widen, inline="always")
-def _widen_overload(value):
-    target = types.float64 if isinstance(value, types.Float) else types.int64
-
-    def convert(value):
-        return target(value)
-
-    return convert
 
 
 @overload(_wide_empty)
@@ -72,10 +57,10 @@ def _reduce(transform, combine, x, out, pre, n, post):
     if post == 1:
         for p in range(pre):
             values = x[p * n : (p + 1) * n]
-            partial = transform(_widen(values[0]))
+            partial = transform(widen(values[0]))
             for j in range(1, n):
-                partial = combine(partial, transform(_widen(values[j])))
-            out[p] = combine(_widen(out[p]), partial)
+                partial = combine(partial, transform(widen(values[j])))
+            out[p] = combine(widen(out[p]), partial)
         return
     partial = _wide_empty(x, min(post, _BLOCK))
     for p in range(pre):
@@ -84,14 +69,14 @@ def _reduce(transform, combine, x, out, pre, n, post):
             start = p * n * post + first
             values = x[start : start + width]
             for q in range(width):
-                partial[q] = transform(_widen(values[q]))
+                partial[q] = transform(widen(values[q]))
             for j in range(1, n):
                 values = x[start + j * post : start + j * post + width]
                 for q in range(width):
-                    partial[q] = combine(partial[q], transform(_widen(values[q])))
+                    partial[q] = combine(partial[q], transform(widen(values[q])))
             target = out[p * post + first : p * post + first + width]
             for q in range(width):
-                target[q] = combine(_widen(target[q]), partial[q])
+                target[q] = combine(widen(target[q]), partial[q])
 
 
 # reassoc lets LLVM vectorise sums by splitting them over SIMD lanes (NaN and inf semantics are
@@ -178,7 +163,7 @@ def softmax_backward(y, grad_out, grad_in, pre, n, post):
             result = grad_in[p * n : (p + 1) * n]
             dot = 0.0
             for j in range(n):
-                dot += upstream[j] * _widen(probabilities[j])
+                dot += upstream[j] * widen(probabilities[j])
             for j in range(n):
                 result[j] = probabilities[j] * (upstream[j] - dot)
         return
@@ -193,7 +178,7 @@ def softmax_backward(y, grad_out, grad_in, pre, n, post):
                 probabilities = y[row : row + width]
                 upstream = grad_out[row : row + width]
                 for q in range(width):
-                    dot[q] += upstream[q] * _widen(probabilities[q])
+                    dot[q] += upstream[q] * widen(probabilities[q])
             for j in range(n):
                 row = start + j * post
                 probabilities = y[row : row + width]

@@ -6,7 +6,15 @@ Each public function has the name and signature of its ``ops_cpu`` twin plus a k
 strides stay host arrays. A function only launches work on ``stream``: it never
 synchronises and never allocates its outputs. One deviation: ``potrf`` writes LAPACK's
 ``info`` into a 1-element device array instead of returning it (the runtime's ``StreamOps``
-gives codelets the CPU signature back).
+gives codelets the CPU signature back). Op codes live in ``numtile.opcodes``; this package
+never imports ``numtile.ops_cpu``.
+
+Launches use the block size and GEMM tile that ``configure()`` last set (the runtime calls it
+with its ``Config`` when a CUDA node starts).
+
+Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
+``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``nn`` (attention,
+norm, loss, optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
@@ -14,42 +22,31 @@ simulator (``require()`` says which is missing).
 
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
-from numtile.ops_cuda.blas import gemm, gemm_batched, gemm_path, potrf, syrk, trsm
-from numtile.ops_cuda.elementwise import (
-    BINARY_OPS,
-    COMPARE_OPS,
-    UNARY_BACKWARD_OPS,
-    UNARY_OPS,
-    axpy,
-    binary,
-    compare,
-    scale,
-    unary,
-    unary_backward,
-)
+from numtile.ops_cuda.copy import cast, copy_strided, fill
+from numtile.ops_cuda.elementwise import axpy, binary, compare, scale, unary, unary_backward
+from numtile.ops_cuda.factorizations import potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
-from numtile.ops_cuda.memory import cast, copy_strided, fill
-from numtile.ops_cuda.reduction import REDUCE_OPS, reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
+from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
+from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
 
 __all__ = [
-    "BINARY_OPS",
-    "COMPARE_OPS",
-    "REDUCE_OPS",
     "SIMULATOR",
-    "UNARY_BACKWARD_OPS",
-    "UNARY_OPS",
     "CudaUnavailableError",
+    "LaunchSettings",
     "arange_fill",
     "available",
     "axpy",
     "binary",
     "cast",
     "compare",
+    "configure",
     "copy_strided",
     "fill",
     "gemm",
     "gemm_batched",
     "gemm_path",
+    "launch_settings",
     "nn",
     "potrf",
     "random_fill",

@@ -1,136 +1,38 @@
 """CUDA elementwise kernels: unary maps and their derivatives, broadcasting binary ops,
-comparisons, scale and axpy (twins of ``ops_cpu.elementwise``, with its op codes).
+comparisons, scale and axpy (twins of ``ops_cpu.elementwise``, with the op codes of
+``numtile.opcodes``).
 
 A kernel takes the op code at run time and branches on it per element (the branch is the same
 for every thread, so it costs a few instructions, not divergence). Kernels whose maths needs
-constants in the data's precision (float32 arithmetic must stay float32, as on the CPU) are
-built once per dtype by a cached factory that freezes typed constants into them.
-
-Transcendental functions guard the inputs where IEEE results are wanted but Python's
-``math`` (which runs the kernels under the simulator) would raise: the guards return what
-CUDA's libdevice returns anyway.
+constants in the data's precision are built once per dtype by a cached factory over
+``scalar_math(dtype)``.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-import types
 
-import numba
 import numpy as np
 from numba import cuda
 
-from numtile.opcodes import (
-    ABS,
-    ADD,
-    BINARY_OPS,
-    CEIL,
-    COMPARE_OPS,
-    COS,
-    DIVIDE,
-    EQUAL,
-    EXP,
-    EXP_BACKWARD,
-    EXPM1,
-    FLOOR,
-    FLOOR_DIVIDE,
-    GELU_TANH,
-    GELU_TANH_BACKWARD,
-    GREATER,
-    GREATER_EQUAL,
-    LESS,
-    LESS_EQUAL,
-    LOG,
-    LOG1P,
-    LOG_BACKWARD,
-    LOGICAL_AND,
-    LOGICAL_OR,
-    MAXIMUM,
-    MINIMUM,
-    MULTIPLY,
-    NEGATIVE,
-    NOT_EQUAL,
-    POWER,
-    RECIPROCAL,
-    RELU,
-    RELU_BACKWARD,
-    REMAINDER,
-    SIGMOID,
-    SIGMOID_BACKWARD,
-    SIGN,
-    SILU,
-    SILU_BACKWARD,
-    SIN,
-    SQRT,
-    SQRT_BACKWARD,
-    SQUARE,
-    SUBTRACT,
-    TANH,
-    TANH_BACKWARD,
-    UNARY_BACKWARD_OPS,
-    UNARY_OPS,
-)
-from numtile.ops_cuda._launch import block, grid
-from numtile.ops_cuda.memory import (
+from numtile import opcodes
+from numtile.ops_cuda.launch import (
     DeviceArray,
+    block,
     coalesce,
+    grid,
     host_ints,
     is_c_contiguous,
     is_host,
     offsets2,
 )
+from numtile.ops_cuda.scalar_math import maximum, minimum, scalar_math
 
-__all__ = [
-    "BINARY_OPS",
-    "COMPARE_OPS",
-    "UNARY_BACKWARD_OPS",
-    "UNARY_OPS",
-    "axpy",
-    "binary",
-    "compare",
-    "scale",
-    "unary",
-    "unary_backward",
-]
-
-_SQRT_2_OVER_PI = 0.7978845608028654
-_GELU_CUBIC = 0.044715
-# exp overflows float64 above this (and float32 far below it): larger inputs give inf
-_EXP_LIMIT = 709.782712893384
-_INT64_MIN = np.int64(np.iinfo(np.int64).min)
+__all__ = ["axpy", "binary", "compare", "scale", "unary", "unary_backward"]
 
 # How a broadcasting kernel reads an operand: a[i] (C-contiguous, full size), a[0] (one
 # element), a scalar kernel argument (the operand was a host scalar), or a[offset(i)].
 _DENSE, _SINGLE, _VALUE, _STRIDED = range(4)
-
-
-# --- dtype-independent device functions ----------------------------------------------------------
-
-
-@cuda.jit(device=True)
-def maximum(a, b):
-    """np.maximum of two scalars: NaN propagates, maximum(-0.0, +0.0) is +0.0 (llvm.maximum)."""
-    if a > b:
-        return a
-    if b > a:
-        return b
-    if a == b:
-        # equal: only -0.0 against +0.0 differs, and their sum is +0.0
-        return a + b if a == 0 else a
-    return a + b  # unordered: a NaN is involved
-
-
-@cuda.jit(device=True)
-def minimum(a, b):
-    """np.minimum of two scalars: NaN propagates, minimum(-0.0, +0.0) is -0.0 (llvm.minimum)."""
-    if a < b:
-        return a
-    if b < a:
-        return b
-    if a == b:
-        return -(-a - b) if a == 0 else a
-    return a + b
 
 
 @cuda.jit(device=True)
@@ -154,216 +56,6 @@ def _operands(i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_ki
     return _load(a, a_value, a_kind, a_at), _load(b, b_value, b_kind, b_at)
 
 
-# --- per-dtype device functions ------------------------------------------------------------------
-
-
-@functools.cache
-def scalar_math(dtype: np.dtype):
-    """Device functions for elements of ``dtype`` with constants frozen in its precision.
-
-    Floats compute in their own precision. Integers compute transcendental functions in
-    float64 with the formulas' constants converted to the integer type, exactly as the CPU
-    twins do (the tiled ops convert integers to floats before such ops anyway).
-    """
-    dtype = np.dtype(dtype)
-    floating = dtype.kind == "f"
-    ftype = dtype.type if floating else np.float64
-    real = numba.from_dtype(np.dtype(ftype))
-    # constants of the formulas in the data's type, as the CPU's as_type_of (so for integers
-    # 0.5 is 0, as there); the IEEE guards in the precision of the float results
-    zero, one, minus_one, two, three, half = (dtype.type(c) for c in (0, 1, -1, 2, 3, 0.5))
-    sqrt_2_over_pi, gelu_cubic = dtype.type(_SQRT_2_OVER_PI), dtype.type(_GELU_CUBIC)
-    inf, nan = ftype(np.inf), ftype(np.nan)
-    exp_limit = ftype(_EXP_LIMIT)
-    big = ftype(2.0**52)  # every float at least this large is an integer
-
-    @cuda.jit(device=True)
-    def exp(v):
-        if v > exp_limit:
-            return inf
-        return real(math.exp(v))
-
-    @cuda.jit(device=True)
-    def expm1(v):
-        if v > exp_limit:
-            return inf
-        return real(math.expm1(v))
-
-    @cuda.jit(device=True)
-    def log(v):
-        if v < zero:
-            return nan
-        if v == zero:
-            return -inf
-        return real(math.log(v))
-
-    @cuda.jit(device=True)
-    def log1p(v):
-        if v < -one:
-            return nan
-        if v == -one:
-            return -inf
-        return real(math.log1p(v))
-
-    @cuda.jit(device=True)
-    def sqrt(v):
-        if v < zero:
-            return nan
-        return real(math.sqrt(v))
-
-    @cuda.jit(device=True)
-    def sin(v):
-        if math.isinf(v):
-            return nan
-        return real(math.sin(v))
-
-    @cuda.jit(device=True)
-    def cos(v):
-        if math.isinf(v):
-            return nan
-        return real(math.cos(v))
-
-    @cuda.jit(device=True)
-    def tanh(v):
-        return real(math.tanh(v))
-
-    @cuda.jit(device=True)
-    def fmod(a, b):
-        if math.isinf(a) or b == zero:
-            return nan
-        return real(math.fmod(a, b))
-
-    @cuda.jit(device=True)
-    def copysign(a, b):
-        return real(math.copysign(a, b))
-
-    if floating:
-
-        @cuda.jit(device=True)
-        def floor(v):
-            # math.floor returns an integer in Numba: floor through fmod keeps a float
-            if not v < big or not v > -big or v == zero:
-                return v  # inf, NaN, signed zeros and floats too large to have a fraction
-            whole = v - real(math.fmod(v, one))
-            return whole - one if whole > v else whole
-
-        @cuda.jit(device=True)
-        def ceil(v):
-            if not v < big or not v > -big or v == zero:
-                return v
-            whole = real(math.copysign(v - real(math.fmod(v, one)), v))
-            return whole + one if whole < v else whole
-
-        @cuda.jit(device=True)
-        def floor_divide(a, b):
-            # npy_divmod from NumPy's npy_math, as the CPU twin: exact quotient of
-            # a - fmod(a, b), then rounding
-            if b == zero:
-                return a / b
-            mod = fmod(a, b)
-            div = (a - mod) / b
-            if mod != zero and (b < zero) != (mod < zero):
-                div -= one
-            if div == zero:
-                return copysign(zero, a / b)
-            whole = floor(div)
-            if div - whole > half:
-                whole += one
-            return whole
-
-        @cuda.jit(device=True)
-        def remainder(a, b):
-            mod = fmod(a, b)
-            if b == zero:
-                return mod
-            if mod == zero:
-                return copysign(zero, b)
-            return mod + b if (b < zero) != (mod < zero) else mod
-
-        @cuda.jit(device=True)
-        def power(a, b):
-            return a**b
-
-    else:
-
-        @cuda.jit(device=True)
-        def floor(v):
-            return real(v)  # NumPy's floor of an integer is the float of it
-
-        ceil = floor
-
-        @cuda.jit(device=True)
-        def floor_divide(a, b):
-            # Python's floor division; x // 0 is 0 (NumPy's error model) and -a wraps INT_MIN
-            # to INT_MIN as NumPy does
-            if b == zero:
-                return zero
-            if b == minus_one:
-                return -a
-            return a // b
-
-        @cuda.jit(device=True)
-        def remainder(a, b):
-            if b == zero or b == minus_one:
-                return zero
-            return a % b
-
-        @cuda.jit(device=True)
-        def power(a, b):
-            # as Numba's integer power (the CPU twin): a negative exponent gives 1 / a**-b
-            # truncated to an integer, and the INT_MIN of converting inf for a == 0
-            if b < zero:
-                if a == one:
-                    return one
-                if a == minus_one:
-                    return one if b % 2 == 0 else minus_one
-                if a == zero:
-                    return _INT64_MIN
-                return zero
-            result = one
-            base = a
-            exponent = b
-            while exponent != 0:
-                if exponent & 1:
-                    result *= base
-                exponent >>= 1
-                base *= base
-            return result
-
-    @cuda.jit(device=True)
-    def sign(v):
-        # NumPy: sign(nan) is nan and sign(-0.0) is +0.0
-        if v > zero:
-            return one
-        if v < zero:
-            return minus_one
-        return v if v != v else zero
-
-    @cuda.jit(device=True)
-    def sigmoid(v):
-        # exp of a non-positive number only: no overflow for any input
-        decay = exp(-abs(v))
-        return one / (one + decay) if v >= zero else decay / (one + decay)
-
-    @cuda.jit(device=True)
-    def gelu_tanh(v):
-        inner = sqrt_2_over_pi * (v + gelu_cubic * v * v * v)
-        return half * v * (one + tanh(inner))
-
-    @cuda.jit(device=True)
-    def gelu_tanh_backward(v, grad):
-        t = tanh(sqrt_2_over_pi * (v + gelu_cubic * v * v * v))
-        inner_slope = sqrt_2_over_pi * (one + three * gelu_cubic * v * v)
-        return grad * (half * (one + t) + half * v * (one - t * t) * inner_slope)
-
-    @cuda.jit(device=True)
-    def silu_backward(v, grad):
-        s = sigmoid(v)
-        return grad * s * (one + v * (one - s))
-
-    return types.SimpleNamespace(**locals())
-
-
 # --- kernels -------------------------------------------------------------------------------------
 
 
@@ -379,44 +71,44 @@ def _unary_kernel(dtype: np.dtype):
     def kernel(x, out, op):
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             v = x[i]
-            if op == NEGATIVE:
+            if op == opcodes.NEGATIVE:
                 out[i] = -v
-            elif op == ABS:
+            elif op == opcodes.ABS:
                 out[i] = abs(v)
-            elif op == EXP:
+            elif op == opcodes.EXP:
                 out[i] = exp(v)
-            elif op == LOG:
+            elif op == opcodes.LOG:
                 out[i] = log(v)
-            elif op == SQRT:
+            elif op == opcodes.SQRT:
                 out[i] = sqrt(v)
-            elif op == TANH:
+            elif op == opcodes.TANH:
                 out[i] = tanh(v)
-            elif op == RELU:
+            elif op == opcodes.RELU:
                 # a select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0)
                 out[i] = zero if v < zero else v
-            elif op == GELU_TANH:
+            elif op == opcodes.GELU_TANH:
                 out[i] = gelu_tanh(v)
-            elif op == SILU:
+            elif op == opcodes.SILU:
                 out[i] = v * sigmoid(v)
-            elif op == SIN:
+            elif op == opcodes.SIN:
                 out[i] = sin(v)
-            elif op == COS:
+            elif op == opcodes.COS:
                 out[i] = cos(v)
-            elif op == SQUARE:
+            elif op == opcodes.SQUARE:
                 out[i] = v * v
-            elif op == RECIPROCAL:
+            elif op == opcodes.RECIPROCAL:
                 out[i] = one / v
-            elif op == SIGMOID:
+            elif op == opcodes.SIGMOID:
                 out[i] = sigmoid(v)
-            elif op == EXPM1:
+            elif op == opcodes.EXPM1:
                 out[i] = expm1(v)
-            elif op == LOG1P:
+            elif op == opcodes.LOG1P:
                 out[i] = log1p(v)
-            elif op == FLOOR:
+            elif op == opcodes.FLOOR:
                 out[i] = floor(v)
-            elif op == CEIL:
+            elif op == opcodes.CEIL:
                 out[i] = ceil(v)
-            elif op == SIGN:
+            elif op == opcodes.SIGN:
                 out[i] = sign(v)
 
     return kernel
@@ -434,23 +126,23 @@ def _unary_backward_kernel(dtype: np.dtype):
         for i in range(cuda.grid(1), grad_in.size, cuda.gridsize(1)):
             v = x[i]
             grad = grad_out[i]
-            if op == RELU_BACKWARD:
+            if op == opcodes.RELU_BACKWARD:
                 grad_in[i] = grad if v > zero else zero
-            elif op == GELU_TANH_BACKWARD:
+            elif op == opcodes.GELU_TANH_BACKWARD:
                 grad_in[i] = gelu_tanh_backward(v, grad)
-            elif op == SILU_BACKWARD:
+            elif op == opcodes.SILU_BACKWARD:
                 grad_in[i] = silu_backward(v, grad)
-            elif op == TANH_BACKWARD:
+            elif op == opcodes.TANH_BACKWARD:
                 t = tanh(v)
                 grad_in[i] = grad * (one - t * t)
-            elif op == SIGMOID_BACKWARD:
+            elif op == opcodes.SIGMOID_BACKWARD:
                 s = sigmoid(v)
                 grad_in[i] = grad * s * (one - s)
-            elif op == EXP_BACKWARD:
+            elif op == opcodes.EXP_BACKWARD:
                 grad_in[i] = grad * exp(v)
-            elif op == LOG_BACKWARD:
+            elif op == opcodes.LOG_BACKWARD:
                 grad_in[i] = grad / v
-            elif op == SQRT_BACKWARD:
+            elif op == opcodes.SQRT_BACKWARD:
                 grad_in[i] = grad / (two * sqrt(v))
 
     return kernel
@@ -468,23 +160,23 @@ def _binary_kernel(dtype: np.dtype):
             x, y = _operands(
                 i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
             )
-            if op == ADD:
+            if op == opcodes.ADD:
                 out[i] = x + y
-            elif op == SUBTRACT:
+            elif op == opcodes.SUBTRACT:
                 out[i] = x - y
-            elif op == MULTIPLY:
+            elif op == opcodes.MULTIPLY:
                 out[i] = x * y
-            elif op == DIVIDE:
+            elif op == opcodes.DIVIDE:
                 out[i] = x / y
-            elif op == MAXIMUM:
+            elif op == opcodes.MAXIMUM:
                 out[i] = maximum(x, y)
-            elif op == MINIMUM:
+            elif op == opcodes.MINIMUM:
                 out[i] = minimum(x, y)
-            elif op == POWER:
+            elif op == opcodes.POWER:
                 out[i] = power(x, y)
-            elif op == FLOOR_DIVIDE:
+            elif op == opcodes.FLOOR_DIVIDE:
                 out[i] = floor_divide(x, y)
-            elif op == REMAINDER:
+            elif op == opcodes.REMAINDER:
                 out[i] = remainder(x, y)
 
     return kernel
@@ -497,21 +189,21 @@ def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
         x, y = _operands(
             i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
         )
-        if op == EQUAL:
+        if op == opcodes.EQUAL:
             out[i] = x == y
-        elif op == NOT_EQUAL:
+        elif op == opcodes.NOT_EQUAL:
             out[i] = x != y
-        elif op == LESS:
+        elif op == opcodes.LESS:
             out[i] = x < y
-        elif op == LESS_EQUAL:
+        elif op == opcodes.LESS_EQUAL:
             out[i] = x <= y
-        elif op == GREATER:
+        elif op == opcodes.GREATER:
             out[i] = x > y
-        elif op == GREATER_EQUAL:
+        elif op == opcodes.GREATER_EQUAL:
             out[i] = x >= y
-        elif op == LOGICAL_AND:
+        elif op == opcodes.LOGICAL_AND:
             out[i] = x != 0 and y != 0
-        elif op == LOGICAL_OR:
+        elif op == opcodes.LOGICAL_OR:
             out[i] = x != 0 or y != 0
 
 
@@ -589,8 +281,8 @@ def _broadcast(kernel, a, a_strides, b, b_strides, out, shape, op, stream) -> No
 
 
 def unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
-    """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS)."""
-    op = _check_op(op, UNARY_OPS, "unary")
+    """out[i] = f(x[i]) for the unary op ``op`` (a code of opcodes.UNARY_OPS)."""
+    op = _check_op(op, opcodes.UNARY_OPS, "unary")
     if out.size == 0:
         return
     _unary_kernel(np.dtype(x.dtype))[grid(out.size), block(), stream](x, out, op)
@@ -599,8 +291,8 @@ def unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
 def unary_backward(
     x: DeviceArray, grad_out: DeviceArray, grad_in: DeviceArray, op: int, *, stream=0
 ) -> None:
-    """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of UNARY_BACKWARD_OPS)."""
-    op = _check_op(op, UNARY_BACKWARD_OPS, "unary_backward")
+    """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of opcodes.UNARY_BACKWARD_OPS)."""
+    op = _check_op(op, opcodes.UNARY_BACKWARD_OPS, "unary_backward")
     if grad_in.size == 0:
         return
     kernel = _unary_backward_kernel(np.dtype(x.dtype))
@@ -618,9 +310,9 @@ def binary(
     *,
     stream=0,
 ) -> None:
-    """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS; strides 0 on broadcast
+    """out = op(a, b) broadcast over ``shape`` (a code of opcodes.BINARY_OPS; strides 0 on broadcast
     axes); either operand may be a host scalar or one-element host array."""
-    op = _check_op(op, BINARY_OPS, "binary")
+    op = _check_op(op, opcodes.BINARY_OPS, "binary")
     _broadcast(
         _binary_kernel(_operand_dtype(a, b)), a, a_strides, b, b_strides, out, shape, op, stream
     )
@@ -637,9 +329,9 @@ def compare(
     *,
     stream=0,
 ) -> None:
-    """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS); either operand
-    may be a host scalar or one-element host array."""
-    op = _check_op(op, COMPARE_OPS, "compare")
+    """Boolean out = op(a, b) broadcast over ``shape`` (a code of opcodes.COMPARE_OPS); either
+    operand may be a host scalar or one-element host array."""
+    op = _check_op(op, opcodes.COMPARE_OPS, "compare")
     _operand_dtype(a, b)
     _broadcast(_compare_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
 

@@ -14,10 +14,10 @@ import numba
 import numpy as np
 from numba import cuda
 
-from numtile.opcodes import NORMAL, UNIFORM
-from numtile.ops_cuda.memory import DeviceArray, coalesce, host_ints, launch, offset1
+from numtile.opcodes import UNIFORM
+from numtile.ops_cuda.launch import DeviceArray, coalesce, host_ints, launch, offset1
 
-__all__ = ["NORMAL", "UNIFORM", "arange_fill", "random_fill"]
+__all__ = ["arange_fill", "random_fill"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -1,5 +1,5 @@
 """CUDA reduction kernels along the middle axis of a flat array viewed as (pre, n, post)
-(twins of ``ops_cpu.reduction``, with its op codes).
+(twins of ``ops_cpu.reduction``, with the op codes of ``numtile.opcodes``).
 
 Two layouts of the work: one thread per output element (per (p, q) column) walking the
 reduced axis, whose neighbouring threads read neighbouring elements when ``post > 1``; and one
@@ -21,11 +21,10 @@ import numpy as np
 from numba import cuda
 
 from numtile.opcodes import MAX, MAXABS, MIN, REDUCE_OPS, SUM, SUMABS, SUMSQ
-from numtile.ops_cuda._launch import MAX_BLOCKS, block, grid
-from numtile.ops_cuda.elementwise import maximum, minimum
-from numtile.ops_cuda.memory import DeviceArray
+from numtile.ops_cuda.launch import MAX_BLOCKS, DeviceArray, block, grid
+from numtile.ops_cuda.scalar_math import maximum, minimum
 
-__all__ = ["REDUCE_OPS", "reduce_accumulate", "softmax", "softmax_backward"]
+__all__ = ["reduce_accumulate", "softmax", "softmax_backward"]
 
 _float64 = numba.float64
 # A block reduces each output element when the reduced axis has at least _ROWS_MIN_N

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from numtile.ops_cpu import nn as cpu
-from numtile.ops_cuda import nn as gpu
+from numtile import ops_cpu, ops_cuda
+from tests import reference
 
 FLOATS = [np.float32, np.float64]
 TOLERANCE = {
@@ -37,8 +37,8 @@ class Twins:
 
     def run(self, name):
         """Run kernel ``name`` on both sides (each side's arrays are updated in place)."""
-        getattr(cpu, name)(*self.host)
-        getattr(gpu, name)(*self.device, stream=0)
+        getattr(ops_cpu.nn, name)(*self.host)
+        getattr(ops_cuda.nn, name)(*self.device, stream=0)
         cuda.synchronize()
 
     def check(self, tolerance_dtype, **override):
@@ -81,8 +81,8 @@ def test_attention_forward_and_backward(dtype, causal):
     for start, stop in KEY_BLOCKS:
         block = Twins(keys[start:stop].copy(), values[start:stop].copy())
         args = (HEADS, SCALE, Q_START, start, causal)
-        cpu.attention_forward_block(host_q, *block.host, host_m, host_l, host_acc, *args)
-        gpu.attention_forward_block(dev_q, *block.device, dev_m, dev_l, dev_acc, *args)
+        ops_cpu.nn.attention_forward_block(host_q, *block.host, host_m, host_l, host_acc, *args)
+        ops_cuda.nn.attention_forward_block(dev_q, *block.device, dev_m, dev_l, dev_acc, *args)
         cuda.synchronize()
         state.check(dtype)
     if causal:  # every row saw a key
@@ -91,8 +91,8 @@ def test_attention_forward_and_backward(dtype, causal):
     finalize = Twins(
         host_acc, host_m, host_l, random(acc.shape, dtype, 3), random(m.shape, np.float64, 4)
     )
-    cpu.attention_forward_finalize(*finalize.host, HEADS)
-    gpu.attention_forward_finalize(*finalize.device, HEADS)
+    ops_cpu.nn.attention_forward_finalize(*finalize.host, HEADS)
+    ops_cuda.nn.attention_forward_finalize(*finalize.device, HEADS)
     cuda.synchronize()
     finalize.check(dtype)
     out, lse = finalize.host[3], finalize.host[4]
@@ -130,18 +130,12 @@ def test_attention_forward_matches_softmax():
     """Guards against the two kernels agreeing on a wrong result: one block, causal."""
     q, k, v = (random((5, HEADS * WIDTH), np.float64, seed) for seed in (10, 11, 12))
     twins = Twins(q, k, v, np.full((5, HEADS), -np.inf), np.zeros((5, HEADS)), np.zeros(q.shape))
-    gpu.attention_forward_block(*twins.device, HEADS, SCALE, 0, 0, True)
+    ops_cuda.nn.attention_forward_block(*twins.device, HEADS, SCALE, 0, 0, True)
     out, lse = cuda.device_array(q.shape), cuda.device_array((5, HEADS))
     _, _, _, m, l, acc = twins.device
-    gpu.attention_forward_finalize(acc, m, l, out, lse, HEADS)
-    out = out.copy_to_host()
-    for h in range(HEADS):
-        cols = slice(h * WIDTH, (h + 1) * WIDTH)
-        scores = SCALE * q[:, cols] @ k[:, cols].T
-        scores[np.triu_indices(5, 1)] = -np.inf
-        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
-        weights /= weights.sum(axis=1, keepdims=True)
-        np.testing.assert_allclose(out[:, cols], weights @ v[:, cols], rtol=1e-12, atol=1e-12)
+    ops_cuda.nn.attention_forward_finalize(acc, m, l, out, lse, HEADS)
+    expected = reference.attention(q, k, v, HEADS, SCALE, causal=True)
+    np.testing.assert_allclose(out.copy_to_host(), expected, rtol=1e-12, atol=1e-12)
 
 
 # --- layer norm and RMS norm -------------------------------------------------------------------
@@ -292,31 +286,32 @@ def test_embedding_scatter_add(dtype):
 # --- real-GPU compilation ----------------------------------------------------------------------
 
 _COMPILE_ALL = """
-    from numtile.ops_cuda import nn
+    from numtile.ops_cuda import launch
+    from numtile.ops_cuda.nn import attention, embedding, loss, norm, optim
 
-    assert not nn.SIMULATOR
+    assert not launch.SIMULATOR
     i64, f64, flag = types.int64, types.float64, types.boolean
     s1, s2, ids = types.float64[:], types.float64[:, :], types.int64[:]
     for dtype in (types.float32, types.float64):
         a1, a2 = dtype[:], dtype[:, :]
         kernels = [
-            (nn._attention_forward, (a2, a2, a2, s2, s2, a2, i64, i64, f64, i64, i64, flag)),
-            (nn._attention_finalize, (a2, s2, s2, a2, s2, i64, i64)),
-            (nn._attention_delta, (a2, a2, s2, i64, i64)),
+            (attention._attention_forward, (a2, a2, a2, s2, s2, a2, i64, i64, f64, i64, i64, flag)),
+            (attention._attention_finalize, (a2, s2, s2, a2, s2, i64, i64)),
+            (attention._attention_delta, (a2, a2, s2, i64, i64)),
             (
-                nn._attention_backward,
+                attention._attention_backward,
                 (a2, a2, a2, a2, s2, s2, a2, a2, a2, i64, i64, f64, i64, i64, flag),
             ),
-            (nn._row_moments, (a2, s1, s1)),
-            (nn._normalize, (a2, a2, a1, a1, s1, s1, s1, s1, a2, i64, f64, flag, flag)),
-            (nn._normalize_backward_sums, (a2, a2, a1, s1, s1, s1, s1, i64, f64, flag)),
-            (nn._normalize_param_grad, (a2, a2, s1, s1, a1, a1, i64, f64, flag)),
-            (nn._logsumexp, (a2, s1, s1)),
-            (nn._pick, (a2, ids, i64, s1)),
-            (nn._cross_entropy_backward, (a2, ids, s1, s1, i64, f64, a2)),
-            (nn._adamw, (a1, a1, a1, a1) + (dtype,) * 7),
-            (nn._embedding_gather, (ids, a2, i64, a2)),
-            (nn._embedding_scatter_add, (ids, a2, i64, a2)),
+            (norm._row_moments, (a2, s1, s1)),
+            (norm._normalize, (a2, a2, a1, a1, s1, s1, s1, s1, a2, i64, f64, flag, flag)),
+            (norm._normalize_backward_sums, (a2, a2, a1, s1, s1, s1, s1, i64, f64, flag)),
+            (norm._normalize_param_grad, (a2, a2, s1, s1, a1, a1, i64, f64, flag)),
+            (loss._logsumexp, (a2, s1, s1)),
+            (loss._pick, (a2, ids, i64, s1)),
+            (loss._cross_entropy_backward, (a2, ids, s1, s1, i64, f64, a2)),
+            (optim._adamw, (a1, a1, a1, a1) + (dtype,) * 7),
+            (embedding._embedding_gather, (ids, a2, i64, a2)),
+            (embedding._embedding_scatter_add, (ids, a2, i64, a2)),
         ]
         for kernel, signature in kernels:
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))

@@ -1,7 +1,8 @@
-"""Memory kernels: fill, strided copy (transpose, slicing, retiling, reshape) and dtype cast.
+"""Helpers shared by the CPU kernels: the inlining decorator, typed constants, widening, and
+the index arithmetic of strided tiles.
 
-Also home of the small dtype and stride helpers that the other CPU kernels share. Every kernel
-uses NumPy's error model: no per-element exception checks, so loops vectorise.
+Every helper uses NumPy's error model (no per-element exception checks), so the loops that call
+them vectorise.
 """
 
 import numba
@@ -73,41 +74,16 @@ def row_offsets(row, shape, inner, first_strides, second_strides):
     return first, second
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def fill(out, value):
-    """out[i] = value (converted to out's dtype) for every element of flat ``out``."""
-    for i in range(out.size):
-        out[i] = value
+def widen(value):
+    """``value`` as float64 when it is a float, as int64 otherwise (Numba-only)."""
+    raise NotImplementedError("widen is only callable from numba-compiled code")
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def copy_strided(src, src_offset, src_strides, dst, dst_offset, dst_strides, shape):
-    """dst[dst_offset + i.dst_strides] = src[src_offset + i.src_strides] for each index i of
-    ``shape``."""
-    size = 1
-    for axis in range(shape.size):
-        size *= shape[axis]
-    if size == 0:
-        return
-    if is_c_contiguous(src_strides, shape) and is_c_contiguous(dst_strides, shape):
-        for i in range(size):
-            dst[unsigned(dst_offset + i)] = src[unsigned(src_offset + i)]
-        return
-    inner = inner_axis(shape)
-    extent = shape[inner]
-    src_step = src_strides[inner]
-    dst_step = dst_strides[inner]
-    for row in range(size // extent):
-        src_start, dst_start = row_offsets(row, shape, inner, src_strides, dst_strides)
-        src_start += src_offset
-        dst_start += dst_offset
-        for j in range(extent):
-            dst[unsigned(dst_start + j * dst_step)] = src[unsigned(src_start + j * src_step)]
+@overload(widen, inline="always")
+def widen_overload(value):
+    target = types.float64 if isinstance(value, types.Float) else types.int64
 
+    def convert(value):
+        return target(value)
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def cast(x, out):
-    """out[i] = x[i] converted to out's dtype (like ``astype``: truncation toward zero to
-    integers, ``x != 0`` to bool)."""
-    for i in range(out.size):
-        out[i] = x[i]
+    return convert

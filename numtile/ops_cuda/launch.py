@@ -1,8 +1,13 @@
-"""CUDA memory kernels: fill, strided copy and dtype cast (twins of ``ops_cpu.memory``).
+"""How the CUDA kernels are launched: the settings ``configure()`` sets, grid sizes, host-side
+launch parameters (shapes, strides) and the device functions that turn a flat element index into
+strided offsets.
 
-Also home of what the other CUDA kernel modules share: host-side handling of the small
-integer arguments (shapes, strides), the launch of a 1-D grid-stride kernel and the device
-functions that turn a flat element index into strided offsets.
+Every 1-D kernel is a grid-stride loop launched as ``kernel[grid(n), block(), stream]``:
+``block()`` threads per block and just enough blocks to cover ``n`` items, capped so huge tiles
+reuse threads instead of launching millions of blocks. The tiled GEMM kernel uses square
+blocks of ``gemm_tile()`` threads a side. Both settings are what ``configure()`` last set (the
+runtime calls it with its ``Config`` when a CUDA node starts); the kernels read no other
+configuration.
 
 Shapes and strides are launch parameters, not tile data: they are passed as host values
 (NumPy arrays, tuples or lists, as the tiled ops build them) and reach the kernels as tuples
@@ -14,15 +19,83 @@ occur.
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import cuda
 
-from numtile.ops_cuda._launch import block, grid
+from numtile.cuda_driver import SIMULATOR
 
-__all__ = ["cast", "copy_strided", "fill"]
+# the simulator runs every thread as a Python thread: few blocks keep it fast, and grid-stride
+# loops make any count correct
+MAX_BLOCKS = 2 if SIMULATOR else 8192
+# the largest thread block CUDA launches
+MAX_THREADS = 1024
+
+# Kernels that numba-cuda caches to disk (the simulator has no cache) and device functions.
+cached_kernel = cuda.jit if SIMULATOR else functools.partial(cuda.jit, cache=True)
+device_function = functools.partial(cuda.jit, device=True)
+
+
+class LaunchSettings(NamedTuple):
+    """Threads per block of the 1-D kernels, and the side of the tiled GEMM's square block."""
+
+    block: int
+    gemm_tile: int
+
+
+# Config's defaults (cuda_block, cuda_gemm_tile), until the runtime configures its own
+_settings = LaunchSettings(block=256, gemm_tile=16)
+
+
+def configure(block: int | None = None, gemm_tile: int | None = None) -> LaunchSettings:
+    """Set the launch configuration of every later CUDA kernel launch; return the previous one.
+
+    ``block``: threads per block of the 1-D grid-stride kernels (1..1024); ``gemm_tile``: side
+    of the square thread block and shared-memory tile of the ``@cuda.jit`` GEMM (1..32, so
+    that a block has at most 1024 threads). ``None`` keeps a setting as it is.
+
+    >>> from numtile import ops_cuda
+    >>> previous = ops_cuda.configure(block=128, gemm_tile=8)
+    >>> ops_cuda.launch_settings()
+    LaunchSettings(block=128, gemm_tile=8)
+    >>> _ = ops_cuda.configure(*previous)
+    """
+    global _settings
+    block = _settings.block if block is None else block
+    gemm_tile = _settings.gemm_tile if gemm_tile is None else gemm_tile
+    for name, value, highest in (("block", block, MAX_THREADS), ("gemm_tile", gemm_tile, 32)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+        if not 1 <= value <= highest:
+            raise ValueError(f"{name} must be in 1..{highest}, got {value}")
+    previous = _settings
+    _settings = LaunchSettings(int(block), int(gemm_tile))
+    return previous
+
+
+def launch_settings() -> LaunchSettings:
+    """The launch configuration ``configure()`` last set."""
+    return _settings
+
+
+def block() -> int:
+    """Threads per block of the 1-D grid-stride kernels."""
+    return _settings.block
+
+
+def gemm_tile() -> int:
+    """Side of the tiled GEMM kernel's square thread block and shared-memory tile."""
+    return _settings.gemm_tile
+
+
+def grid(n: int) -> int:
+    """Blocks for ``n`` items: at least one, at most ``MAX_BLOCKS``."""
+    return max(1, min(MAX_BLOCKS, math.ceil(n / block())))
+
 
 # A numba device array (DeviceNDArray, or FakeCUDAArray under the simulator).
 DeviceArray = Any
@@ -55,7 +128,7 @@ def launch(kernel, n: int, stream, *args) -> None:
 
 def is_c_contiguous(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """True when element ``strides`` are the C-contiguous strides of ``shape`` (extent-1 axes
-    ignored), as in ``ops_cpu.memory.is_c_contiguous``."""
+    ignored), as in ``ops_cpu.helpers.is_c_contiguous``."""
     expected = 1
     for extent, stride in zip(reversed(shape), reversed(strides)):
         if extent != 1 and stride != expected:
@@ -114,62 +187,7 @@ def offset1(i, shape, strides):
     return offset
 
 
-# --- kernels -------------------------------------------------------------------------------------
-
-
-@cuda.jit
-def _fill_kernel(out, value):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        out[i] = value
-
-
-@cuda.jit
-def _copy_kernel(src, src_offset, src_strides, dst, dst_offset, dst_strides, shape, size):
-    for i in range(cuda.grid(1), size, cuda.gridsize(1)):
-        src_at, dst_at = offsets2(i, shape, src_strides, dst_strides)
-        dst[dst_offset + dst_at] = src[src_offset + src_at]
-
-
-@cuda.jit
-def _cast_kernel(x, out):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        out[i] = x[i]
-
-
-# --- launchers -----------------------------------------------------------------------------------
-
-
-def fill(out: DeviceArray, value, *, stream=0) -> None:
-    """out[i] = value (converted to out's dtype) for every element of flat ``out``."""
-    launch(_fill_kernel, out.size, stream, out, value)
-
-
-def copy_strided(
-    src: DeviceArray,
-    src_offset,
-    src_strides,
-    dst: DeviceArray,
-    dst_offset,
-    dst_strides,
-    shape,
-    *,
-    stream=0,
-) -> None:
-    """dst[dst_offset + i.dst_strides] = src[src_offset + i.src_strides] for each index i of
-    ``shape`` (strides and shape: host integer arrays)."""
-    shape = host_ints(shape, "shape")
-    src_strides = host_ints(src_strides, "src_strides")
-    dst_strides = host_ints(dst_strides, "dst_strides")
-    size = int(np.prod(shape, dtype=np.int64))
-    if size == 0:
-        return
-    shape, (src_strides, dst_strides) = coalesce(shape, src_strides, dst_strides)
-    _copy_kernel[grid(size), block(), stream](
-        src, int(src_offset), src_strides, dst, int(dst_offset), dst_strides, shape, size
-    )
-
-
-def cast(x: DeviceArray, out: DeviceArray, *, stream=0) -> None:
-    """out[i] = x[i] converted to out's dtype (truncation toward zero to integers, ``x != 0``
-    to bool)."""
-    launch(_cast_kernel, out.size, stream, x, out)
+def check_argument(condition: bool, message: str) -> None:
+    """Raise the CPU twin's AssertionError (kept under ``python -O``, unlike ``assert``)."""
+    if not condition:
+        raise AssertionError(message)

@@ -1,4 +1,4 @@
-"""CUDA twins of ``numtile.ops_cpu.blas``: gemm, gemm_batched, potrf, trsm, syrk on row-major tiles.
+"""CUDA GEMM: gemm and gemm_batched on row-major tiles (twins of ``numtile.ops_cpu.matmul``).
 
 GEMM takes one of two paths, chosen per call:
 
@@ -7,20 +7,14 @@ GEMM takes one of two paths, chosen per call:
   0 for a broadcast operand) on the caller's stream, on the tiles' own memory. Column-major
   cuBLAS reads a row-major buffer as its transpose, so ``c.T = op(b).T @ op(a).T`` is computed
   with b first and the flags kept, exactly as the CPU twin calls OpenBLAS.
-* a shared-memory tiled ``@cuda.jit`` kernel (``TILE`` x ``TILE`` threads per block, ``TILE`` =
-  ``Config.defaults().cuda_gemm_tile`` read at import), under the simulator, without CuPy, and
-  for integer or mixed-dtype tiles. ``gemm_fallback`` forces it; ``gemm_path()`` says which
-  path float tiles take here. Tiles are C-contiguous, as the CPU twin requires.
+* a shared-memory tiled ``@cuda.jit`` kernel (square blocks of ``gemm_tile()`` threads a side,
+  as ``configure()`` last set; one compiled kernel per dtype and tile edge), under the
+  simulator, without CuPy, and for integer or mixed-dtype tiles. ``gemm_fallback`` forces it;
+  ``gemm_path()`` says which path float tiles take here. Tiles are C-contiguous, as the CPU
+  twin requires.
 
-``potrf``, ``trsm`` and ``syrk`` are plain ``@cuda.jit`` kernels: ``potrf`` runs in one block,
-column by column; ``trsm`` gives one thread to each independent right-hand side; ``syrk`` is the
-tiled GEMM kernel restricted to the lower triangle.
-
-Deviation from the CPU twin: ``potrf(a, info, *, stream=0)`` takes a 1-element integer device
-array and writes LAPACK's info into ``info[0]`` (0, or the order of the first leading minor
-that is not positive definite) instead of returning it: a launcher cannot return a device
-value without synchronising. Shape mismatches raise ``AssertionError`` with the CPU twin's
-messages, on the host, before anything is launched.
+Shape mismatches raise ``AssertionError`` with the CPU twin's messages, on the host, before
+anything is launched.
 """
 
 from __future__ import annotations
@@ -30,40 +24,23 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import cuda, int32
+from numba import cuda
 
-from numtile.config import Config
 from numtile.cuda_driver import SIMULATOR
-from numtile.ops_cuda._launch import MAX_BLOCKS, block, grid
+from numtile.ops_cuda.launch import MAX_BLOCKS, check_argument, gemm_tile
 
 __all__ = [
-    "TILE",
     "gemm",
     "gemm_batched",
     "gemm_fallback",
     "gemm_batched_fallback",
     "gemm_path",
-    "potrf",
-    "trsm",
-    "syrk",
 ]
 
-# side of the square shared-memory tile (and of the thread block) of the GEMM kernel; a
-# compile-time constant for cuda.shared.array
-TILE = Config.defaults().cuda_gemm_tile
-# row length of the shared tiles: one spare column against bank conflicts (a module constant,
-# since cuda.shared.array takes literal sizes only and TILE + 1 inside a kernel is not one)
-_PADDED = TILE + 1
 # blocks per grid dimension; every kernel loops over what a smaller grid leaves (the
 # simulator keeps few blocks so that those loops are exercised and launches stay fast)
 _GRID_LIMIT = MAX_BLOCKS if SIMULATOR else 65535
 _CUBLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _check(condition: bool, message: str) -> None:
-    """Raise the CPU twin's AssertionError (kept under ``python -O``, unlike ``assert``)."""
-    if not condition:
-        raise AssertionError(message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,21 +48,25 @@ def _check(condition: bool, message: str) -> None:
 
 
 @functools.cache
-def _gemm_kernel(dtype: np.dtype):
-    """The tiled GEMM kernel for tiles of ``dtype`` (shared memory needs a fixed dtype)."""
+def _gemm_kernel(dtype: np.dtype, tile: int):
+    """The tiled GEMM kernel for tiles of ``dtype`` and ``tile`` x ``tile`` thread blocks: both
+    are compile-time constants of the kernel (shared arrays take a fixed dtype and literal
+    sizes), so each pair is a kernel of its own."""
     scalar = np.dtype(dtype).type
+    # row length of the shared tiles: one spare column against bank conflicts
+    padded = tile + 1
 
     @cuda.jit
     def gemm_tiles(a, b, c, trans_a, trans_b, alpha, beta, lower):
         # c[z] = alpha * op(a[z]) @ op(b[z]) + beta * c[z] on 3-D stacks (leading size 1 of a
         # or b broadcast); with lower, only elements on or below the diagonal are read/written.
-        # Each block computes TILE x TILE outputs, thread (ty, tx) one of them; the grid loops
+        # Each block computes tile x tile outputs, thread (ty, tx) one of them; the grid loops
         # over batch (z), row tiles (y) and column tiles (x). Tiles of op(a) and op(b) are
         # staged through shared memory so that global loads are coalesced whatever the flags:
         # a transposed operand is read along its rows and stored transposed (the +1 padding
         # keeps those stores free of bank conflicts).
-        tile_a = cuda.shared.array((TILE, _PADDED), scalar)
-        tile_b = cuda.shared.array((TILE, _PADDED), scalar)
+        tile_a = cuda.shared.array((tile, padded), scalar)
+        tile_b = cuda.shared.array((tile, padded), scalar)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         batch = c.shape[0]
@@ -94,8 +75,8 @@ def _gemm_kernel(dtype: np.dtype):
         k = a.shape[1] if trans_a else a.shape[2]
         if alpha == 0 and lower:
             k = 0  # as BLAS syrk: a is not read (gemm reads it, as OpenBLAS does)
-        tiles_m = (m + TILE - 1) // TILE
-        tiles_n = (n + TILE - 1) // TILE
+        tiles_m = (m + tile - 1) // tile
+        tiles_n = (n + tile - 1) // tile
         for z in range(cuda.blockIdx.z, batch, cuda.gridDim.z):
             za = 0 if a.shape[0] == 1 else z
             zb = 0 if b.shape[0] == 1 else z
@@ -103,10 +84,10 @@ def _gemm_kernel(dtype: np.dtype):
                 for tn in range(cuda.blockIdx.x, tiles_n, cuda.gridDim.x):
                     if lower and tn > tm:
                         continue  # strictly above the diagonal: the whole block skips it
-                    row0 = tm * TILE
-                    col0 = tn * TILE
+                    row0 = tm * tile
+                    col0 = tn * tile
                     total = scalar(0)
-                    for p0 in range(0, k, TILE):
+                    for p0 in range(0, k, tile):
                         value = scalar(0)
                         if trans_a:  # op(a)[i, p] = a[p, i]
                             i = row0 + tx
@@ -134,7 +115,7 @@ def _gemm_kernel(dtype: np.dtype):
                                 value = b[zb, p, j]
                             tile_b[ty, tx] = value
                         cuda.syncthreads()
-                        for q in range(TILE):
+                        for q in range(tile):
                             total += tile_a[ty, q] * tile_b[q, tx]
                         cuda.syncthreads()
                     i = row0 + ty
@@ -148,23 +129,25 @@ def _gemm_kernel(dtype: np.dtype):
     return gemm_tiles
 
 
-def _stack(x: Any) -> Any:
+def as_stack(x: Any) -> Any:
     """A 2-D device array as a (1, rows, cols) view (3-D ones unchanged)."""
     return x.reshape((1,) + tuple(x.shape)) if x.ndim == 2 else x
 
 
-def _launch_gemm(a, b, c, trans_a, trans_b, alpha, beta, lower, stream) -> None:
-    """Launch the tiled kernel on 3-D stacks; alpha and beta are cast to c's dtype."""
+def launch_tiled_gemm(a, b, c, trans_a, trans_b, alpha, beta, lower, stream) -> None:
+    """Launch the tiled kernel on 3-D stacks (only c's lower triangle with ``lower``, as syrk
+    needs); alpha and beta are cast to c's dtype."""
     batch, m, n = c.shape
     if batch == 0 or m == 0 or n == 0:
         return
     dtype = np.dtype(c.dtype)
+    tile = gemm_tile()
     blocks = (
-        min(math.ceil(n / TILE), _GRID_LIMIT),
-        min(math.ceil(m / TILE), _GRID_LIMIT),
+        min(math.ceil(n / tile), _GRID_LIMIT),
+        min(math.ceil(m / tile), _GRID_LIMIT),
         min(batch, _GRID_LIMIT),
     )
-    _gemm_kernel(dtype)[blocks, (TILE, TILE), stream](
+    _gemm_kernel(dtype, tile)[blocks, (tile, tile), stream](
         a,
         b,
         c,
@@ -182,7 +165,7 @@ def _gemm_inner(a, b, c, trans_a, trans_b) -> int:
     shape_a, shape_b, shape_c = tuple(a.shape), tuple(b.shape), tuple(c.shape)
     m, k = (shape_a[-1], shape_a[-2]) if trans_a else (shape_a[-2], shape_a[-1])
     k_b, n = (shape_b[-1], shape_b[-2]) if trans_b else (shape_b[-2], shape_b[-1])
-    _check(
+    check_argument(
         k == k_b and shape_c[-2] == m and shape_c[-1] == n,
         f"gemm: shapes do not agree ({a.shape}, {b.shape}, {c.shape})",
     )
@@ -190,13 +173,17 @@ def _gemm_inner(a, b, c, trans_a, trans_b) -> int:
 
 
 def _check_matrices(a, b, c) -> None:
-    _check(a.ndim == 2 and b.ndim == 2 and c.ndim == 2, "gemm: a, b and c must be 2-D")
+    check_argument(a.ndim == 2 and b.ndim == 2 and c.ndim == 2, "gemm: a, b and c must be 2-D")
 
 
 def _check_stacks(a, b, c) -> None:
-    _check(a.ndim == 3 and b.ndim == 3 and c.ndim == 3, "gemm_batched: a, b and c must be 3-D")
+    check_argument(
+        a.ndim == 3 and b.ndim == 3 and c.ndim == 3, "gemm_batched: a, b and c must be 3-D"
+    )
     batch = c.shape[0]
-    _check(a.shape[0] in (1, batch) and b.shape[0] in (1, batch), "gemm_batched: batch sizes")
+    check_argument(
+        a.shape[0] in (1, batch) and b.shape[0] in (1, batch), "gemm_batched: batch sizes"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,8 +306,8 @@ def _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, *, batched: bool, cubl
     if cublas and _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream):
         return
     if not batched:
-        a, b, c = _stack(a), _stack(b), _stack(c)
-    _launch_gemm(a, b, c, trans_a, trans_b, alpha, beta, False, stream)
+        a, b, c = as_stack(a), as_stack(b), as_stack(c)
+    launch_tiled_gemm(a, b, c, trans_a, trans_b, alpha, beta, False, stream)
 
 
 def gemm(
@@ -381,152 +368,3 @@ def gemm_batched_fallback(
 ) -> None:
     """``gemm_batched`` through the tiled ``@cuda.jit`` kernel always, never cuBLAS."""
     _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, batched=True, cublas=False)
-
-
-# ---------------------------------------------------------------------------------------------
-# potrf
-
-
-@cuda.jit
-def _potrf_kernel(a, info):
-    # One block, right-looking: for each column j, take the square root of the (already
-    # updated) diagonal, scale the column below it, then update the trailing lower triangle.
-    # Only elements on or below the diagonal are read. On failure a[j, j] keeps the
-    # non-positive pivot, as LAPACK's potf2 leaves it.
-    n = a.shape[0]
-    tid = cuda.threadIdx.x
-    threads = cuda.blockDim.x
-    failed = cuda.shared.array(1, int32)
-    if tid == 0:
-        failed[0] = 0
-    cuda.syncthreads()
-    for j in range(n):
-        if tid == 0:
-            pivot = a[j, j]
-            if pivot <= 0:  # a NaN pivot is not caught, as OpenBLAS (the CPU twin) does not
-                failed[0] = j + 1
-            else:
-                a[j, j] = math.sqrt(pivot)
-        cuda.syncthreads()
-        if failed[0] != 0:
-            break  # every thread sees the same flag: the break is uniform
-        diagonal = a[j, j]
-        for i in range(j + 1 + tid, n, threads):
-            a[i, j] = a[i, j] / diagonal
-        cuda.syncthreads()
-        width = n - j - 1
-        for index in range(tid, width * width, threads):
-            i = j + 1 + index // width
-            col = j + 1 + index % width
-            if col <= i:
-                a[i, col] -= a[i, j] * a[col, j]
-        cuda.syncthreads()
-    for index in range(tid, n * n, threads):
-        i = index // n
-        col = index % n
-        if col > i:
-            a[i, col] = 0
-    if tid == 0:
-        info[0] = failed[0]
-
-
-def potrf(a: Any, info: Any, *, stream: Any = 0) -> None:
-    """Cholesky a = L @ L.T in place (L below, zeros above); LAPACK's info goes to info[0]."""
-    n = a.shape[0]
-    _check(a.ndim == 2 and a.shape[1] == n, "potrf: a must be square")
-    _check(info.size >= 1, "potrf: info must hold one integer")
-    _potrf_kernel[1, block(), stream](a, info)
-
-
-# ---------------------------------------------------------------------------------------------
-# trsm
-
-
-@cuda.jit
-def _trsm_kernel(a, b, left, lower, trans_a, unit_diagonal, alpha):
-    # Each right-hand side is independent: a column of b when left, a row when right. Both
-    # reduce to solving M x = alpha * v, with M = op(a) (left) or op(a).T (right); M[i, p] is
-    # a[p, i] when transposed, else a[i, p], and is lower triangular (forward substitution)
-    # when exactly one of lower / transposed holds. Only the triangle of a that is meant is
-    # read, and its diagonal only when not unit_diagonal.
-    m = b.shape[0]
-    n = b.shape[1]
-    order = m if left else n
-    count = n if left else m
-    transposed = trans_a != (not left)
-    forward = lower != transposed
-    for v in range(cuda.grid(1), count, cuda.gridsize(1)):
-        if alpha == 0:  # as BLAS: b = 0, a not read
-            for i in range(order):
-                if left:
-                    b[i, v] = 0
-                else:
-                    b[v, i] = 0
-            continue
-        for step in range(order):
-            i = step if forward else order - 1 - step
-            total = alpha * (b[i, v] if left else b[v, i])
-            start = 0 if forward else i + 1
-            stop = i if forward else order
-            for p in range(start, stop):
-                coefficient = a[p, i] if transposed else a[i, p]
-                total -= coefficient * (b[p, v] if left else b[v, p])
-            if not unit_diagonal:
-                total = total / a[i, i]
-            if left:
-                b[i, v] = total
-            else:
-                b[v, i] = total
-
-
-def trsm(
-    a: Any,
-    b: Any,
-    left: bool,
-    lower: bool,
-    trans_a: bool,
-    unit_diagonal: bool,
-    alpha: float,
-    *,
-    stream: Any = 0,
-) -> None:
-    """Solve in place in b: op(a) @ x = alpha * b when left, else x @ op(a) = alpha * b."""
-    m, n = b.shape
-    order = m if left else n
-    _check(a.shape[0] == order and a.shape[1] == order, "trsm: a does not match b")
-    count = n if left else m
-    if m == 0 or n == 0:
-        return
-    _trsm_kernel[grid(count), block(), stream](
-        a,
-        b,
-        bool(left),
-        bool(lower),
-        bool(trans_a),
-        bool(unit_diagonal),
-        np.dtype(b.dtype).type(alpha),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# syrk
-
-
-def syrk(
-    a: Any,
-    c: Any,
-    trans_a: bool,
-    alpha: float,
-    beta: float,
-    *,
-    stream: Any = 0,
-) -> None:
-    """c = alpha * op(a) @ op(a).T + beta * c on the lower triangle of c only (upper untouched)."""
-    n = c.shape[0]
-    _check(
-        a.ndim == 2 and c.ndim == 2 and c.shape[1] == n and a.shape[1 if trans_a else 0] == n,
-        "syrk: shapes do not agree",
-    )
-    a3 = _stack(a)
-    # op(a) @ op(a).T is gemm of a with itself, the second operand with the opposite flag
-    _launch_gemm(a3, a3, _stack(c), trans_a, not trans_a, alpha, beta, True, stream)

@@ -1,0 +1,101 @@
+"""Calling scipy's OpenBLAS from nopython code: the binding the CPU BLAS/LAPACK kernels share.
+
+The kernels call ``scipy.linalg.cython_blas`` and ``cython_lapack`` straight from compiled
+code, so they release the GIL and several worker threads run them truly in parallel; limit
+BLAS itself to one thread per worker with threadpoolctl.
+
+Fortran BLAS is column-major, and the buffer of a row-major matrix read column-major is its
+transpose. Rather than copying, each kernel swaps operands and flips lower/upper and
+left/right, so every tile stays a plain C-contiguous NumPy array.
+"""
+
+import numpy as np
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import get_cython_function_address, intrinsic
+
+_ROUTINES = {"cython_blas": ("gemm", "syrk", "trsm"), "cython_lapack": ("potrf",)}
+_PREFIXES = {types.float32: "s", types.float64: "d"}
+
+# Fortran CHARACTER flags, passed as uint8 so that `call` hands them over as one byte.
+NO = np.uint8(ord("N"))
+TRANSPOSE = np.uint8(ord("T"))
+LEFT = np.uint8(ord("L"))
+RIGHT = np.uint8(ord("R"))
+LOWER = np.uint8(ord("L"))
+UPPER = np.uint8(ord("U"))
+UNIT = np.uint8(ord("U"))
+
+
+def _symbol(routine: str) -> str:
+    """Name under which the LLVM linker finds scipy's `routine`."""
+    return f"numtile_scipy_{routine}"
+
+
+def _register_routines() -> None:
+    """Make every routine in _ROUTINES linkable by name from compiled kernels."""
+    # A named symbol, unlike a ctypes function pointer, keeps no process-specific address
+    # in the compiled code, so `cache=True` works; re-registering at import relinks it.
+    for module, names in _ROUTINES.items():
+        for name in names:
+            for prefix in _PREFIXES.values():
+                address = get_cython_function_address(f"scipy.linalg.{module}", prefix + name)
+                llvm.add_symbol(_symbol(prefix + name), address)
+
+
+_register_routines()
+
+
+@intrinsic
+def call(typingctx, name, like, *arguments):
+    """Call scipy's BLAS/LAPACK `<s|d><name>` for like's dtype, every argument by reference.
+
+    Arrays pass their data pointer; uint8 scalars a Fortran CHARACTER; other integers an
+    INTEGER (int32); floats a real of like's dtype. Scalars are spilled to the calling
+    kernel's stack. Returns the last argument's value after the call: LAPACK's INFO.
+    """
+    if not isinstance(name, types.StringLiteral):
+        return None
+    if not isinstance(like, types.Array) or like.dtype not in _PREFIXES:
+        raise TypingError(f"BLAS kernels take float32 or float64 arrays, got {like}")
+    for argument in arguments:
+        if isinstance(argument, types.Array):
+            if argument.dtype != like.dtype or argument.layout != "C":
+                raise TypingError(f"expected a C-contiguous {like.dtype} array, got {argument}")
+        elif not isinstance(argument, (types.Integer, types.Float)):
+            raise TypingError(f"cannot pass {argument} to BLAS")
+    symbol = _symbol(_PREFIXES[like.dtype] + name.literal_value)
+
+    def storage_type(argument):
+        if argument == types.uint8:
+            return types.uint8
+        return types.int32 if isinstance(argument, types.Integer) else like.dtype
+
+    def codegen(context, builder, signature, values):
+        pointers, slot = [], None
+        for index, argument in enumerate(signature.args[2]):
+            value = builder.extract_value(values[2], index)
+            if isinstance(argument, types.Array):
+                pointer = context.make_array(argument)(context, builder, value).data
+            else:
+                value = context.cast(builder, value, argument, storage_type(argument))
+                pointer = slot = cgutils.alloca_once_value(builder, value)
+            pointers.append(builder.bitcast(pointer, cgutils.voidptr_t))
+        function_type = ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t] * len(pointers))
+        function = cgutils.get_or_insert_function(builder.module, function_type, symbol)
+        builder.call(function, pointers)
+        last = signature.args[2][-1]
+        if isinstance(last, types.Array) or storage_type(last) != types.int32:
+            return context.get_constant(types.int32, 0)
+        return builder.load(slot)  # the last argument's slot
+
+    return types.int32(name, like, types.StarArgTuple.from_types(arguments)), codegen
+
+
+@njit(inline="always")
+def leading(matrix):
+    """Leading dimension of a row-major matrix read column-major (at least 1, as BLAS asks)."""
+    return max(1, matrix.shape[1])

@@ -1,0 +1,58 @@
+"""Neural-network CUDA tile kernels, by family (the twins of ``numtile.ops_cpu.nn``):
+attention, norm, loss, optim, embedding.
+
+Each launcher has its CPU twin's name and signature plus a keyword-only ``stream``, and only
+launches work on it.
+"""
+
+from numtile.ops_cuda.nn.attention import (
+    attention_backward_block,
+    attention_backward_delta,
+    attention_forward_block,
+    attention_forward_finalize,
+)
+from numtile.ops_cuda.nn.embedding import (
+    embedding_gather,
+    embedding_scatter_add,
+)
+from numtile.ops_cuda.nn.loss import (
+    cross_entropy_backward,
+    cross_entropy_pick,
+    logsumexp_accumulate,
+)
+from numtile.ops_cuda.nn.norm import (
+    layer_norm_apply,
+    layer_norm_backward_accumulate,
+    layer_norm_backward_apply,
+    layer_norm_param_grad,
+    rms_norm_apply,
+    rms_norm_backward_accumulate,
+    rms_norm_backward_apply,
+    rms_norm_param_grad,
+    row_moments_accumulate,
+)
+from numtile.ops_cuda.nn.optim import (
+    adamw_step,
+)
+
+__all__ = [
+    "attention_forward_block",
+    "attention_forward_finalize",
+    "attention_backward_delta",
+    "attention_backward_block",
+    "row_moments_accumulate",
+    "layer_norm_apply",
+    "layer_norm_backward_accumulate",
+    "layer_norm_backward_apply",
+    "layer_norm_param_grad",
+    "rms_norm_apply",
+    "rms_norm_backward_accumulate",
+    "rms_norm_backward_apply",
+    "rms_norm_param_grad",
+    "logsumexp_accumulate",
+    "cross_entropy_pick",
+    "cross_entropy_backward",
+    "adamw_step",
+    "embedding_gather",
+    "embedding_scatter_add",
+]

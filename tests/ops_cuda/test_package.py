@@ -1,0 +1,65 @@
+"""The kernel packages as wholes: ``numtile.ops_cuda`` loads without ``numtile.ops_cpu`` (op codes
+come from ``numtile.opcodes``), and both packages name the same kernels."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from numtile import ops_cpu, ops_cuda
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# numtile/__init__.py (the public API) is bypassed: the packages are imported on their own
+_IMPORT_ALONE = """
+    import sys
+    import types
+
+    package = types.ModuleType("numtile")
+    package.__path__ = [{path!r}]
+    sys.modules["numtile"] = package
+    import numtile.{package}
+
+    print(sorted(name for name in sys.modules if name.startswith("numtile.")))
+    print("numba.cuda" in sys.modules)
+"""
+
+
+def import_alone(package: str) -> tuple[list[str], bool]:
+    """(numtile modules loaded, whether numba.cuda was) after importing ``package`` alone."""
+    script = textwrap.dedent(_IMPORT_ALONE).format(path=str(ROOT / "numtile"), package=package)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    modules, cuda = result.stdout.strip().splitlines()[-2:]
+    return eval(modules), cuda == "True"  # noqa: S307 - our own print of a list of names
+
+
+def test_the_cuda_kernels_load_without_the_cpu_ones():
+    modules, cuda = import_alone("ops_cuda")
+    assert "numtile.ops_cuda.nn.attention" in modules and "numtile.opcodes" in modules
+    assert not [name for name in modules if name.startswith("numtile.ops_cpu")], modules
+    assert cuda
+
+
+def test_the_cpu_kernels_load_without_numba_cuda():
+    modules, cuda = import_alone("ops_cpu")
+    assert "numtile.ops_cpu.nn.embedding" in modules
+    assert not [name for name in modules if name.startswith("numtile.ops_cuda")], modules
+    assert not cuda
+
+
+def kernels(namespace) -> set[str]:
+    return {name for name in namespace.__all__ if callable(getattr(namespace, name))}
+
+
+@pytest.mark.parametrize("family", ["", "nn"])
+def test_every_cpu_kernel_has_a_cuda_twin_of_the_same_name(family):
+    cpu, gpu = (getattr(p, family) if family else p for p in (ops_cpu, ops_cuda))
+    helpers = {"empty", "to_host"}  # StreamOps provides these on a GPU
+    assert kernels(cpu) - helpers <= kernels(gpu)
+    if family:
+        assert kernels(cpu) == kernels(gpu)
