@@ -252,8 +252,15 @@ def test_damaged_or_foreign_files_are_value_errors_naming_the_path(path, damage,
         assert path in str(info.value) and detail in str(info.value)
 
 
-@pytest.mark.parametrize("failure", [OSError("disk full"), KeyboardInterrupt()])
-def test_failure_midway_leaves_old_checkpoint_intact_and_no_temp_file(path, monkeypatch, failure):
+# a fresh exception per test: a shared instance would keep its last traceback, and with it the
+# test's tensors, alive for the rest of the session
+@pytest.mark.parametrize(
+    "make_failure", [lambda: OSError("disk full"), KeyboardInterrupt], ids=["OSError", "Ctrl-C"]
+)
+def test_failure_midway_leaves_old_checkpoint_intact_and_no_temp_file(
+    path, monkeypatch, make_failure
+):
+    failure = make_failure()
     save_checkpoint(path, {"w": nt.ones((6, 6), tile_shape=(2, 2))}, {"step": 1})
     with open(path, "rb") as f:
         before = f.read()
