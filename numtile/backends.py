@@ -139,8 +139,6 @@ def _mpi_workers(config: Config, required: bool) -> int:
     distributed = config.distributed
     if distributed is None:
         distributed = launched_by_mpi()
-    if required and not distributed:
-        raise ValueError("restrict='mpi' but this process is not distributed")
     return 1 if distributed else 0
 
 

@@ -70,10 +70,10 @@ class Runtime(WorkerSupervision):
         self.backends = dict(default_backends() if backends is None else backends)
         self.host_kind = host_kind(self.backends)
         self.restrict = self.config.restrict
-        if self.restrict is not None and self.restrict not in self.backends:
+        computing = sorted(kind for kind, row in self.backends.items() if row.generic)
+        if self.restrict is not None and self.restrict not in computing:
             raise ValueError(
-                f"unknown restrict value {self.restrict!r}; expected one of "
-                f"{sorted(self.backends)} or unset"
+                f"unknown restrict value {self.restrict!r}; expected one of {computing} or unset"
             )
         self._where: dict[Codelet, frozenset] = {}
         self.distributed = None  # the owner-computes front under MPI (runtime/distributed/)

@@ -97,8 +97,14 @@ class MpiNode:
 
     def notify_failure(self, task: Task, error: BaseException) -> None:
         """A task failed here: tell the other ranks (from the transfer loop's thread)."""
-        if not isinstance(error, RemoteTaskError):
-            self._notices.put(f"on rank {self.rank}: {error}")
+        if isinstance(error, RemoteTaskError):
+            return
+        text = str(error)
+        if "on rank" not in text:
+            text = f"on rank {self.rank}: {text}"
+            if isinstance(error, TaskError) and len(error.args) == 1:
+                error.args = (text,)  # the error read here names the rank too
+        self._notices.put(text)
 
     # -- the worker's loop --------------------------------------------------------------------
 
@@ -137,7 +143,7 @@ class MpiNode:
         sending = task.codelet is self.send
         if task.cancelled_by is not None:  # only a send can be: its tile's writer failed
             text = str(task.cancelled_by)
-            if not isinstance(task.cancelled_by, RemoteTaskError):
+            if "on rank" not in text:
                 text = f"on rank {self.rank}: {text}"
             request = self.comm.isend(text, peer, tag + 1)
             return _Transfer(task, request, None, None, TaskCancelled(text, task.cancelled_by))
