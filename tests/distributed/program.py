@@ -65,6 +65,40 @@ def tiled_ops() -> None:
             raise AssertionError("block_cyclic((2, 2)) on 3 ranks was accepted")
 
 
+def cached_transfers() -> None:
+    """A tile read by several tasks of another rank travels once, and again once written:
+    the bytes each rank receives are exactly that."""
+    runtime = nt.get_runtime()
+    node = runtime.distributed.node
+    weight = DataHandle((16,), np.float64, np.ones(16) if nt.rank() == 0 else None)
+    place(weight, 0)
+    outputs = [DataHandle((16,), np.float64) for _ in range(5)]
+    for output in outputs:
+        place(output, 1)
+    copy = host_codelet("mpi_test:copy", lambda w, out: np.multiply(w, 2, out=out))
+    twice = host_codelet("mpi_test:twice", lambda w: np.multiply(w, 2, out=w))
+    runtime.wait_all()
+    before = node.bytes_received
+    for output in outputs:
+        runtime.submit(copy, [(weight, nt.Access.R), (output, nt.Access.W)])
+    runtime.submit(twice, [(weight, nt.Access.RW)])  # on rank 0: rank 1's copy is stale now
+    for output in outputs:
+        runtime.submit(copy, [(weight, nt.Access.R), (output, nt.Access.W)])
+    runtime.wait_all()
+    expected = 2 * weight.nbytes if nt.rank() == 1 else 0
+    assert node.bytes_received - before == expected, (node.bytes_received - before, expected)
+    runtime.wait_handles(outputs)  # every rank reads them: equal to 2 * the updated weight
+    for output in outputs:
+        np.testing.assert_array_equal(output.host_array(), np.full(16, 4.0))
+
+
+def limited_memory() -> None:
+    """The random graphs again with a host memory limit (tiles through the memory manager)."""
+    nt.init(ncpu=1, host_mem_limit=1 << 20)
+    random_graphs(seeds=2)
+    nt.init(ncpu=1)
+
+
 def failure() -> None:
     """A task that raises on the last rank: every rank's read of what depends on it raises
     naming that rank and the task; nothing hangs (the launch has a timeout)."""
@@ -89,7 +123,13 @@ def failure() -> None:
         pass  # the notices of the failure, on the ranks that did not read it yet
 
 
-CHECKS = {"random_graphs": random_graphs, "tiled_ops": tiled_ops, "failure": failure}
+CHECKS = {
+    "random_graphs": random_graphs,
+    "tiled_ops": tiled_ops,
+    "cached_transfers": cached_transfers,
+    "limited_memory": limited_memory,
+    "failure": failure,  # last: its notices may still arrive at the other ranks
+}
 
 if __name__ == "__main__":
     nt.init(ncpu=1)

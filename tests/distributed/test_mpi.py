@@ -93,3 +93,26 @@ def test_a_distribution_naming_a_missing_rank_is_refused():
         nt.distribution.block_cyclic((2, 1))
     with pytest.raises(TypeError, match="distribution must be"):
         nt.from_numpy(np.ones(4), tile_shape=2, distribution="cyclic")
+
+
+def test_an_uncaught_exception_on_one_rank_aborts_every_rank():
+    pytest.importorskip("mpi4py")
+    code = (
+        "import numpy as np, numtile as nt\n"
+        "nt.init(ncpu=1)\n"
+        "x = nt.from_numpy(np.ones(4), tile_shape=2, distribution=lambda index: 0)\n"
+        "y = nt.from_numpy(np.ones(4), tile_shape=2, distribution=lambda index: 1)\n"
+        "if nt.rank() == 0:\n"
+        "    raise RuntimeError('rank 0 went wrong')\n"
+        "print((x + y).to_numpy())\n"  # rank 1 would wait for rank 0's tiles forever
+    )
+    done = subprocess.run(
+        [_mpiexec(), "-n", "2", sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode != 0
+    assert "rank 0 went wrong" in done.stderr and "uncaught exception on rank 0" in done.stderr

@@ -16,6 +16,7 @@ that raises also sends a notice to every other rank, so their next wait raises t
 from __future__ import annotations
 
 import queue
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -80,6 +81,16 @@ class MpiNode:
         self.bytes_received = 0
         self._notices: queue.SimpleQueue = queue.SimpleQueue()
         self.send = self.receive = None  # set by ``attach`` (they need the row's kind)
+        if sys.excepthook is sys.__excepthook__:
+            sys.excepthook = self._abort_on_uncaught
+
+    def _abort_on_uncaught(self, kind, value, traceback) -> None:
+        """An exception ends this rank's program: the others would wait for its tiles
+        forever, so print it and abort them all (``mpi4py -m``'s behaviour)."""
+        sys.__excepthook__(kind, value, traceback)
+        sys.stderr.write(f"numtile: uncaught exception on rank {self.rank}: MPI.Abort\n")
+        sys.stderr.flush()
+        self.comm.Abort(1)
 
     def tags(self, transfer: int) -> tuple[int, int]:
         """The data tag and the failure tag of the ``transfer``-th transfer of the program."""
