@@ -32,12 +32,13 @@ def _mpiexec() -> str:
     return found
 
 
-@pytest.mark.parametrize("nranks", [2, 3])
-def test_checks_under_mpiexec(nranks):
+@pytest.mark.parametrize(("nranks", "scheduler"), [(2, "eager"), (3, "dmda")])
+def test_checks_under_mpiexec(nranks, scheduler):
     pytest.importorskip("mpi4py")
     command = [_mpiexec(), "-n", str(nranks), sys.executable, "-m", "tests.distributed.program"]
+    env = {**_environment(), "NUMTILE_SCHEDULER": scheduler}
     done = subprocess.run(
-        command, cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=TIMEOUT
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
