@@ -70,17 +70,22 @@ def tile_owners(layout: Layout, distribution) -> tuple[list[int], int]:
     return as_distribution(distribution).owners(list(layout.indices()), nranks), here
 
 
-def empty(shape, dtype=float64, tile_shape=None) -> TileTensor:
+def empty(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor whose tiles are allocated on first write (contents undefined).
 
     >>> import numtile as nt
     >>> nt.empty((4, 4), tile_shape=(2, 2)).grid
     (2, 2)
     """
-    return TileTensor(Layout(shape, tile_shape), dtype)
+    out = TileTensor(Layout(shape, tile_shape), dtype)
+    if distribution is not None:  # under MPI: the owners write the tiles (from_numpy's)
+        owners, _ = tile_owners(out.layout, distribution)
+        for handle, owner in zip(out.handles, owners):
+            place(handle, owner)
+    return out
 
 
-def full(shape, fill_value, dtype=None, tile_shape=None) -> TileTensor:
+def full(shape, fill_value, dtype=None, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor of ``fill_value`` everywhere (dtype inferred from the value if not given).
 
     >>> import numtile as nt
@@ -90,7 +95,7 @@ def full(shape, fill_value, dtype=None, tile_shape=None) -> TileTensor:
     if dtype is None:
         dtype = np.result_type(fill_value) if not isinstance(fill_value, bool) else np.bool_
         dtype = int64 if np.dtype(dtype).kind in "iu" else dtype
-    out = empty(shape, dtype, tile_shape)
+    out = empty(shape, dtype, tile_shape, distribution=distribution)
     fill_tiles(out, fill_value)
     return out
 
@@ -104,24 +109,24 @@ def fill_tiles(out: TileTensor, value) -> TileTensor:
     return out
 
 
-def zeros(shape, dtype=float64, tile_shape=None) -> TileTensor:
+def zeros(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor of zeros.
 
     >>> import numtile as nt
     >>> float(nt.zeros((3,)).to_numpy().sum())
     0.0
     """
-    return full(shape, 0, dtype, tile_shape)
+    return full(shape, 0, dtype, tile_shape, distribution=distribution)
 
 
-def ones(shape, dtype=float64, tile_shape=None) -> TileTensor:
+def ones(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor of ones.
 
     >>> import numtile as nt
     >>> nt.ones((2,), dtype="int64").to_numpy().tolist()
     [1, 1]
     """
-    return full(shape, 1, dtype, tile_shape)
+    return full(shape, 1, dtype, tile_shape, distribution=distribution)
 
 
 @dispatched

@@ -56,6 +56,8 @@ def tiled_ops() -> None:
     np.testing.assert_allclose((x @ y).to_numpy(), a @ b)
     np.testing.assert_allclose(((x + z) @ y).to_numpy(), (a + c) @ b)
     np.testing.assert_allclose(float(nt.sum(x).item()), a.sum())
+    ones = nt.ones((7, 5), tile_shape=(3, 2), distribution=d.by_axis(0))
+    np.testing.assert_allclose((ones + x).to_numpy(), 1 + a)
     if nt.nranks() > 2:
         try:
             d.block_cyclic((2, 2))
