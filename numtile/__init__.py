@@ -15,6 +15,7 @@ os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 from numtile import (
     backends,  # noqa: F401  (registers the default table of worker kinds)
+    distribution,
     linalg,
     random,
 )
@@ -34,6 +35,7 @@ from numtile.runtime import (
     trace,
     wait_all,
 )
+from numtile.runtime.distributed import nranks, rank
 from numtile.tiletensor.creation import (
     arange,
     asarray,
@@ -122,6 +124,7 @@ __all__ = [
     "Codelet",
     "cos",
     "DataHandle",
+    "distribution",
     "divide",
     "empty",
     "empty_like",
@@ -165,6 +168,7 @@ __all__ = [
     "no_grad",
     "NoGradientError",
     "not_equal",
+    "nranks",
     "ones",
     "ones_like",
     "permute_dims",
@@ -172,6 +176,7 @@ __all__ = [
     "power",
     "prod",
     "random",
+    "rank",
     "reciprocal",
     "relu",
     "remainder",

@@ -16,7 +16,7 @@ the table runtimes start with (``numtile`` imports it); ``numtile.init(backends=
 ``Runtime(config, backends=...)`` start one with another table.
 
 >>> sorted(BACKENDS), BACKENDS["cpu"].host
-(['cpu', 'cuda'], True)
+(['cpu', 'cuda', 'mpi'], True)
 """
 
 from __future__ import annotations
@@ -132,9 +132,29 @@ def _start_cuda_node(index: int, config: Config):
     return CudaNode(index, config.cuda_mem_limit)
 
 
+def _mpi_workers(config: Config, required: bool) -> int:
+    """One transfer worker when distributed (asked for, or started by mpiexec with P > 1)."""
+    from numtile.runtime.distributed import launched_by_mpi
+
+    distributed = config.distributed
+    if distributed is None:
+        distributed = launched_by_mpi()
+    return 1 if distributed else 0
+
+
+def _start_mpi_node(index: int, config: Config):
+    """This process's rank in ``MPI.COMM_WORLD`` as a node (imports mpi4py)."""
+    from numtile.runtime.distributed.node import MpiNode
+
+    return MpiNode(config)
+
+
 BACKENDS: dict[str, WorkerKind] = {
     "cpu": WorkerKind(ops=_cpu_ops, workers=_cpu_workers, host=True),
     "cuda": WorkerKind(ops=_cuda_ops, workers=_cuda_workers, start_node=_start_cuda_node),
+    "mpi": WorkerKind(
+        ops=lambda node: node, workers=_mpi_workers, start_node=_start_mpi_node, generic=False
+    ),
 }
 
 register_default_backends(BACKENDS)

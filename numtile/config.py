@@ -67,6 +67,8 @@ class Config:
     # shared-memory tile of the @cuda.jit GEMM (tests under the simulator shrink both)
     cuda_block: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_BLOCK", 256))
     cuda_gemm_tile: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_GEMM_TILE", 16))
+    # MPI: True/False, or None to follow the launcher (distributed when mpiexec -n P, P > 1)
+    distributed: bool | None = field(default_factory=lambda: _env_flag("NUMTILE_DISTRIBUTED"))
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -131,6 +133,18 @@ _INTEGER_FIELDS = (
     "cuda_block",
     "cuda_gemm_tile",
 )
+
+
+def _env_flag(name: str) -> bool | None:
+    """``1``/``true``/``yes`` -> True, ``0``/``false``/``no`` -> False, unset -> None."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 1 or 0 (or unset), got {value!r}")
 
 
 def _whole_number(name: str, value, expected: str = "an integer") -> int:

@@ -37,6 +37,22 @@ def _cuda_line() -> str:
         return f"not available ({type(exc).__name__}: {exc})"
 
 
+def _mpi_line(runtime) -> str:
+    """Ranks and their hosts under mpiexec; else whether mpi4py is there (not importing it)."""
+    front = runtime.distributed
+    if front is None:
+        import importlib.util
+
+        found = importlib.util.find_spec("mpi4py") is not None
+        state = "mpi4py installed" if found else "mpi4py missing: pip install numtile[mpi]"
+        return f"1 rank, not distributed ({state}; run under mpiexec -n P to distribute)"
+    hosts: dict[str, list[int]] = {}
+    for rank, host in enumerate(front.hosts):
+        hosts.setdefault(host, []).append(rank)
+    where = ", ".join(f"{host}: ranks {ranks}" for host, ranks in hosts.items())
+    return f"{front.nranks} ranks over {len(hosts)} host(s) ({where})"
+
+
 def info(args: argparse.Namespace) -> int:
     """Print versions, workers, scheduler, BLAS and CUDA; optionally compile every kernel."""
     import numba
@@ -47,6 +63,8 @@ def info(args: argparse.Namespace) -> int:
 
     config = Config()
     runtime = numtile.get_runtime()
+    if runtime.distributed is not None and runtime.distributed.rank != 0:
+        return 0  # under mpiexec rank 0 speaks for all (its MPI line lists every rank)
     print(
         f"numtile {numtile.__version__} (Python {platform.python_version()}, "
         f"NumPy {numpy.__version__}, Numba {numba.__version__})"
@@ -69,6 +87,7 @@ def info(args: argparse.Namespace) -> int:
     print("BLAS (kernels run it at 1 thread per worker while the runtime is up):")
     print("\n".join(_blas_lines()))
     print(f"CUDA: {_cuda_line()}")
+    print(f"MPI: {_mpi_line(runtime)}")
     if args.warmup:
         from numtile.warmup import warmup
 

@@ -70,16 +70,19 @@ class Runtime(WorkerSupervision):
         self.backends = dict(default_backends() if backends is None else backends)
         self.host_kind = host_kind(self.backends)
         self.restrict = self.config.restrict
-        if self.restrict is not None and self.restrict not in self.backends:
+        computing = sorted(kind for kind, row in self.backends.items() if row.generic)
+        if self.restrict is not None and self.restrict not in computing:
             raise ValueError(
-                f"unknown restrict value {self.restrict!r}; expected one of "
-                f"{sorted(self.backends)} or unset"
+                f"unknown restrict value {self.restrict!r}; expected one of {computing} or unset"
             )
         self._where: dict[Codelet, frozenset] = {}
+        self.distributed = None  # the owner-computes front under MPI (runtime/distributed/)
+        self.failure_listener = None  # called with (task, error) when a task raises
         workers = self._start_workers()
         self.kinds = [kind for kind, _ in workers]  # one per worker
         self.nodes = [node for _, node in workers]  # memory node per worker, None: host RAM
-        self.devices = [node for node in self.nodes if node is not None]
+        # the nodes whose memory holds tiles (the MPI node moves tiles but keeps them on host)
+        self.devices = [n for n in self.nodes if n is not None and getattr(n, "holds_tiles", True)]
         self.worker_counts = {kind: self.kinds.count(kind) for kind in self.backends}
         self.ops = [self.backends[kind].ops(node) for kind, node in workers]
         self.worker_names = [
@@ -130,6 +133,10 @@ class Runtime(WorkerSupervision):
         self._workers: list[threading.Thread] = []
         if self.manager is not None:
             set_manager(self.manager)
+        for node in self.nodes:
+            attach = getattr(node, "attach", None)
+            if attach is not None:  # a node that changes how tasks are submitted (MPI's)
+                attach(self)
         if not self.scheduler.inline:
             for worker, node in enumerate(self.nodes):
                 if node is None:  # computes in host RAM
@@ -182,7 +189,15 @@ class Runtime(WorkerSupervision):
                 kinds = frozenset({self.host_kind})
             else:
                 running = {k for k, n in self.worker_counts.items() if n}
-                kinds = frozenset(k for k in running if codelet.implementation(k) is not None)
+                kinds = frozenset(
+                    k
+                    for k in running
+                    if (
+                        codelet.implementation(k)
+                        if self.backends[k].generic
+                        else k in codelet.implementations
+                    )
+                )
                 if self.restrict in kinds:
                     kinds = frozenset({self.restrict})
                 if not kinds:
@@ -315,6 +330,8 @@ class Runtime(WorkerSupervision):
                 for handle, mode in zip(task.handles, task.modes):
                     if WRITES[mode]:
                         handle.error = error
+                if self.failure_listener is not None and not isinstance(error, TaskCancelled):
+                    self.failure_listener(task, error)
             for succ, data in task.successors:
                 if error is not None and data and succ.cancelled_by is None:
                     succ.cancelled_by = _root(error)

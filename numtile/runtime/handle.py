@@ -85,6 +85,11 @@ class DataHandle:
         "lock",
         "invalidated",
         "error",
+        # under MPI only (``runtime/distributed/front.py``), left unset otherwise: the owner
+        # rank, the ranks holding the current value, and the rank that wrote it
+        "owner",
+        "ranks",
+        "holder",
         "__weakref__",
     )
 

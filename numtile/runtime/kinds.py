@@ -37,6 +37,8 @@ class WorkerKind:
     (``node`` is the worker's memory node, None for host RAM); ``workers(config, required)``
     how many workers to start (``required``: ``restrict`` names this kind, so none is an
     error the row explains); ``start_node`` as described in the module docstring.
+    ``generic``: workers of this kind run a codelet's ``kernel`` (written once for every
+    kind); a kind that is not (the MPI node's) runs only codelets naming it.
 
     >>> import types
     >>> row = WorkerKind(ops=lambda node: types.SimpleNamespace(), workers=lambda c, r: 1)
@@ -48,6 +50,7 @@ class WorkerKind:
     workers: Callable[[Config, bool], int]
     start_node: Callable[[int, Config], Any] | None = None
     host: bool = False
+    generic: bool = True
 
 
 Backends = Mapping[str, WorkerKind]

@@ -7,6 +7,8 @@ import math
 import numpy as np
 
 from numtile.runtime import Access, DataHandle, get_runtime
+from numtile.runtime.distributed.distribution import ALL, as_distribution
+from numtile.runtime.distributed.front import place
 from numtile.tiletensor import codelets
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import check_dtype, float64, int64
@@ -14,8 +16,14 @@ from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
 
 
-def from_numpy(x, tile_shape=None, dtype=None) -> TileTensor:
+def from_numpy(x, tile_shape=None, dtype=None, distribution=None) -> TileTensor:
     """Copy a NumPy array (or anything ``np.asarray`` takes) into a new TileTensor.
+
+    Under MPI, ``distribution`` (``nt.distribution.block_cyclic(grid)``, ``by_axis(axis)``,
+    ``replicated``, or a function ``tile index -> rank``) names each tile's owner rank, which
+    keeps the tile (the others drop their copy of ``x``'s part); without one, every rank
+    keeps every tile, until a task on one rank writes it. A rank that does not exist is a
+    ``ValueError``.
 
     >>> import numtile as nt, numpy as np
     >>> nt.from_numpy(np.ones((3, 5), np.float32), tile_shape=(2, 2)).grid
@@ -31,13 +39,20 @@ def from_numpy(x, tile_shape=None, dtype=None) -> TileTensor:
         check_dtype(array.dtype)  # raise TypeError: no silent widening of user data
     layout = Layout(array.shape, tile_shape)
     dt = check_dtype(array.dtype)
+    owners = here = None
+    if distribution is not None:
+        owners, here = tile_owners(layout, distribution)
     handles = []
     try:
-        for index in layout.indices():
-            region = tuple(slice(a, b) for a, b in layout.tile_bounds(index))
-            handles.append(
-                DataHandle(layout.tile_shape_at(index), dt, np.array(array[region], order="C"))
-            )
+        for flat, index in enumerate(layout.indices()):
+            shape = layout.tile_shape_at(index)
+            if owners is not None and owners[flat] != here and owners[flat] != ALL:
+                handles.append(DataHandle(shape, dt))  # owned by another rank
+            else:
+                region = tuple(slice(a, b) for a, b in layout.tile_bounds(index))
+                handles.append(DataHandle(shape, dt, np.array(array[region], order="C")))
+            if owners is not None:
+                place(handles[-1], owners[flat])
     except BaseException:  # e.g. the spill disk is full: a traceback may keep ``handles``
         for handle in handles:
             handle.drop_replicas()  # alive, their memory and spill files go now
@@ -48,17 +63,29 @@ def from_numpy(x, tile_shape=None, dtype=None) -> TileTensor:
 asarray = from_numpy
 
 
-def empty(shape, dtype=float64, tile_shape=None) -> TileTensor:
+def tile_owners(layout: Layout, distribution) -> tuple[list[int], int]:
+    """The owner rank of each tile of ``layout`` under ``distribution``, and this rank."""
+    front = get_runtime().distributed
+    nranks, here = (1, 0) if front is None else (front.nranks, front.rank)
+    return as_distribution(distribution).owners(list(layout.indices()), nranks), here
+
+
+def empty(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor whose tiles are allocated on first write (contents undefined).
 
     >>> import numtile as nt
     >>> nt.empty((4, 4), tile_shape=(2, 2)).grid
     (2, 2)
     """
-    return TileTensor(Layout(shape, tile_shape), dtype)
+    out = TileTensor(Layout(shape, tile_shape), dtype)
+    if distribution is not None:  # under MPI: the owners write the tiles (from_numpy's)
+        owners, _ = tile_owners(out.layout, distribution)
+        for handle, owner in zip(out.handles, owners):
+            place(handle, owner)
+    return out
 
 
-def full(shape, fill_value, dtype=None, tile_shape=None) -> TileTensor:
+def full(shape, fill_value, dtype=None, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor of ``fill_value`` everywhere (dtype inferred from the value if not given).
 
     >>> import numtile as nt
@@ -68,7 +95,7 @@ def full(shape, fill_value, dtype=None, tile_shape=None) -> TileTensor:
     if dtype is None:
         dtype = np.result_type(fill_value) if not isinstance(fill_value, bool) else np.bool_
         dtype = int64 if np.dtype(dtype).kind in "iu" else dtype
-    out = empty(shape, dtype, tile_shape)
+    out = empty(shape, dtype, tile_shape, distribution=distribution)
     fill_tiles(out, fill_value)
     return out
 
@@ -82,24 +109,24 @@ def fill_tiles(out: TileTensor, value) -> TileTensor:
     return out
 
 
-def zeros(shape, dtype=float64, tile_shape=None) -> TileTensor:
+def zeros(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor of zeros.
 
     >>> import numtile as nt
     >>> float(nt.zeros((3,)).to_numpy().sum())
     0.0
     """
-    return full(shape, 0, dtype, tile_shape)
+    return full(shape, 0, dtype, tile_shape, distribution=distribution)
 
 
-def ones(shape, dtype=float64, tile_shape=None) -> TileTensor:
+def ones(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTensor:
     """A tensor of ones.
 
     >>> import numtile as nt
     >>> nt.ones((2,), dtype="int64").to_numpy().tolist()
     [1, 1]
     """
-    return full(shape, 1, dtype, tile_shape)
+    return full(shape, 1, dtype, tile_shape, distribution=distribution)
 
 
 @dispatched

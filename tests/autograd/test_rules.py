@@ -166,6 +166,8 @@ NOT_OPS = {
     "init",
     "is_grad_enabled",
     "no_grad",
+    "nranks",
+    "rank",
     "runtime_summary",
     "shutdown",
     "trace",

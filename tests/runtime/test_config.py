@@ -36,6 +36,7 @@ CHECKED = {
     "spill_dir",
     "cuda_block",
     "cuda_gemm_tile",
+    "distributed",  # checked in tests/distributed/test_mpi.py (it starts MPI: a subprocess)
 }
 
 

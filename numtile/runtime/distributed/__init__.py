@@ -1,0 +1,60 @@
+"""Many processes, one task flow (StarPU-MPI's model): ranks, and the MPI node.
+
+Under ``mpiexec -n P`` (P > 1; or ``numtile.init(distributed=True)``) every rank runs the
+same program and submits the same tasks. The backends table's ``mpi`` row starts one
+``MpiNode`` (``runtime/distributed/node.py``): its worker posts the non-blocking sends and
+receives that move tiles between ranks, and it puts a ``Distributed`` front
+(``runtime/distributed/front.py``) before ``Runtime.submit`` that decides, from each tile's
+owner, which rank runs a task and which tiles travel. Nothing here imports mpi4py unless a
+distributed runtime starts.
+"""
+
+from __future__ import annotations
+
+import os
+
+# variables the launchers set: MPICH/Hydra (and Intel MPI), Open MPI, Slurm's srun
+_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+
+
+def launched_by_mpi() -> bool:
+    """True when this process is one of several that an MPI launcher started.
+
+    >>> import os
+    >>> launched_by_mpi() == any(int(os.environ.get(v, "1")) > 1 for v in _SIZE_VARIABLES)
+    True
+    """
+    for variable in _SIZE_VARIABLES:
+        value = os.environ.get(variable, "")
+        if value.isdigit() and int(value) > 1:
+            return True
+    return False
+
+
+def rank() -> int:
+    """This process's rank (0 when not distributed).
+
+    >>> import numtile as nt
+    >>> nt.rank() in range(nt.nranks())
+    True
+    """
+    from numtile.runtime.session import get_runtime
+
+    front = get_runtime().distributed
+    return 0 if front is None else front.rank
+
+
+def nranks() -> int:
+    """How many ranks run this program (1 when not distributed).
+
+    >>> import numtile as nt
+    >>> nt.nranks() >= 1
+    True
+    """
+    from numtile.runtime.session import get_runtime
+
+    front = get_runtime().distributed
+    return 1 if front is None else front.nranks
+
+
+__all__ = ["launched_by_mpi", "nranks", "rank"]

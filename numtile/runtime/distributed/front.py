@@ -1,0 +1,131 @@
+"""``Distributed``: owner computes, in front of ``Runtime.submit`` (StarPU-MPI's model).
+
+Every rank sees every task of the program, in the same order, and keeps the same small
+record per tile: its ``owner`` (a rank, ``ALL`` for a replicated tile, or unset: a tile
+whose owner is the rank that first computes it), the ranks holding its current value
+(``ranks``; unset: every rank) and the rank that wrote that value (``holder``). From that
+record alone, without any message, each rank decides the same things:
+
+- where a task runs: on the owner of the first tile it writes (every rank when that tile is
+  replicated); a tile without an owner takes the rank of the task's first owned tile;
+- which tiles travel: for each tile the task reads, to each running rank that lacks the
+  current value, from its holder. The holder submits a ``SEND`` task reading the tile, the
+  receiver a ``RECEIVE`` task writing its local replica: both are ordered by the ordinary
+  dependency inference, so a send leaves once the tile's last local writer finished, and the
+  received replica stays valid (no second transfer) until the tile is written again;
+- the tags: the number of the transfer in the program, the same on both sides.
+
+The other ranks skip the task itself. ``wait_handles`` (what ``to_numpy`` and every host
+read call) first brings the tiles to every rank, so results read the same everywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from numtile.runtime.access import READS, WRITES, Access
+from numtile.runtime.handle import DataHandle
+
+if TYPE_CHECKING:
+    from numtile.runtime.distributed.node import MpiNode
+    from numtile.runtime.engine import Runtime
+
+R, W = Access.R, Access.W
+ALL = -1  # the owner of a replicated tile
+
+
+class Distributed:
+    """The owner-computes front of a runtime started under MPI (``runtime.distributed``)."""
+
+    def __init__(self, runtime: Runtime, node: MpiNode) -> None:
+        self.runtime = runtime
+        self.node = node
+        self.rank = node.rank
+        self.nranks = node.nranks
+        self.hosts = node.hosts
+        self.everyone = tuple(range(node.nranks))
+        self.transfers = itertools.count()
+        self.tasks = 0  # tasks of the program seen (run here or skipped)
+        self._submit = runtime.submit
+        self._wait_handles = runtime.wait_handles
+        runtime.submit = self.submit  # the instance attribute shadows the method
+        runtime.wait_handles = self.wait_handles
+
+    def submit(self, codelet, accesses, args=(), priority=0, name=None):
+        """``Runtime.submit`` on every rank: run here if this rank computes the task (its
+        task is returned), else only move what it must (None)."""
+        if codelet.control:  # the runtime's own hints: every rank applies them to its replica
+            for handle, mode in accesses:
+                if mode is W:
+                    handle.ranks = None
+            return self._submit(codelet, accesses, args, priority, name)
+        self.tasks += 1
+        running = self.executors(accesses)
+        for handle, mode in accesses:
+            if READS[mode]:
+                self.bring(handle, running)
+        for handle, mode in accesses:
+            if WRITES[mode]:
+                if running is self.everyone:
+                    handle.ranks = None
+                else:
+                    if getattr(handle, "owner", None) is None:
+                        handle.owner = running[0]
+                    handle.ranks = frozenset(running)
+                    handle.holder = running[0]
+        if self.rank in running:
+            return self._submit(codelet, accesses, args, priority, name)
+        return None
+
+    def executors(self, accesses) -> tuple[int, ...]:
+        """The ranks that run a task touching ``accesses``."""
+        for handle, mode in accesses:
+            if WRITES[mode]:
+                owner = getattr(handle, "owner", None)
+                if owner is not None:
+                    return self.everyone if owner == ALL else (owner,)
+                break
+        for handle, _ in accesses:
+            owner = getattr(handle, "owner", None)
+            if owner is not None and owner != ALL:
+                return (owner,)
+        return self.everyone
+
+    def bring(self, handle: DataHandle, ranks) -> None:
+        """Transfer ``handle``'s current value to those of ``ranks`` that lack it."""
+        holding = getattr(handle, "ranks", None)
+        if holding is None:
+            return
+        missing = [r for r in ranks if r not in holding]
+        if not missing:
+            return
+        holder = handle.holder
+        for rank in missing:
+            tag, _ = self.node.tags(next(self.transfers))
+            if self.rank == holder:
+                self._submit(
+                    self.node.send, [(handle, R)], (rank, tag), name=f"send to rank {rank}"
+                )
+            elif self.rank == rank:
+                self._submit(
+                    self.node.receive, [(handle, W)], (holder, tag), name=f"receive from {holder}"
+                )
+        handle.ranks = holding.union(missing)
+
+    def wait_handles(self, handles) -> None:
+        """Bring ``handles`` to every rank, then wait for them here (every rank calls it)."""
+        handles = list(handles)
+        for handle in handles:
+            self.bring(handle, self.everyone)
+        self._wait_handles(handles)
+
+
+def place(handle: DataHandle, owner: int) -> None:
+    """Give a new ``handle`` its owner; its value starts on the owner (everywhere for ALL)."""
+    handle.owner = owner
+    if owner == ALL:
+        handle.ranks = None
+    else:
+        handle.ranks = frozenset((owner,))
+        handle.holder = owner

@@ -1,0 +1,228 @@
+"""``MpiNode``: the backends table's ``mpi`` row, one worker that moves tiles between ranks.
+
+Sends and receives are tasks of their own (``SEND`` reads a tile, ``RECEIVE`` writes the
+local replica), scheduled like any other, but only on this kind: its one worker posts them
+as ``Isend``/``Irecv`` and, instead of waiting, goes on posting and testing, so computing
+workers never block on the network. A task is complete when its request is. This worker is
+the only thread that calls MPI. Tiles stay in host RAM (``holds_tiles`` is False: the memory
+manager sees no node here).
+
+A send whose tile could not be computed (a task it depends on failed) sends, instead, the
+failure's text on the transfer's second tag: the receiving task fails naming the rank and
+the task, and so does everything waiting for it, on every rank, instead of hanging. A task
+that raises also sends a notice to every other rank, so their next wait raises too.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from numtile.config import Config
+from numtile.runtime.codelet import Codelet
+from numtile.runtime.handle import HOST
+from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState
+
+if TYPE_CHECKING:
+    from numtile.runtime.engine import Runtime
+
+NOTICE_TAG = 1  # "a task failed on my rank": pickled text, to every other rank
+_IDLE_SLEEP = 1e-3  # seconds between polls with nothing in flight (notices only)
+_BUSY_SLEEP = 2e-5  # ... with requests in flight
+
+
+class RemoteTaskError(TaskError):
+    """A task on another rank failed; the message names that rank and task."""
+
+
+def _raw(buffer: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous tile, as MPI sends them (any dtype, any shape)."""
+    return buffer.reshape(-1).view(np.uint8)
+
+
+def _post_send(node: MpiNode, tile: np.ndarray, peer: int, tag: int):
+    return node.comm.Isend([_raw(tile), node.MPI.BYTE], peer, tag)
+
+
+def _post_receive(node: MpiNode, tile: np.ndarray, peer: int, tag: int):
+    return node.comm.Irecv([_raw(tile), node.MPI.BYTE], peer, tag)
+
+
+def transfer_codelets(kind: str) -> tuple[Codelet, Codelet]:
+    """The send and receive codelets of the worker kind ``kind`` (the ``mpi`` row)."""
+    send = Codelet(f"{kind}_send", implementations={kind: _post_send})
+    receive = Codelet(f"{kind}_receive", implementations={kind: _post_receive})
+    return send, receive
+
+
+class MpiNode:
+    """This process's place in ``MPI.COMM_WORLD``: rank, size, host, and the transfer loop."""
+
+    name = "mpi"
+    capacity = None
+    holds_tiles = False
+
+    def __init__(self, config: Config) -> None:
+        from mpi4py import MPI  # only a distributed runtime gets here
+
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.nranks = self.comm.Get_size()
+        self.host = MPI.Get_processor_name()
+        self.hosts = self.comm.allgather(self.host)  # once at start: ``numtile info``
+        # data tags 2, 4, 6, ...; the tag after each carries the failure that replaces it
+        self.tag_pairs = (self.comm.Get_attr(MPI.TAG_UB) - 2) // 2
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self._notices: queue.SimpleQueue = queue.SimpleQueue()
+        self.send = self.receive = None  # set by ``attach`` (they need the row's kind)
+        if sys.excepthook is sys.__excepthook__:
+            sys.excepthook = self._abort_on_uncaught
+
+    def _abort_on_uncaught(self, kind, value, traceback) -> None:
+        """An exception ends this rank's program: the others would wait for its tiles
+        forever, so print it and abort them all (``mpi4py -m``'s behaviour)."""
+        sys.__excepthook__(kind, value, traceback)
+        sys.stderr.write(f"numtile: uncaught exception on rank {self.rank}: MPI.Abort\n")
+        sys.stderr.flush()
+        self.comm.Abort(1)
+
+    def tags(self, transfer: int) -> tuple[int, int]:
+        """The data tag and the failure tag of the ``transfer``-th transfer of the program."""
+        tag = 2 + 2 * (transfer % self.tag_pairs)
+        return tag, tag + 1
+
+    def attach(self, runtime: Runtime) -> None:
+        """Put the owner-computes front before ``runtime.submit`` (called at start)."""
+        from numtile.runtime.distributed.front import Distributed
+
+        kind = next(k for k, n in zip(runtime.kinds, runtime.nodes) if n is self)
+        self.send, self.receive = transfer_codelets(kind)
+        runtime.distributed = Distributed(runtime, self)
+        runtime.failure_listener = self.notify_failure
+
+    def notify_failure(self, task: Task, error: BaseException) -> None:
+        """A task failed here: tell the other ranks (from the transfer loop's thread)."""
+        if isinstance(error, RemoteTaskError):
+            return
+        text = str(error)
+        if "on rank" not in text:
+            text = f"on rank {self.rank}: {text}"
+            if isinstance(error, TaskError) and len(error.args) == 1:
+                error.args = (text,)  # the error read here names the rank too
+        self._notices.put(text)
+
+    # -- the worker's loop --------------------------------------------------------------------
+
+    def run_worker(self, runtime: Runtime, worker: int) -> None:
+        """Post the transfer tasks handed to this worker and complete them as their requests
+        finish; relay failure notices both ways. Ends when the runtime closes."""
+        ops = runtime.ops[worker]
+        in_flight: list[_Transfer] = []
+        notices: list = []
+        while not runtime.closed:
+            task = runtime.scheduler.try_pop(worker)
+            if task is not None:
+                in_flight.append(self._post(runtime, worker, ops, task))
+                continue
+            notices = self._relay_notices(runtime, notices)
+            progressed = False
+            for transfer in list(in_flight):
+                if transfer.test(self):
+                    in_flight.remove(transfer)
+                    self._finish(runtime, worker, transfer)
+                    progressed = True
+            if not progressed:
+                time.sleep(_BUSY_SLEEP if in_flight else _IDLE_SLEEP)
+        for transfer in in_flight:
+            transfer.error = transfer.error or TaskCancelled(
+                f"{transfer.task.describe()} cancelled by runtime shutdown"
+            )
+            self._finish(runtime, worker, transfer)
+
+    def _post(self, runtime: Runtime, worker: int, ops, task: Task) -> _Transfer:
+        task.worker = worker
+        task.state = TaskState.RUNNING
+        task.start = time.perf_counter()
+        peer, tag = task.args
+        handle = task.handles[0]
+        sending = task.codelet is self.send
+        if task.cancelled_by is not None:  # only a send can be: its tile's writer failed
+            text = str(task.cancelled_by)
+            if "on rank" not in text:
+                text = f"on rank {self.rank}: {text}"
+            request = self.comm.isend(text, peer, tag + 1)
+            return _Transfer(task, request, None, None, TaskCancelled(text, task.cancelled_by))
+        pins = None
+        try:
+            if runtime.manager is None:
+                tile = handle.host_replica()
+            else:
+                (tile,), pins = runtime.manager.acquire(task, HOST)
+            request = task.codelet.implementation(runtime.kinds[worker])(ops, tile, peer, tag)
+        except BaseException as exc:
+            return _Transfer(task, None, pins, None, exc)
+        if sending:
+            self.bytes_sent += handle.nbytes
+        else:
+            self.bytes_received += handle.nbytes
+        return _Transfer(task, request, pins, None if sending else (peer, tag + 1), None)
+
+    def _finish(self, runtime: Runtime, worker: int, transfer: _Transfer) -> None:
+        task = transfer.task
+        task.end = time.perf_counter()
+        if transfer.pins is not None:
+            runtime.manager.release(transfer.pins)
+        error = transfer.error
+        if error is not None and not isinstance(error, TaskError):
+            error = TaskError(f"{task.describe()} raised {type(error).__name__}: {error}")
+        runtime._complete(task, worker, error)
+
+    def _relay_notices(self, runtime: Runtime, sending: list) -> list:
+        """Send this rank's failure notices; record the other ranks' as errors here."""
+        while True:
+            try:
+                text = self._notices.get_nowait()
+            except queue.Empty:
+                break
+            for peer in range(self.nranks):
+                if peer != self.rank:
+                    sending.append(self.comm.isend(text, peer, NOTICE_TAG))
+        sending = [request for request in sending if not request.Test()]
+        status = self.MPI.Status()
+        while self.comm.iprobe(self.MPI.ANY_SOURCE, NOTICE_TAG, status):
+            text = self.comm.recv(source=status.Get_source(), tag=NOTICE_TAG)
+            with runtime._lock:
+                runtime._errors.append(RemoteTaskError(text))
+                runtime._done.notify_all()
+        return sending
+
+
+class _Transfer:
+    """One posted send or receive: its task, request, pinned tile and failure tag to watch."""
+
+    __slots__ = ("task", "request", "pins", "failure", "error")
+
+    def __init__(self, task, request, pins, failure, error) -> None:
+        self.task = task
+        self.request = request
+        self.pins = pins
+        self.failure = failure  # (peer, tag) where the sender's failure would come from
+        self.error = error
+
+    def test(self, node: MpiNode) -> bool:
+        """True once done (sent, received, or replaced by the sender's failure)."""
+        if self.request is None:
+            return True
+        if self.failure is not None and node.comm.iprobe(*self.failure):
+            text = node.comm.recv(source=self.failure[0], tag=self.failure[1])
+            self.request.Cancel()
+            self.request.Wait()
+            self.error = RemoteTaskError(text)
+            return True
+        return bool(self.request.Test())

@@ -1,0 +1,119 @@
+"""Distributed runs (issue 12): ``mpiexec -n 2`` and ``-n 3`` launches of
+tests/distributed/program.py, each running every check on every rank under a timeout; and
+the single-process side: ``import numtile`` and plain use never import mpi4py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.distributed.program import CHECKS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TIMEOUT = 120  # seconds: a rank that hangs fails the test instead of the suite
+
+
+def _environment() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env["NUMTILE_NCUDA"] = "0"
+    return env
+
+
+def _mpiexec() -> str:
+    found = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    if found is None:
+        pytest.skip("no mpiexec: pip install numtile[mpi]")
+    return found
+
+
+@pytest.mark.parametrize(("nranks", "scheduler"), [(2, "eager"), (3, "dmda")])
+def test_checks_under_mpiexec(nranks, scheduler):
+    pytest.importorskip("mpi4py")
+    command = [_mpiexec(), "-n", str(nranks), sys.executable, "-m", "tests.distributed.program"]
+    env = {**_environment(), "NUMTILE_SCHEDULER": scheduler}
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    for name in CHECKS:
+        for rank in range(nranks):
+            assert f"CHECK {name} ok rank {rank}" in done.stdout, output[-4000:]
+
+
+def test_single_process_never_imports_mpi4py():
+    code = (
+        "import sys, numpy as np, numtile as nt\n"
+        "x = nt.from_numpy(np.ones((4, 4)), tile_shape=(2, 2), "
+        "distribution=nt.distribution.block_cyclic())\n"
+        "assert (x + 1).to_numpy().sum() == 32 and (nt.rank(), nt.nranks()) == (0, 1)\n"
+        "assert 'mpi4py' not in sys.modules, 'mpi4py imported'\n"
+        "assert 'mpi' not in nt.get_runtime().worker_counts or nt.get_runtime().nmpi == 0\n"
+    )
+    env = _environment()
+    for variable in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS"):
+        env.pop(variable, None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_distributed_true_without_mpiexec_is_one_rank_with_an_mpi_worker():
+    pytest.importorskip("mpi4py")
+    code = (
+        "import sys, numpy as np, numtile as nt\n"
+        "runtime = nt.init(ncpu=1, distributed=True)\n"
+        "assert runtime.nmpi == 1 and (nt.rank(), nt.nranks()) == (0, 1)\n"
+        "x = nt.from_numpy(np.arange(6.0), tile_shape=4, distribution=nt.distribution.by_axis(0))\n"
+        "assert (x * 2).to_numpy().tolist() == [0, 2, 4, 6, 8, 10]\n"
+        "assert nt.init(ncpu=1, distributed=False).nmpi == 0\n"
+    )
+    env = _environment()
+    env["NUMTILE_DISTRIBUTED"] = "0"  # the setting given to init wins over the variable
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_a_distribution_naming_a_missing_rank_is_refused():
+    import numpy as np
+
+    import numtile as nt
+
+    with pytest.raises(ValueError, match="rank 5"):
+        nt.from_numpy(np.ones(4), tile_shape=2, distribution=lambda index: 5)
+    with pytest.raises(ValueError, match="names 2 ranks"):
+        nt.distribution.block_cyclic((2, 1))
+    with pytest.raises(TypeError, match="distribution must be"):
+        nt.from_numpy(np.ones(4), tile_shape=2, distribution="cyclic")
+
+
+def test_an_uncaught_exception_on_one_rank_aborts_every_rank():
+    pytest.importorskip("mpi4py")
+    code = (
+        "import numpy as np, numtile as nt\n"
+        "nt.init(ncpu=1)\n"
+        "x = nt.from_numpy(np.ones(4), tile_shape=2, distribution=lambda index: 0)\n"
+        "y = nt.from_numpy(np.ones(4), tile_shape=2, distribution=lambda index: 1)\n"
+        "if nt.rank() == 0:\n"
+        "    raise RuntimeError('rank 0 went wrong')\n"
+        "print((x + y).to_numpy())\n"  # rank 1 would wait for rank 0's tiles forever
+    )
+    done = subprocess.run(
+        [_mpiexec(), "-n", "2", sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode != 0
+    assert "rank 0 went wrong" in done.stderr and "uncaught exception on rank 0" in done.stderr
