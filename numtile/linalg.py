@@ -1,9 +1,13 @@
 """``numtile.linalg``: tiled linear algebra (array API ``linalg`` names)."""
 
 from numtile.tiletensor.linalg import (
+    SlogdetResult,
     cholesky,
+    det,
+    inv,
     matmul,
     matrix_norm,
+    slogdet,
     solve,
     solve_triangular,
 )
@@ -11,10 +15,14 @@ from numtile.tiletensor.manipulation import matrix_transpose
 from numtile.tiletensor.reduction import vector_norm
 
 __all__ = [
+    "SlogdetResult",
     "cholesky",
+    "det",
+    "inv",
     "matmul",
     "matrix_norm",
     "matrix_transpose",
+    "slogdet",
     "solve",
     "solve_triangular",
     "vector_norm",
