@@ -29,7 +29,8 @@ def _getrf_kernel(a, pivots, info):
     if tid == 0:
         shared[1] = 0
     cuda.syncthreads()
-    for j in range(min(m, n)):
+    steps = m if m < n else n
+    for j in range(steps):
         if tid == 0:
             best = j
             largest = abs(a[j, j])
