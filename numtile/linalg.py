@@ -1,7 +1,6 @@
 """``numtile.linalg``: tiled linear algebra (array API ``linalg`` names)."""
 
 from numtile.tiletensor.linalg import (
-    SlogdetResult,
     cholesky,
     det,
     inv,
@@ -15,7 +14,6 @@ from numtile.tiletensor.manipulation import matrix_transpose
 from numtile.tiletensor.reduction import vector_norm
 
 __all__ = [
-    "SlogdetResult",
     "cholesky",
     "det",
     "inv",
