@@ -129,7 +129,7 @@ def solve(a: TileTensor, b: TileTensor, /, *, assume_a: str = "gen") -> TileTens
     return reshape(x, (x.shape[0],)) if b.ndim == 1 else x
 
 
-def eye(n: int, tile: int, dtype) -> TileTensor:
+def _eye(n: int, tile: int, dtype) -> TileTensor:
     """The n x n identity with square tiles of side ``tile``."""
     out = zeros((n, n), dtype, tile_shape=(tile, tile))
     runtime = get_runtime()
@@ -150,7 +150,7 @@ def inv(x: TileTensor, /) -> TileTensor:
     """
     (x,), dtype = float_matrices("inv", x)
     x = _matrix(x, "inv")
-    return lu_solve(*lu_factor(x), eye(x.shape[0], x.tile_shape[0], dtype))
+    return lu_solve(*lu_factor(x), _eye(x.shape[0], x.tile_shape[0], dtype))
 
 
 class SlogdetResult(NamedTuple):
