@@ -5,13 +5,16 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   cholesky float64 n x n            vs scipy.linalg.cholesky, all cores     [<= 1.0]
                                     vs dask.array.linalg.cholesky, best chunk, 1 BLAS thread
                                                                            [<= 0.5]
+  LU/solve float64 n x n (b: n x 1) vs scipy.linalg.lu_factor + lu_solve, 2 threads  [<= 0.9]
+                                    vs dask.array.linalg.solve, best chunk   [<= 0.6]
+                                    (and the busy fraction of the workers during it) [>= 90%]
   tiny tasks: x + 1 over 20,000 one-element tiles vs Dask threaded, bare ThreadPoolExecutor
                                                                            [>= 40,000 tasks/s]
   gelu float32 (64M)                vs one @njit(parallel=True) call       [<= 1.2]
   start-up: a fresh interpreter doing a matmul and a few elementwise ops, with an empty
   Numba cache (cold) and again (warm)                                      [< 20 s, < 2 s]
 
-Usage: python bench/compare_linalg.py [--quick] [--repeat N] [--cases matmul,cholesky,...]
+Usage: python bench/compare_linalg.py [--quick] [--repeat N] [--cases matmul,cholesky,lu,...]
 """
 
 from __future__ import annotations
@@ -122,6 +125,70 @@ def bench_cholesky(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> li
         {
             "case": case,
             "impl": f"dask (chunk {chunk}, BLAS 1 thread)",
+            "seconds": t_dask,
+            "rate": _gflops(flops, t_dask),
+            "ratio": t_nt / t_dask,
+        }
+    )
+    return rows
+
+
+def bench_lu(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> list[dict]:
+    import scipy.linalg
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((n, n))
+    b = rng.standard_normal((n, 1))
+    ta = nt.from_numpy(a, tile_shape=None if tile is None else (tile, tile))
+    tile = ta.tile_shape[0]
+    tb = nt.from_numpy(b, tile_shape=(tile, 1))
+    flops = 2.0 * n**3 / 3.0 + 2.0 * n**2
+    threads = min(2, CORES)
+    with threadpool_limits(threads):
+        t_scipy = median_time(lambda: scipy.linalg.lu_solve(scipy.linalg.lu_factor(a), b), repeat)
+    t_nt = median_time(lambda: nt.linalg.solve(ta, tb).wait(), repeat)
+    runtime = nt.get_runtime()
+    busy_before, start = list(runtime.busy), runtime.elapsed
+    x = nt.linalg.solve(ta, tb).to_numpy()
+    wall = runtime.elapsed - start
+    busy = [(after - before) / wall for after, before in zip(runtime.busy, busy_before)]
+    residual = np.linalg.norm(a @ x - b) / (np.linalg.norm(a) * np.linalg.norm(x))
+    assert residual < 1e-12, residual
+    case = f"lu/solve f64 {n} (tile {tile})"
+    busy_text = ", ".join(f"{100 * f:.0f}%" for f in busy)
+    rows = [
+        {
+            "case": case,
+            "impl": f"scipy lu_factor+solve ({threads} thr)",
+            "seconds": t_scipy,
+            "rate": _gflops(flops, t_scipy),
+        },
+        {
+            "case": case,
+            "impl": f"numtile (busy {busy_text})",
+            "seconds": t_nt,
+            "rate": _gflops(flops, t_nt),
+            "ratio": t_nt / t_scipy,
+        },
+    ]
+    try:
+        import dask
+        import dask.array as da
+    except ImportError:
+        print("dask not installed: skipping the dask peer (pip install 'numtile[bench]')")
+        return rows
+    best = None
+    for chunk in dask_chunks:
+        x, y = da.from_array(a, chunks=(chunk, chunk)), da.from_array(b, chunks=(chunk, 1))
+        with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=CORES):
+            t = median_time(lambda x=x, y=y: da.linalg.solve(x, y).compute(), repeat)
+        if best is None or t < best[0]:
+            best = (t, chunk)
+    t_dask, chunk = best
+    rows.append(
+        {
+            "case": case,
+            "impl": f"dask solve (chunk {chunk}, BLAS 1 thr)",
             "seconds": t_dask,
             "rate": _gflops(flops, t_dask),
             "ratio": t_nt / t_dask,
@@ -255,9 +322,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cases", default="matmul,cholesky,tiny,gelu,startup")
+    parser.add_argument("--cases", default="matmul,cholesky,lu,tiny,gelu,startup")
     parser.add_argument("--matmul-tile", type=int, default=None)
     parser.add_argument("--cholesky-tile", type=int, default=None)
+    parser.add_argument("--lu-tile", type=int, default=None)
+    parser.add_argument("--lu-n", type=int, default=None, help="LU size (8192; 512 --quick)")
     args = parser.parse_args(argv)
     cases = set(args.cases.split(","))
     quick = args.quick
@@ -275,6 +344,11 @@ def main(argv=None) -> int:
         tile = args.cholesky_tile or (128 if quick else None)
         chunks = [128, 256] if quick else [1024, 2048, 4096]
         rows += bench_cholesky(n, tile, args.repeat, chunks)
+    if "lu" in cases:
+        n = args.lu_n or (512 if quick else 8192)
+        tile = args.lu_tile or (128 if quick else None)
+        chunks = [128, 256] if quick else [1024, 2048, 4096]
+        rows += bench_lu(n, tile, args.repeat, chunks)
     if "tiny" in cases:
         rows += bench_tiny_tasks(2000 if quick else 20000, args.repeat)
     if "gelu" in cases:

@@ -2,8 +2,11 @@
 
 from numtile.tiletensor.linalg import (
     cholesky,
+    det,
+    inv,
     matmul,
     matrix_norm,
+    slogdet,
     solve,
     solve_triangular,
 )
@@ -12,9 +15,12 @@ from numtile.tiletensor.reduction import vector_norm
 
 __all__ = [
     "cholesky",
+    "det",
+    "inv",
     "matmul",
     "matrix_norm",
     "matrix_transpose",
+    "slogdet",
     "solve",
     "solve_triangular",
     "vector_norm",

@@ -6,8 +6,9 @@ codes its kernels take live in ``numtile.opcodes``.
 
 Modules: ``elementwise`` (unary, binary, compare, axpy, scale) over ``scalar_math``;
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
-(random and arange tiles); ``matmul`` (gemm) and ``factorizations`` (potrf, trsm, syrk) over
-``scipy_blas``; ``nn`` (attention, norm, loss, optim, embedding); ``helpers``.
+(random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
+``lu`` (getrf, laswp) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
+embedding); ``helpers``.
 """
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
@@ -17,6 +18,7 @@ from numtile.ops_cpu.copy import cast, copy_strided, fill
 from numtile.ops_cpu.elementwise import axpy, binary, compare, scale, unary, unary_backward
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
+from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 
@@ -37,6 +39,8 @@ __all__ = [
     "fill",
     "gemm",
     "gemm_batched",
+    "getrf",
+    "laswp",
     "nn",
     "potrf",
     "random_fill",

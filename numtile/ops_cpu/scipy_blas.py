@@ -17,7 +17,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import get_cython_function_address, intrinsic
 
-_ROUTINES = {"cython_blas": ("gemm", "syrk", "trsm"), "cython_lapack": ("potrf",)}
+_ROUTINES = {"cython_blas": ("gemm", "syrk", "trsm"), "cython_lapack": ("getrf", "potrf")}
 _PREFIXES = {types.float32: "s", types.float64: "d"}
 
 # Fortran CHARACTER flags, passed as uint8 so that `call` hands them over as one byte.
@@ -53,7 +53,8 @@ _register_routines()
 def call(typingctx, name, like, *arguments):
     """Call scipy's BLAS/LAPACK `<s|d><name>` for like's dtype, every argument by reference.
 
-    Arrays pass their data pointer; uint8 scalars a Fortran CHARACTER; other integers an
+    Arrays (of like's dtype, or int32 ones such as pivot indices) pass their data pointer;
+    uint8 scalars a Fortran CHARACTER; other integers an
     INTEGER (int32); floats a real of like's dtype. Scalars are spilled to the calling
     kernel's stack. Returns the last argument's value after the call: LAPACK's INFO.
     """
@@ -63,8 +64,10 @@ def call(typingctx, name, like, *arguments):
         raise TypingError(f"BLAS kernels take float32 or float64 arrays, got {like}")
     for argument in arguments:
         if isinstance(argument, types.Array):
-            if argument.dtype != like.dtype or argument.layout != "C":
-                raise TypingError(f"expected a C-contiguous {like.dtype} array, got {argument}")
+            if argument.dtype not in (like.dtype, types.int32) or argument.layout != "C":
+                raise TypingError(
+                    f"expected a C-contiguous {like.dtype} or int32 array, got {argument}"
+                )
         elif not isinstance(argument, (types.Integer, types.Float)):
             raise TypingError(f"cannot pass {argument} to BLAS")
     symbol = _symbol(_PREFIXES[like.dtype] + name.literal_value)

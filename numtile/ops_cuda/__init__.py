@@ -13,8 +13,9 @@ Launches use the block size and GEMM tile that ``configure()`` last set (the run
 with its ``Config`` when a CUDA node starts).
 
 Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
-``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``nn`` (attention,
-norm, loss, optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
+``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
+laswp), ``nn`` (attention, norm, loss, optim, embedding), and ``launch`` (settings, grid
+sizes, launch parameters).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
@@ -27,6 +28,7 @@ from numtile.ops_cuda.elementwise import axpy, binary, compare, scale, unary, un
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
+from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
 
@@ -46,6 +48,8 @@ __all__ = [
     "gemm",
     "gemm_batched",
     "gemm_path",
+    "getrf",
+    "laswp",
     "launch_settings",
     "nn",
     "potrf",

@@ -27,6 +27,13 @@ def _spd():
     return nt.from_numpy(np.eye(3) * 2.0, tile_shape=(2, 2)).requires_grad_()
 
 
+def _square(x, y):
+    """A well-conditioned 3 x 3 matrix that depends on x and y."""
+    return nt.linalg.matmul(x, y, transpose_b=True) + nt.from_numpy(
+        3 * np.eye(3), tile_shape=(2, 2)
+    )
+
+
 # one call per public function, given x (3, 4) and y (3, 4) that require grad
 FUNCTIONS = {
     "abs": lambda x, y: nt.abs(x),
@@ -91,7 +98,10 @@ FUNCTIONS = {
     "linalg.matmul": lambda x, y: nt.linalg.matmul(x, y, transpose_b=True),
     "linalg.matrix_norm": lambda x, y: nt.linalg.matrix_norm(x),
     "linalg.matrix_transpose": lambda x, y: nt.linalg.matrix_transpose(x),
-    "linalg.solve": lambda x, y: nt.linalg.solve(_spd(), nt.ones((3,), tile_shape=2)),
+    "linalg.det": lambda x, y: nt.linalg.det(_square(x, y)),
+    "linalg.inv": lambda x, y: nt.linalg.inv(_square(x, y)),
+    "linalg.slogdet": lambda x, y: nt.linalg.slogdet(_square(x, y)).logabsdet,
+    "linalg.solve": lambda x, y: nt.linalg.solve(_square(x, y), nt.ones((3,), tile_shape=2)),
     "linalg.solve_triangular": lambda x, y: nt.linalg.solve_triangular(_spd(), nt.ones((3,))),
     "linalg.vector_norm": lambda x, y: nt.linalg.vector_norm(x),
     "nn.linear": lambda x, y: F.linear(x, y.mT),

@@ -1,4 +1,5 @@
-"""Tests for numtile/tiletensor/linalg.py: matmul, Cholesky, triangular and SPD solves."""
+"""Tests for numtile/tiletensor/linalg/ (matmul.py, cholesky.py): matmul, Cholesky, triangular
+and SPD solves."""
 
 import numpy as np
 import pytest

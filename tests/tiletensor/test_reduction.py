@@ -1,4 +1,4 @@
-"""Tests for numtile/tiletensor/reduction.py (and the norms in tiletensor/linalg.py)."""
+"""Tests for numtile/tiletensor/reduction.py (and the norms in tiletensor/linalg/norms.py)."""
 
 import numpy as np
 import pytest

@@ -104,10 +104,8 @@ def _check_symmetric(ops, *tiles_then_args):
             r, c = row * tile + int(p), column * tile + int(q)
             raise np.linalg.LinAlgError(
                 f"solve: a is not symmetric (a[{r}, {c}] = {upper[p, q]} but a[{c}, {r}] = "
-                f"{lower[q, p]}); nt.linalg.solve handles symmetric positive definite "
-                f"matrices only (Cholesky): the general (LU) solver does not exist yet. Use "
-                f"numpy.linalg.solve(a.to_numpy(), b.to_numpy()), or for a well-conditioned "
-                f"a, nt.linalg.solve(a.T @ a, a.T @ b)"
+                f"{lower[q, p]}) but assume_a='pos' asks for a symmetric positive definite "
+                f"matrix; the default assume_a='gen' solves general systems (LU)"
             )
 
 

@@ -1,0 +1,120 @@
+"""Codelets of the tiled LU factorisation with partial pivoting: the panel (getrf over a
+column of tiles), row interchanges applied to another column of tiles (laswp), the
+determinant's sign and log-magnitude from the factor, and identity tiles.
+
+A panel's tiles are stacked into one scratch array for LAPACK and copied back; its pivots
+are relative to the panel's first row. ``laswp`` stacks a whole column on a GPU; on a CPU it
+moves only the rows the interchanges change (at most twice the panel's width).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtile.runtime import Codelet
+
+_ONE = np.ones(1, np.int64)
+
+
+def _stack(ops, tiles, buffer):
+    """Copy equally wide tiles one under another into the C-contiguous ``buffer``."""
+    offset = 0
+    for tile in tiles:
+        size = np.array([tile.size], np.int64)
+        ops.copy_strided(tile.reshape(-1), 0, _ONE, buffer.reshape(-1), offset, _ONE, size)
+        offset += tile.size
+
+
+def _unstack(ops, buffer, tiles):
+    """The inverse of ``_stack``: copy the rows of ``buffer`` back into the tiles."""
+    offset = 0
+    for tile in tiles:
+        size = np.array([tile.size], np.int64)
+        ops.copy_strided(buffer.reshape(-1), offset, _ONE, tile.reshape(-1), 0, _ONE, size)
+        offset += tile.size
+
+
+def _stacked(ops, tiles):
+    rows = sum(tile.shape[0] for tile in tiles)
+    buffer = ops.empty((rows, tiles[0].shape[1]), tiles[0].dtype)
+    _stack(ops, tiles, buffer)
+    return buffer
+
+
+def _getrf_panel(ops, *tiles_then_args):
+    # tiles: the panel's tiles from the diagonal down, then its pivots tile
+    *tiles, pivots, offset, order, singular_raises = tiles_then_args
+    panel = _stacked(ops, tiles)
+    if not np.isfinite(ops.to_host(panel)).all():
+        raise ValueError(
+            f"linalg: the matrix of shape ({order}, {order}) contains infs or NaNs "
+            f"(found in its columns {offset} to {offset + panel.shape[1] - 1})"
+        )
+    info = ops.empty(1, np.int32)
+    ops.getrf(panel, pivots, info)
+    zero = int(ops.to_host(info)[0])
+    if zero and singular_raises:
+        row = offset + zero - 1
+        raise np.linalg.LinAlgError(
+            f"singular matrix: the matrix of shape ({order}, {order}) has an exactly zero "
+            f"pivot U[{row}, {row}] in its LU factorisation"
+        )
+    _unstack(ops, panel, tiles)
+
+
+def _getrf_panel_flops(*shapes_then_args) -> float:
+    *shapes, _pivots, _offset, _order, _raises = shapes_then_args
+    m, n = sum(s[0] for s in shapes), shapes[0][1]
+    return m * n * n - n**3 / 3.0
+
+
+def _laswp(ops, *tiles_then_pivots):
+    # a column of tiles from the panel's row down; the panel's pivots last
+    *tiles, pivots = tiles_then_pivots
+    column = _stacked(ops, tiles)
+    ops.laswp(column, pivots)
+    _unstack(ops, column, tiles)
+
+
+def _laswp_cpu(ops, *tiles_then_pivots):
+    *tiles, pivots = tiles_then_pivots
+    starts = np.cumsum([0] + [tile.shape[0] for tile in tiles])
+    source = np.arange(starts[-1]).reshape(-1, 1)  # after the interchanges: row r holds ...
+    ops.laswp(source, pivots)  # ... the row source[r] held before
+    source = source.ravel()
+    changed = np.flatnonzero(source != np.arange(source.size))
+    moved = np.empty((changed.size, tiles[0].shape[1]), tiles[0].dtype)
+    for tile, start, stop in zip(tiles, starts[:-1], starts[1:]):
+        here = (source[changed] >= start) & (source[changed] < stop)
+        moved[here] = tile[source[changed[here]] - start]
+    for tile, start, stop in zip(tiles, starts[:-1], starts[1:]):
+        here = (changed >= start) & (changed < stop)
+        tile[changed[here] - start] = moved[here]
+
+
+def _slogdet(ops, *tiles_then_count):
+    # the diagonal tiles of the factor, their pivots, then the sign and log|det| outputs
+    *tiles, sign, logabs, count = tiles_then_count
+    diagonals, pivots = tiles[:count], tiles[count:]
+    total_sign, total_log = 1.0, 0.0
+    for diagonal, pivot in zip(diagonals, pivots):
+        values = np.diagonal(ops.to_host(diagonal)).astype(np.float64)
+        swaps = int(np.count_nonzero(ops.to_host(pivot) != np.arange(pivot.shape[0])))
+        negatives = int(np.count_nonzero(values < 0)) + swaps
+        total_sign *= 0.0 if (values == 0).any() else (-1.0) ** negatives
+        with np.errstate(divide="ignore"):
+            total_log += float(np.log(np.abs(values)).sum())
+    ops.fill(sign.reshape(-1), total_sign)
+    ops.fill(logabs.reshape(-1), total_log)
+
+
+def _identity(ops, out):
+    flat = out.reshape(-1)
+    ops.fill(flat, 0)
+    ops.fill(flat[:: out.shape[1] + 1], 1)
+
+
+getrf_panel = Codelet("getrf_panel", kernel=_getrf_panel, flops=_getrf_panel_flops)
+laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu})
+slogdet = Codelet("slogdet", kernel=_slogdet)
+identity = Codelet("identity", kernel=_identity)

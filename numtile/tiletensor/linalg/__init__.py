@@ -1,0 +1,19 @@
+"""Tiled linear algebra: matmul, Cholesky, LU, triangular and general solves, inverse,
+determinants, norms."""
+
+from numtile.tiletensor.linalg.cholesky import cholesky, solve_triangular
+from numtile.tiletensor.linalg.lu import SlogdetResult, det, inv, slogdet, solve
+from numtile.tiletensor.linalg.matmul import matmul
+from numtile.tiletensor.linalg.norms import matrix_norm
+
+__all__ = [
+    "SlogdetResult",
+    "cholesky",
+    "det",
+    "inv",
+    "matmul",
+    "matrix_norm",
+    "slogdet",
+    "solve",
+    "solve_triangular",
+]

@@ -1,0 +1,164 @@
+"""Tiled Cholesky, triangular solves and the symmetric positive definite solve."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtile.runtime import get_runtime
+from numtile.tiletensor import codelets
+from numtile.tiletensor.codelets.linalg import (
+    check_diagonal,
+    check_symmetric,
+    gemm,
+    potrf,
+    syrk,
+    trsm,
+)
+from numtile.tiletensor.dispatch import dispatched
+from numtile.tiletensor.elementwise import astype
+from numtile.tiletensor.linalg.common import RW, R, W, float_operands, guard, square_tiles
+from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.tensor import TileTensor
+
+
+@dispatched(public="numtile.linalg.cholesky")
+def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
+    """Lower Cholesky factor L of a symmetric positive definite matrix (x = L @ L.T).
+
+    Right-looking tiled algorithm: POTRF on the diagonal tile, TRSM below it, then
+    SYRK/GEMM updates of the trailing matrix, all independent updates in parallel. A matrix
+    that is not positive definite raises ``numpy.linalg.LinAlgError`` when the result is
+    read. Only the lower triangle of ``x`` is used.
+
+    >>> import numtile as nt, numpy as np
+    >>> a = nt.from_numpy(np.array([[4.0, 2.0], [2.0, 5.0]]), tile_shape=(1, 1))
+    >>> nt.linalg.cholesky(a).to_numpy().tolist()
+    [[2.0, 0.0], [1.0, 2.0]]
+    """
+    (x,), dtype = float_operands("cholesky", x)
+    if dtype.kind != "f":
+        (x,), dtype = [astype(x, np.float64)], np.dtype(np.float64)
+    x = square_tiles(x, "cholesky")
+    out = astype(x, dtype, copy=True)
+    n = out.grid[0]
+    tile = out.tile_shape[0]
+    runtime = get_runtime()
+    for i in range(n):
+        for j in range(i + 1, n):
+            runtime.submit(codelets.copy.fill, [(out.tile((i, j)), W)], (dtype.type(0),))
+    for k in range(n):
+        akk = out.tile((k, k))
+        runtime.submit(potrf, [(akk, RW)], (k * tile,), priority=3 * (n - k))
+        for i in range(k + 1, n):
+            runtime.submit(
+                trsm,
+                [(akk, R), (out.tile((i, k)), RW)],
+                (False, True, True, False, 1.0),
+                priority=2 * (n - k),
+            )
+        for i in range(k + 1, n):
+            aik = out.tile((i, k))
+            runtime.submit(
+                syrk,
+                [(aik, R), (out.tile((i, i)), RW)],
+                (False, -1.0, 1.0),
+                priority=(n - k) + (1 if i == k + 1 else 0),
+            )
+            for j in range(k + 1, i):
+                runtime.submit(
+                    gemm,
+                    [(aik, R), (out.tile((j, k)), R), (out.tile((i, j)), RW)],
+                    (False, True, -1.0, 1.0),
+                    priority=(n - k) + (1 if j == k + 1 else 0),
+                )
+    return out.mT if upper else out
+
+
+@dispatched(public="numtile.linalg.solve_triangular")
+def solve_triangular(
+    a: TileTensor,
+    b: TileTensor,
+    /,
+    *,
+    lower: bool = True,
+    trans: bool = False,
+    unit_diagonal: bool = False,
+) -> TileTensor:
+    """Solve op(a) @ x = b for x with a triangular (``op`` transposes when ``trans``).
+
+    Like ``scipy.linalg.solve_triangular`` (but ``lower`` defaults to True); ``b`` may be
+    1-D or 2-D. Tiles of x are solved with TRSM and the rest updated with GEMM.
+
+    >>> import numtile as nt, numpy as np
+    >>> L = nt.from_numpy(np.array([[2.0, 0.0], [1.0, 4.0]]), tile_shape=(1, 1))
+    >>> b = nt.from_numpy(np.array([2.0, 9.0]), tile_shape=1)
+    >>> nt.linalg.solve_triangular(L, b).to_numpy().tolist()
+    [1.0, 2.0]
+    """
+    (a, b), dtype = float_operands("solve_triangular", a, b)
+    if dtype.kind != "f":
+        (a, b), dtype = [astype(a, np.float64), astype(b, np.float64)], np.dtype(np.float64)
+    a = square_tiles(a, "solve_triangular")
+    vector = b.ndim == 1
+    if vector:
+        b = reshape(b, (b.shape[0], 1))
+    if b.ndim != 2 or b.shape[0] != a.shape[0]:
+        raise ValueError(
+            f"solve_triangular: a has shape {a.shape} but b has shape {b.shape}; "
+            f"b must have {a.shape[0]} rows"
+        )
+    tile = a.tile_shape[0]
+    b = retile(b, (tile, b.tile_shape[1]))
+    x = astype(b, dtype, copy=True)
+    n = a.grid[0]
+    if not unit_diagonal:  # a zero pivot raises LinAlgError when x is read
+        guard(x, [(check_diagonal, [a.tile((k, k))], (k * tile,), k) for k in range(n)])
+    # op(a) is lower-triangular when exactly one of lower / trans holds: solve top down
+    forward = lower != trans
+    order = range(n) if forward else range(n - 1, -1, -1)
+    runtime = get_runtime()
+
+    def a_tile(i, k):  # tile (i, k) of op(a) and whether to transpose it
+        return (a.tile((k, i)), True) if trans else (a.tile((i, k)), False)
+
+    for c in range(x.grid[1]):
+        for step, k in enumerate(order):
+            xk = x.tile((k, c))
+            runtime.submit(
+                trsm,
+                [(a.tile((k, k)), R), (xk, RW)],
+                (True, lower, trans, unit_diagonal, 1.0),
+                priority=2,
+            )
+            for i in list(order)[step + 1 :]:
+                aik, transposed = a_tile(i, k)
+                runtime.submit(
+                    gemm,
+                    [(aik, R), (xk, R), (x.tile((i, c)), RW)],
+                    (transposed, False, -1.0, 1.0),
+                )
+    return reshape(x, (x.shape[0],)) if vector else x
+
+
+def solve_spd(a: TileTensor, b: TileTensor) -> TileTensor:
+    """Solve a @ x = b for a symmetric positive definite ``a`` (Cholesky, two triangular
+    solves): ``nt.linalg.solve(a, b, assume_a="pos")``; a non-symmetric ``a`` fails x.
+    ``a`` has square tiles and ``b`` (1-d or 2-d, a's row tiles) is a copy the checks write.
+
+    >>> import numtile as nt, numpy as np
+    >>> a = nt.from_numpy(np.array([[4.0, 2.0], [2.0, 5.0]]), tile_shape=(1, 1))
+    >>> b = nt.from_numpy(np.array([6.0, 7.0]), tile_shape=1)
+    >>> np.round(nt.linalg.solve(a, b, assume_a="pos").to_numpy(), 12).tolist()
+    [1.0, 1.0]
+    """
+    n, tile = a.grid[0], a.tile_shape[0]
+    checks = []
+    for i in range(n):
+        tiles = [a.tile((i, i))]
+        for j in range(i + 1, n):
+            tiles += [a.tile((i, j)), a.tile((j, i))]
+        checks.append((check_symmetric, tiles, (i, n - 1 - i, tile), i))
+    guard(b, checks)
+    factor = cholesky(a)
+    y = solve_triangular(factor, b, lower=True)
+    return solve_triangular(factor, y, lower=True, trans=True)

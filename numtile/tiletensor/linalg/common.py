@@ -1,0 +1,48 @@
+"""What the tiled linear algebra ops share: operand checks and casts, square tiles, guards."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtile.runtime import Access, get_runtime
+from numtile.tiletensor.dtypes import bool_, result_type
+from numtile.tiletensor.elementwise import astype
+from numtile.tiletensor.manipulation import retile
+from numtile.tiletensor.tensor import TileTensor
+
+R, W, RW = Access.R, Access.W, Access.RW
+
+
+def float_operands(name, *tensors):
+    for t in tensors:
+        if not isinstance(t, TileTensor):
+            raise TypeError(f"{name} expects TileTensors, got {type(t).__name__}")
+    dtype = result_type(*(t.dtype for t in tensors))
+    if dtype == bool_:
+        raise TypeError(f"{name} of boolean tensors is not supported")
+    return [t if t.dtype == dtype else astype(t, dtype) for t in tensors], dtype
+
+
+def float_matrices(name, *tensors):
+    """``float_operands``, with integer operands cast to float64 (LAPACK's dtypes)."""
+    tensors, dtype = float_operands(name, *tensors)
+    if dtype.kind != "f":
+        tensors, dtype = [astype(t, np.float64) for t in tensors], np.dtype(np.float64)
+    return tensors, dtype
+
+
+def square_tiles(a: TileTensor, name: str) -> TileTensor:
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"{name} needs a square 2-d matrix, got shape {a.shape}")
+    tile = min(a.tile_shape)
+    return a if a.tile_shape == (tile, tile) else retile(a, (tile, tile))
+
+
+def guard(x: TileTensor, checks) -> None:
+    """Submit each ``(codelet, read tiles, args, row)`` check before anything reads tile row
+    ``row`` of ``x``: the check writes that row (RW), so a failed check fails ``x``."""
+    runtime = get_runtime()
+    columns = x.grid[1] if x.ndim == 2 else 1
+    for codelet, tiles, args, row in checks:
+        guarded = [x.tile((row, c) if x.ndim == 2 else (row,)) for c in range(columns)]
+        runtime.submit(codelet, [(t, R) for t in tiles] + [(g, RW) for g in guarded], args)
