@@ -42,6 +42,7 @@ __all__ = [
     "flops_per_token",
     "generate",
     "load_model",
+    "save_model",
     "model_config",
     "sgemm_peak",
 ]
@@ -345,12 +346,29 @@ def _model_state(tensors: dict) -> dict:
     return state
 
 
+def save_model(path: str, model: GPT2, attrs: dict | None = None) -> None:
+    """Write ``model`` as an HDF5 checkpoint that ``load_model`` reads (no optimizer state)."""
+    tensors = {f"model/{name}": p for name, p in model.named_parameters()}
+    meta = {
+        "model_config": dataclasses.asdict(model.config),
+        "tiling": dataclasses.asdict(model.tiling),
+        **(attrs or {}),
+    }
+    save_checkpoint(path, tensors, meta)
+
+
 def load_model(path: str) -> tuple[GPT2, dict]:
-    """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs).
+    """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs),
+    or of a Hugging Face model folder (``numtile.nn.hf.load_hf``; attrs has its config).
 
     A checkpoint that lacks what ``numtile train`` stores, or holds something else, raises
     ``ValueError`` naming the file and what is wrong.
     """
+    if os.path.isdir(path):
+        from numtile.nn.hf import load_hf
+
+        model = load_hf(path)
+        return model, {"model_config": dataclasses.asdict(model.config), "hf_folder": path}
     tensors, attrs = load_checkpoint(path)
     _require_attrs(path, attrs, ("model_config", "tiling"))
     config = _gpt2_config(attrs["model_config"], f"{path}: model_config")
