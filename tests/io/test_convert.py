@@ -53,3 +53,15 @@ def test_dtype_flag_only_for_hf_output(tmp_path, flag, capsys):
     (tmp_path / "folder").mkdir()
     assert main(["convert", str(tmp_path / "folder"), str(tmp_path / "x.h5"), *flag]) == 2
     assert "--dtype applies" in capsys.readouterr().err
+
+
+def test_generate_command_reads_a_hugging_face_folder(tmp_path, capsys):
+    torch.manual_seed(0)
+    config = HFConfig(vocab_size=256, n_positions=32, n_embd=8, n_layer=1, n_head=2)
+    GPT2LMHeadModel(config).save_pretrained(tmp_path / "hf")
+    argv = ["generate", "--checkpoint", str(tmp_path / "hf"), "--prompt", "ab", "--tokens", "5"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("ab") and "5 tokens in" in out.err and "tokens/s" in out.err
+    assert main(argv + ["--top-p", "0"]) == 2
+    assert "--top-p must be in (0, 1]" in capsys.readouterr().err
