@@ -96,19 +96,40 @@ def check_file_dtype(code: str, path: str, name: str):
             ) from None
 
 
+# bytes of file data read per opening of the file: the file is memory-mapped while open and
+# the pages read count as resident memory until it is closed, so a big tile is read in pieces
+CHUNK_BYTES = 16 * 2**20
+
+
 def read_tensor(path: str, name: str, layout: Layout, dtype: np.dtype) -> TileTensor:
-    handles = []
-    with open_safetensors(path) as f:
-        try:
-            tensor = f.get_slice(name)
-            for index in layout.indices():
-                region = tuple(slice(a, b) for a, b in layout.tile_bounds(index))
-                tile = np.ascontiguousarray(tensor[region] if region else tensor[:], dtype=dtype)
-                handles.append(DataHandle(layout.tile_shape_at(index), dtype, tile))
-        except (OSError, ValueError):
-            raise
-        except Exception as exc:
-            raise ValueError(f"{path}: tensor {name!r} is unreadable ({exc})") from None
+    """Tensor ``name`` of safetensors file ``path`` as tiles of ``layout``, converted to
+    ``dtype``. The file is read in bands of whole rows (axis 0) of at most ``CHUNK_BYTES``,
+    each copied into the tiles it crosses, with the file closed between bands."""
+    tiles = {index: np.empty(layout.tile_shape_at(index), dtype) for index in layout.indices()}
+    shape = layout.shape
+    row_bytes = 8 * max(1, int(np.prod(shape[1:], dtype=np.int64))) if shape else 8
+    step = max(1, CHUNK_BYTES // row_bytes)
+    for start in range(0, shape[0] if shape else 1, step):
+        with open_safetensors(path) as f:
+            try:
+                band = f.get_slice(name)
+                band = band[start : min(start + step, shape[0])] if shape else band[:]
+            except Exception as exc:
+                raise ValueError(f"{path}: tensor {name!r} is unreadable ({exc})") from None
+        if not shape:
+            tiles[()][()] = band
+            continue
+        stop = start + band.shape[0]
+        for index, tile in tiles.items():
+            (a, z), *rest = layout.tile_bounds(index)
+            lo, hi = max(a, start), min(z, stop)
+            if lo < hi:
+                columns = tuple(slice(c0, c1) for c0, c1 in rest)
+                tile[(slice(lo - a, hi - a),) + (...,)] = band[
+                    (slice(lo - start, hi - start),) + columns
+                ]
+        del band
+    handles = [DataHandle(t.shape, dtype, t) for t in tiles.values()]
     return TileTensor(layout, dtype, handles)
 
 
@@ -119,11 +140,6 @@ def read_json(path: str) -> Any:
             return json.load(f)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: not a readable JSON file ({exc})") from None
-
-
-def release(tensor: TileTensor) -> None:
-    """Wait for the tasks writing ``tensor`` so that dropping it frees its tiles now."""
-    get_runtime().wait_handles(list(tensor.handles))
 
 
 # -- writing -----------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 ``load_hf`` builds a numtile model from a folder that ``save_pretrained`` wrote
 (``config.json`` plus ``model.safetensors``, or shards listed in
 ``model.safetensors.index.json``), streaming every tensor into tiles one tile at a time
-(``numtile.io.hf``); each parameter's random initial tiles are released before its file
-tiles are read, so the process never holds a second copy of the model. ``save_hf`` writes
+(``numtile.io.hf``); the model is built with parameters that have no tiles yet (no random
+initialisation), so the process never holds a second copy of the model. ``save_hf`` writes
 the same format so that ``transformers``' ``from_pretrained`` loads it.
 
 Architectures are the rows of ``ARCHITECTURES``: ``model_type`` -> how to read its config,
@@ -14,9 +14,12 @@ or mis-shaped tensor, or an unreadable file raises ``ValueError`` naming the fil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +55,36 @@ class Architecture:
     from_hf_name: Callable[[str], str | None] = lambda name: name
     to_hf_name: Callable[[str], str] = lambda name: name
     tied: Callable[[Any], bool] = lambda config: True
+    init_modules: tuple[str, ...] = ("numtile.nn.layers",)
+
+
+_INIT_LOCK = threading.Lock()
+
+
+def _empty_normal(loc=0.0, scale=1.0, size=None, *, seed=None, dtype="float64", tile_shape=None):
+    return empty(size, dtype, tile_shape)
+
+
+def _empty_filled(shape, dtype="float64", tile_shape=None):
+    return empty(shape, dtype, tile_shape)
+
+
+@contextlib.contextmanager
+def _uninitialized(module_names):
+    """Layers built inside get parameters with no tiles yet (no random or constant fill):
+    ``normal``, ``zeros`` and ``ones`` of the modules that build them make empty tensors,
+    whose tiles are allocated when the file's tiles are written into them."""
+    modules = [importlib.import_module(name) for name in module_names]
+    replacements = {"normal": _empty_normal, "zeros": _empty_filled, "ones": _empty_filled}
+    with _INIT_LOCK:
+        saved = [(m, k, getattr(m, k)) for m in modules for k in replacements if hasattr(m, k)]
+        try:
+            for module, name, _ in saved:
+                setattr(module, name, replacements[name])
+            yield
+        finally:
+            for module, name, value in saved:
+                setattr(module, name, value)
 
 
 # -- GPT-2 -------------------------------------------------------------------------------------
@@ -167,7 +200,8 @@ def load_hf(folder: str | os.PathLike, *, dtype="float32", tiling: Tiling | None
     folder = os.fspath(folder)
     arch, config = read_config(folder)
     entries = files.tensor_index(files.weight_files(folder))
-    model = arch.build(config, tiling, dtype)
+    with _uninitialized(arch.init_modules):
+        model = arch.build(config, tiling, dtype)
     own = dict(model.named_parameters(remove_duplicate=False))
     tied = arch.tied(config)
     wanted: dict[str, str] = {}  # numtile name -> name in the file
@@ -196,13 +230,8 @@ def load_hf(folder: str | os.PathLike, *, dtype="float32", tiling: Tiling | None
                 f"{own[name].shape}"
             )
         files.check_file_dtype(code, path, file_name)
-    del own
     for name, file_name in wanted.items():
-        old = dict(model.named_parameters(remove_duplicate=False))[name]
-        layout, dt = old.layout, old.dtype
-        files.release(old)
-        model._assign(name, empty(layout.shape, dt, layout.tile_shape).requires_grad_())
-        del old  # its random tiles go now, before the file's are read
+        layout, dt = own[name].layout, own[name].dtype
         tensor = files.read_tensor(entries[file_name][0], file_name, layout, dt)
         model._assign(name, tensor.requires_grad_())
     return model
