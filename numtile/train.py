@@ -42,6 +42,7 @@ __all__ = [
     "flops_per_token",
     "generate",
     "load_model",
+    "save_model",
     "model_config",
     "sgemm_peak",
 ]
@@ -312,9 +313,13 @@ def generate(
     *,
     temperature: float = 1.0,
     top_k: int | None = None,
+    top_p: float | None = None,
     seed: int = 0,
+    stop_tokens=None,
+    on_token: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """Sample ``max_new_tokens`` ids after ``prompt`` (1-D ids), one forward per token.
+    """Sample ``max_new_tokens`` ids after ``prompt`` (1-D ids) with the key/value cache
+    (``GPT2.generate``); ``on_token(id)`` gets each new id as it comes.
 
     >>> m = GPT2(GPT2Config(vocab_size=7, n_positions=8, n_embd=4, n_layer=1, n_head=1))
     >>> generate(m, np.array([1, 2]), 3, top_k=2).shape
@@ -322,20 +327,20 @@ def generate(
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    rng = np.random.default_rng(seed)
-    ids = [int(i) for i in np.asarray(prompt).reshape(-1)] or [0]
-    with nt.no_grad():
-        for _ in range(max_new_tokens):
-            context = np.array([ids[-model.config.n_positions :]])
-            logits, _ = model(context)
-            last = logits[0, context.shape[1] - 1 :].to_numpy()[0].astype(np.float64)
-            last = last / temperature
-            if top_k is not None and top_k < last.size:
-                cutoff = np.partition(last, -top_k)[-top_k]
-                last[last < cutoff] = -np.inf
-            probs = np.exp(last - last.max())
-            ids.append(int(rng.choice(last.size, p=probs / probs.sum())))
-    return np.array(ids)
+    ids = np.asarray(prompt).reshape(-1).astype(np.int64)
+    if ids.size == 0:
+        ids = np.zeros(1, np.int64)
+    callback = None if on_token is None else (lambda new: on_token(int(new[0])))
+    return model.generate(
+        ids[None],
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        stop_tokens=stop_tokens,
+        on_token=callback,
+    )[0]
 
 
 def _model_state(tensors: dict) -> dict:
@@ -345,12 +350,29 @@ def _model_state(tensors: dict) -> dict:
     return state
 
 
+def save_model(path: str, model: GPT2, attrs: dict | None = None) -> None:
+    """Write ``model`` as an HDF5 checkpoint that ``load_model`` reads (no optimizer state)."""
+    tensors = {f"model/{name}": p for name, p in model.named_parameters()}
+    meta = {
+        "model_config": dataclasses.asdict(model.config),
+        "tiling": dataclasses.asdict(model.tiling),
+        **(attrs or {}),
+    }
+    save_checkpoint(path, tensors, meta)
+
+
 def load_model(path: str) -> tuple[GPT2, dict]:
-    """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs).
+    """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs),
+    or of a Hugging Face model folder (``numtile.nn.hf.load_hf``; attrs has its config).
 
     A checkpoint that lacks what ``numtile train`` stores, or holds something else, raises
     ``ValueError`` naming the file and what is wrong.
     """
+    if os.path.isdir(path):
+        from numtile.nn.hf import load_hf
+
+        model = load_hf(path)
+        return model, {"model_config": dataclasses.asdict(model.config), "hf_folder": path}
     tensors, attrs = load_checkpoint(path)
     _require_attrs(path, attrs, ("model_config", "tiling"))
     config = _gpt2_config(attrs["model_config"], f"{path}: model_config")

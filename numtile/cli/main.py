@@ -7,6 +7,7 @@ import platform
 import sys
 import time
 
+from numtile.cli.convert import register as register_convert
 from numtile.cli.errors import report
 from numtile.cli.prepare import register as register_prepare
 from numtile.cli.train import register as register_train
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_info.set_defaults(func=info)
     register_prepare(sub)
     register_train(sub)
+    register_convert(sub)
     return parser
 
 

@@ -183,6 +183,7 @@ def _check_generate_flags(args: argparse.Namespace) -> None:
         "tokens": (args.tokens >= 0, ">= 0"),
         "temperature": (math.isfinite(args.temperature) and args.temperature > 0, "> 0"),
         "top_k": (args.top_k is None or args.top_k >= 1, ">= 1"),
+        "top_p": (args.top_p is None or 0 < args.top_p <= 1, "in (0, 1]"),
         "seed": (args.seed >= 0, ">= 0"),
     }
     for name, (ok, rule) in rules.items():
@@ -196,26 +197,96 @@ def _check_generate_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"--tokenizer {args.tokenizer}: no such file (expected a tokenizer.json)")
 
 
+class _Stream:
+    """Prints text as token ids come: bytes through an incremental UTF-8 decoder, tokenizer
+    ids by decoding everything so far and printing what is new."""
+
+    def __init__(self, tokenizer: str | None, out=None) -> None:
+        import codecs
+
+        self.out = out or sys.stdout
+        self.tokenizer = None
+        if tokenizer:
+            from tokenizers import Tokenizer
+
+            self.tokenizer = Tokenizer.from_file(tokenizer)
+        self.bytes = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.ids: list[int] = []
+        self.printed = ""
+
+    def __call__(self, token: int) -> None:
+        self.ids.append(int(token))
+        if self.tokenizer is None:
+            text = self.bytes.decode(bytes([int(token) % 256]))
+        else:
+            full = self.tokenizer.decode(self.ids)
+            text, self.printed = full[len(self.printed) :], full
+        self.out.write(text)
+        self.out.flush()
+
+
+def _tokenizer_for(args: argparse.Namespace, attrs: dict) -> str | None:
+    """--tokenizer, else the tokenizer.json of a Hugging Face folder, else the data's."""
+    if args.tokenizer:
+        return args.tokenizer
+    folder = attrs.get("hf_folder")
+    if folder and os.path.isfile(os.path.join(folder, "tokenizer.json")):
+        return os.path.join(folder, "tokenizer.json")
+    data_dir = attrs.get("train_config", {}).get("data")
+    meta_path = os.path.join(data_dir, "meta.json") if data_dir else None
+    if meta_path and os.path.exists(meta_path):
+        import json
+
+        with open(meta_path) as f:
+            name = json.load(f).get("tokenizer", "bytes")
+        return None if name == "bytes" else name
+    return None
+
+
 def generate_command(args: argparse.Namespace) -> int:
+    import time
+
     from numtile.train import generate, load_model
 
     _check_generate_flags(args)
     _start_runtime(args)
     with _setting_up("generate"):
         model, attrs = load_model(args.checkpoint)
-        if args.tokenizer:
-            from tokenizers import Tokenizer
-
-            prompt = np.array(Tokenizer.from_file(args.tokenizer).encode(args.prompt).ids)
+        tokenizer = _tokenizer_for(args, attrs)
+        stream = _Stream(tokenizer)
+        if stream.tokenizer is not None:
+            prompt = np.array(stream.tokenizer.encode(args.prompt).ids)
         else:
             prompt = np.frombuffer(args.prompt.encode(), np.uint8).astype(np.int64)
         if prompt.size == 0:
             raise UsageError(f"--prompt {args.prompt!r} encodes to no tokens")
+        if prompt.max() >= model.config.vocab_size:
+            raise UsageError(
+                f"--prompt encodes to token id {prompt.max()}, beyond the model's vocabulary "
+                f"of {model.config.vocab_size} (a tokenizer that does not match the model?)"
+            )
+    sys.stdout.write(args.prompt)
+    sys.stdout.flush()
+    start = time.perf_counter()
     ids = generate(
-        model, prompt, args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed
+        model,
+        prompt,
+        args.tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        stop_tokens=args.stop_token,
+        on_token=stream,
     )
-    data_dir = attrs.get("train_config", {}).get("data")
-    print(_decode(ids, data_dir, args.tokenizer))
+    seconds = time.perf_counter() - start
+    print()
+    new = ids.size - prompt.size
+    print(
+        f"numtile generate: {new} tokens in {seconds:.2f} s ({new / seconds:,.1f} tokens/s, "
+        f"key/value cache)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -227,12 +298,20 @@ def register(subparsers) -> None:
     _add_train_flags(train)
     _add_runtime_flags(train)
     train.set_defaults(func=train_command)
-    gen = subparsers.add_parser("generate", help="sample text from a training checkpoint")
-    gen.add_argument("--checkpoint", required=True)
+    gen = subparsers.add_parser(
+        "generate", help="sample text from a training checkpoint or a Hugging Face folder"
+    )
+    gen.add_argument(
+        "--checkpoint", required=True, help="an .h5 checkpoint or a Hugging Face model folder"
+    )
     gen.add_argument("--prompt", default="def ")
     gen.add_argument("--tokens", type=int, default=200)
     gen.add_argument("--temperature", type=float, default=0.8)
     gen.add_argument("--top-k", type=int, default=40)
+    gen.add_argument("--top-p", type=float, help="sample from the smallest set this likely")
+    gen.add_argument(
+        "--stop-token", type=int, action="append", help="stop at this token id (repeatable)"
+    )
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--tokenizer", help="tokenizer.json used to prepare the data (else bytes)")
     _add_runtime_flags(gen)

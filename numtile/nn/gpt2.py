@@ -193,3 +193,9 @@ class GPT2(Module):
         logits = functional.linear(x, self.lm_head.weight, transposed=True)  # (B, T, V)
         loss = cross_entropy(logits, targets) if targets is not None else None
         return logits, loss
+
+    def generate(self, prompt_ids, max_new_tokens: int, **options):
+        """Sample ids after ``prompt_ids`` with a key/value cache (``numtile.nn.generation``)."""
+        from numtile.nn.generation import generate
+
+        return generate(self, prompt_ids, max_new_tokens, **options)

@@ -12,6 +12,11 @@ from numtile.ops_cpu.nn.attention import (
     attention_forward_block,
     attention_forward_finalize,
 )
+from numtile.ops_cpu.nn.decode import (
+    decode_attention_block,
+    decode_attention_finalize,
+    kv_cache_write,
+)
 from numtile.ops_cpu.nn.embedding import (
     embedding_gather,
     embedding_scatter_add,
@@ -55,5 +60,8 @@ __all__ = [
     "cross_entropy_backward",
     "adamw_step",
     "embedding_gather",
+    "decode_attention_block",
+    "decode_attention_finalize",
+    "kv_cache_write",
     "embedding_scatter_add",
 ]

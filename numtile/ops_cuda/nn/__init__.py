@@ -11,6 +11,11 @@ from numtile.ops_cuda.nn.attention import (
     attention_forward_block,
     attention_forward_finalize,
 )
+from numtile.ops_cuda.nn.decode import (
+    decode_attention_block,
+    decode_attention_finalize,
+    kv_cache_write,
+)
 from numtile.ops_cuda.nn.embedding import (
     embedding_gather,
     embedding_scatter_add,
@@ -54,5 +59,8 @@ __all__ = [
     "cross_entropy_backward",
     "adamw_step",
     "embedding_gather",
+    "decode_attention_block",
+    "decode_attention_finalize",
+    "kv_cache_write",
     "embedding_scatter_add",
 ]

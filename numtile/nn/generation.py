@@ -1,0 +1,160 @@
+"""Sampling from a GPT-2 with a key/value cache: each new token costs one position.
+
+``generate`` runs the prompt through the model once (the prefill), writing every layer's
+keys and values into caches preallocated to the final length (``tiletensor.fused.decode``),
+then feeds one new token per step: a step projects only that position, appends its key and
+value to the caches and attends to them with the decode-attention kernel. Logits are
+computed for the last position only. Sampling (temperature, top-k, top-p) happens on the
+host in float64; ``temperature=0`` is greedy decoding, as transformers' ``do_sample=False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from numtile.autograd import no_grad
+from numtile.nn import functional
+from numtile.nn.attention import causal_self_attention
+from numtile.tiletensor.elementwise import add
+from numtile.tiletensor.fused.decode import cache_write, decode_attention, kv_cache
+from numtile.tiletensor.fused.rows import match_last_tile
+
+
+class KVCache:
+    """The k and v caches of every layer, (B, length, C) TileTensors, and how much is filled."""
+
+    def __init__(self, model, batch: int, length: int, seq_tile: int | None = None) -> None:
+        config, tiling = model.config, model.tiling
+        width = tiling.head * (config.n_embd // config.n_head)
+        tiles = (min(tiling.batch, batch), seq_tile or length, width)
+        self.length, self.filled = length, 0
+        self.k = [
+            kv_cache(batch, length, config.n_embd, tiles, model.dtype) for _ in model.transformer.h
+        ]
+        self.v = [
+            kv_cache(batch, length, config.n_embd, tiles, model.dtype) for _ in model.transformer.h
+        ]
+
+
+def _forward(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+    """Logits (B, V) of the last of ``ids`` (B, T) placed at ``cache.filled``; fills the cache."""
+    B, T = ids.shape
+    start = cache.filled
+    positions = np.broadcast_to(np.arange(start, start + T), (B, T))
+    x = add(model.transformer.wte(model._ids(ids)), model.transformer.wpe(model._ids(positions)))
+    n_head = model.config.n_head
+    width = cache.k[0].tile_shape[2]
+    for block, k, v in zip(model.transformer.h, cache.k, cache.v):
+        qkv = match_last_tile(block.attn.c_attn(block.ln_1(x)), width)
+        cache_write(qkv, k, v, start)
+        if T == 1:
+            y = decode_attention(qkv, k, v, start + 1, n_head)
+        elif start == 0:
+            y = causal_self_attention(qkv, n_head, model.tiling.head)
+        else:
+            raise ValueError("a cached forward takes the whole prompt first, then one token")
+        x = add(x, block.attn.c_proj(y))
+        x = add(x, block.mlp(block.ln_2(x)))
+    cache.filled = start + T
+    last = model.transformer.ln_f(x[:, T - 1 :] if T > 1 else x)
+    logits = functional.linear(last, model.lm_head.weight, transposed=True)
+    return logits.to_numpy()[:, 0].astype(np.float64)
+
+
+def _sample(logits, rng, temperature, top_k, top_p) -> np.ndarray:
+    if temperature == 0:
+        return logits.argmax(axis=1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[1]:
+        cutoff = np.partition(logits, -top_k, axis=1)[:, -top_k][:, None]
+        logits = np.where(logits < cutoff, -np.inf, logits)
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(-probs, axis=1, kind="stable")
+        sorted_probs = np.take_along_axis(probs, order, axis=1)
+        # keep the most likely tokens up to and including the one that reaches top_p
+        drop = np.cumsum(sorted_probs, axis=1) - sorted_probs >= top_p
+        sorted_probs[drop] = 0.0
+        probs = np.zeros_like(probs)
+        np.put_along_axis(probs, order, sorted_probs, axis=1)
+        probs /= probs.sum(axis=1, keepdims=True)
+    return np.array([rng.choice(p.size, p=p) for p in probs])
+
+
+def generate(
+    model,
+    prompt_ids,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    stop_tokens: Iterable[int] | None = None,
+    *,
+    on_token: Callable[[np.ndarray], None] | None = None,
+    cache_tile: int | None = None,
+) -> np.ndarray:
+    """``prompt_ids`` (B, T) or (T,) followed by up to ``max_new_tokens`` sampled ids.
+
+    ``temperature=0`` picks the most likely token (greedy); otherwise logits are divided by
+    ``temperature`` and sampled, restricted to the ``top_k`` most likely tokens and to the
+    smallest set whose probability reaches ``top_p``, with NumPy's generator of ``seed``.
+    A row that produces one of ``stop_tokens`` is done: its later places repeat that token,
+    and generation ends when every row is done. ``on_token(ids)`` gets each step's new ids
+    (B,) as they come. When the context reaches ``n_positions``, the last half of it is run
+    again as a new prompt. ``cache_tile`` is the cache's sequence tile (default: its length).
+
+    >>> from numtile.nn.gpt2 import GPT2, GPT2Config
+    >>> m = GPT2(GPT2Config(vocab_size=7, n_positions=8, n_embd=4, n_layer=1, n_head=1))
+    >>> generate(m, np.array([[1, 2], [3, 4]]), 3, temperature=0).shape
+    (2, 5)
+    """
+    prompt = np.asarray(prompt_ids)
+    flat = prompt.ndim == 1
+    prompt = np.atleast_2d(prompt).astype(np.int64)
+    if prompt.ndim != 2 or prompt.shape[1] == 0:
+        raise ValueError(
+            f"prompt_ids must be (batch, seq) or (seq,) with seq >= 1, got {prompt.shape}"
+        )
+    if temperature < 0 or not np.isfinite(temperature):
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    n_positions = model.config.n_positions
+    if prompt.shape[1] > n_positions:
+        prompt = prompt[:, -n_positions:]
+    stops = np.array(sorted(set(stop_tokens or ())), np.int64)
+    rng = np.random.default_rng(seed)
+    B = prompt.shape[0]
+    ids = [prompt[:, i] for i in range(prompt.shape[1])]
+    done = np.zeros(B, bool)
+    last = np.zeros(B, np.int64)
+    with no_grad():
+        cache = KVCache(model, B, min(n_positions, prompt.shape[1] + max_new_tokens), cache_tile)
+        logits = _forward(model, prompt, cache)
+        for step in range(max_new_tokens):
+            new = _sample(logits, rng, temperature, top_k, top_p)
+            new = np.where(done, last, new)
+            last = np.where(done, last, new)
+            done |= np.isin(new, stops)
+            ids.append(new)
+            if on_token is not None:
+                on_token(new)
+            if done.all() or step == max_new_tokens - 1:
+                break
+            if cache.filled == cache.length:  # the context is full: start again from its end
+                context = np.stack(ids[-(n_positions // 2 or 1) :], axis=1)
+                remaining = max_new_tokens - step - 1
+                cache = KVCache(
+                    model, B, min(n_positions, context.shape[1] + remaining), cache_tile
+                )
+                logits = _forward(model, context, cache)
+            else:
+                logits = _forward(model, new[:, None], cache)
+    out = np.stack(ids, axis=1)
+    return out[0] if flat else out
