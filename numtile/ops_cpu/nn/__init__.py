@@ -1,4 +1,4 @@
-"""Neural-network CPU tile kernels, by family: attention, norm, loss, optim, embedding.
+"""Neural-network CPU tile kernels, by family: attention, norm, loss, optim, embedding, rope.
 
 Each kernel sees one tile of each operand. State that spans tiles (running row maxima and sums,
 moments of rows split over column tiles, gradient sums) is passed in and accumulated in place,
@@ -35,6 +35,9 @@ from numtile.ops_cpu.nn.norm import (
 from numtile.ops_cpu.nn.optim import (
     adamw_step,
 )
+from numtile.ops_cpu.nn.rope import (
+    rope_apply,
+)
 
 __all__ = [
     "attention_forward_block",
@@ -56,4 +59,5 @@ __all__ = [
     "adamw_step",
     "embedding_gather",
     "embedding_scatter_add",
+    "rope_apply",
 ]
