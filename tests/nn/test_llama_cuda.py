@@ -1,7 +1,7 @@
 """LLaMA training on a GPU worker (under Numba's CUDA simulator on a CPU-only machine;
 ``NUMTILE_TEST_GPU=1`` runs it on a real GPU): every kernel, the grouped-query attention and
-RoPE ones included, runs there (``restrict="cuda"``), and an AdamW step gives the losses (before and after it) and
-parameters of the CPU run."""
+RoPE ones included, runs there (``restrict="cuda"``), and an AdamW step gives the losses
+(before and after it) and parameters of the CPU run."""
 
 from __future__ import annotations
 
