@@ -141,7 +141,8 @@ def test_inverse_frequencies_are_transformers_own():
         changes = dict(head_dim=16, rope_theta=500000.0, rope_scaling=scaling)
         hf = LlamaForCausalLM(_hf_config(changes))
         expected = hf.model.rotary_emb.inv_freq.numpy()
-        np.testing.assert_array_equal(inverse_frequencies(LlamaConfig(**{**BASE, **changes})), expected)
+        ours = inverse_frequencies(LlamaConfig(**{**BASE, **changes}))
+        np.testing.assert_array_equal(ours, expected)
 
 
 def test_bad_config_and_inputs():
