@@ -15,6 +15,7 @@ from numtile.nn.loss import cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.elementwise import add
+from numtile.tiletensor.fused.attention import kv_head_tile
 from numtile.tiletensor.tensor import TileTensor
 
 _LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
@@ -142,7 +143,7 @@ class Attention(Module):
         C, D = config.hidden_size, config.head_dim
         self.n_head, self.n_kv_head = config.num_attention_heads, config.num_key_value_heads
         self.head_dim, self.head_tile = D, tiling.head
-        kv_tile = max(1, tiling.head // (self.n_head // self.n_kv_head))
+        kv_tile = kv_head_tile(tiling.head, self.n_head // self.n_kv_head)
         common = dict(bias=config.attention_bias, weight_layout="out_in", dtype=dtype)
         common["std"] = config.initializer_range
         q_width, kv_width = tiling.head * D, kv_tile * D
