@@ -39,7 +39,7 @@ def torch_gqa(q, k, v, causal):
     return out.transpose(0, 1).reshape(T, HEADS * D), leaves
 
 
-@pytest.mark.parametrize("head_tile", [1, 3, 6])
+@pytest.mark.parametrize("head_tile", [3, 6])  # one key/value head per tile, or two
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_grouped_attention_matches_sdpa(backend, dtype, causal, head_tile):
