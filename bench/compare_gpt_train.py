@@ -1,13 +1,14 @@
-"""GPT-2 training throughput and peak memory: numtile against PyTorch, same run, same machine.
+"""GPT-2 and LLaMA training throughput and peak memory: numtile against PyTorch, same run, same
+machine.
 
-PyTorch side: transformers' GPT2LMHeadModel + torch.optim.AdamW, float32, dropout off,
-torch.set_num_threads(cores). numtile side: numtile.nn.gpt2.GPT2 + numtile AdamW with the
-same sizes, batch and hyper-parameters. Each (framework, config) runs in its own process so
-its peak resident memory (ru_maxrss) is its own. Reported: median tokens/s over the timed
-steps (full steps: forward, backward, optimizer), the ratio numtile/PyTorch, MFU against the
-sgemm peak measured in the same run, and peak RSS.
+PyTorch side: transformers' GPT2LMHeadModel (or LlamaForCausalLM) + torch.optim.AdamW, float32,
+dropout off, torch.set_num_threads(cores). numtile side: numtile.nn.gpt2.GPT2 (or
+numtile.nn.llama.Llama) + numtile AdamW with the same sizes, batch and hyper-parameters. Each
+(framework, config) runs in its own process so its peak resident memory (ru_maxrss) is its own.
+Reported: median tokens/s over the timed steps (full steps: forward, backward, optimizer), the ratio
+numtile/PyTorch, MFU against the sgemm peak measured in the same run, and peak RSS.
 
-Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small] [--steps 4]
+Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small,llama-mini] [--steps 4]
 """
 
 from __future__ import annotations
@@ -31,6 +32,22 @@ CONFIGS = {
         seq=256,
         tiling=dict(batch=2, seq=256, embd=768, inner=1536, head=4, vocab=8192),
     ),
+    # issue 11's llama-mini benchmark: model configs with an architecture are numtile's
+    "llama-mini": dict(
+        model=dict(
+            architecture="llama",
+            vocab_size=32000,
+            max_position_embeddings=256,
+            hidden_size=256,
+            intermediate_size=688,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        ),
+        batch=8,
+        seq=256,
+        tiling=dict(batch=4, seq=256, embd=256, inner=688, head=4, vocab=8000),
+    ),
 }
 
 WORKER = r"""
@@ -48,8 +65,13 @@ if framework == "torch":
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.set_num_threads(cores)
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(**model_cfg, resid_pdrop=0.0, embd_pdrop=0.0,
-                                       attn_pdrop=0.0, activation_function="gelu_new"))
+    fields = {k: v for k, v in model_cfg.items() if k != "architecture"}
+    if model_cfg.get("architecture") == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        model = LlamaForCausalLM(LlamaConfig(**fields, attention_dropout=0.0))
+    else:
+        model = GPT2LMHeadModel(GPT2Config(**fields, resid_pdrop=0.0, embd_pdrop=0.0,
+                                           attn_pdrop=0.0, activation_function="gelu_new"))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     n_params = sum(p.numel() for p in model.parameters())
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -64,8 +86,10 @@ if framework == "torch":
 else:
     import numtile as nt
     from numtile.nn import optim
-    from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
-    model = GPT2(GPT2Config(**model_cfg), Tiling(**spec["tiling"]), seq_len=T)
+    from numtile.nn.gpt2 import Tiling
+    from numtile.train import build_model
+    from numtile.train_config import _model_config
+    model = build_model(_model_config(model_cfg, "config"), Tiling(**spec["tiling"]), seq_len=T)
     opt = optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     n_params = model.num_parameters()
     nt.wait_all()
@@ -82,6 +106,18 @@ print(json.dumps({"tokens_per_s": B * T / statistics.median(timed), "step_s": ti
                   "peak_rss_mb": peak / 1024, "model_rss_mb": base / 1024,
                   "n_params": n_params}))
 """
+
+
+def _model_config(fields: dict, source: str):
+    from numtile.train_config import _model_config as model_config
+
+    return model_config(fields, source)
+
+
+def flops_per_token(config, n_params: int, seq_len: int) -> float:
+    from numtile.train import flops_per_token as flops
+
+    return flops(config, n_params, seq_len)
 
 
 def sgemm_peak(cores: int) -> float:
@@ -119,12 +155,10 @@ def main(argv=None) -> int:
     print("-" * len(header))
     for name in args.configs.split(","):
         results = {fw: run(fw, name, args.steps, cores) for fw in ("torch", "numtile")}
-        spec = CONFIGS[name]["model"]
+        config = _model_config(CONFIGS[name]["model"], name)
         for fw in ("torch", "numtile"):
             r = results[fw]
-            per_token = (
-                6 * r["n_params"] + 12 * spec["n_layer"] * spec["n_embd"] * CONFIGS[name]["seq"]
-            )
+            per_token = flops_per_token(config, r["n_params"], CONFIGS[name]["seq"])
             mfu = r["tokens_per_s"] * per_token / peak
             ratio = (
                 r["tokens_per_s"] / results["torch"]["tokens_per_s"] if fw == "numtile" else None

@@ -1,4 +1,5 @@
-"""Training and sampling GPT models: the engine behind ``numtile train`` and ``generate``."""
+"""Training and sampling GPT-2 and LLaMA models: the engine behind ``numtile train`` and
+``generate``."""
 
 from __future__ import annotations
 
@@ -19,17 +20,22 @@ from numtile.io import (
     stdlib_corpus,
 )
 from numtile.nn import optim
-from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
+from numtile.nn.generation import sample
+from numtile.nn.gpt2 import GPT2, Tiling
+from numtile.nn.llama import Llama, LlamaConfig
 from numtile.train_config import (
     _TRAINING_ATTRS,
     PRESETS,
     ConfigError,
+    ModelConfig,
     ScheduleChangeWarning,
     TrainConfig,
     TrainingDiverged,
-    _gpt2_config,
+    _model_config,
     _warn_on_changes,
+    config_fields,
     model_config,
+    model_shape,
 )
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "TrainingDiverged",
+    "build_model",
     "flops_per_token",
     "generate",
     "load_model",
@@ -48,21 +55,33 @@ __all__ = [
 ]
 
 
-def _tiling(cfg: TrainConfig, config: GPT2Config) -> Tiling:
+def build_model(config: ModelConfig, tiling: Tiling, *, seed: int = 0, seq_len=None):
+    """The GPT-2 or LLaMA model of ``config``.
+
+    >>> config = LlamaConfig(vocab_size=5, hidden_size=4, intermediate_size=6,
+    ...                      num_hidden_layers=1, num_attention_heads=1)
+    >>> type(build_model(config, Tiling())).__name__
+    'Llama'
+    """
+    model_class = Llama if isinstance(config, LlamaConfig) else GPT2
+    return model_class(config, tiling, seed=seed, seq_len=seq_len)
+
+
+def _tiling(cfg: TrainConfig, config: ModelConfig) -> Tiling:
     return Tiling(
         batch=min(cfg.batch_tile, cfg.micro_batch or cfg.batch),
         seq=cfg.seq_tile,
         embd=cfg.embd_tile,
         inner=cfg.inner_tile,
-        head=cfg.head_tile or config.n_head,
+        head=cfg.head_tile or model_shape(config)["heads"],
         vocab=cfg.vocab_tile,
     )
 
 
-def flops_per_token(config: GPT2Config, n_params: int, seq_len: int) -> float:
+def flops_per_token(config: ModelConfig, n_params: int, seq_len: int) -> float:
     """Training FLOPs per token: 6 per parameter plus attention (PaLM appendix B)."""
-    head_dim = config.n_embd // config.n_head
-    return 6.0 * n_params + 12.0 * config.n_layer * config.n_head * head_dim * seq_len
+    shape = model_shape(config)
+    return 6.0 * n_params + 12.0 * shape["layers"] * shape["heads"] * shape["head_dim"] * seq_len
 
 
 def sgemm_peak(workers: int) -> float:
@@ -102,11 +121,6 @@ class Trainer:
                     f"{path} not found: make it with `numtile prepare INPUT... --out "
                     f"{self.data_dir}`"
                 )
-        self.config = model_config(cfg.model)
-        if cfg.seq_len > self.config.n_positions:
-            raise ConfigError(
-                f"--seq-len {cfg.seq_len} exceeds the model's n_positions {self.config.n_positions}"
-            )
         self.train_data = TokenDataset(
             os.path.join(self.data_dir, "train.bin"), cfg.seq_len, seed=cfg.seed
         )
@@ -114,11 +128,18 @@ class Trainer:
             os.path.join(self.data_dir, "val.bin"), cfg.seq_len, seed=cfg.seed + 1
         )
         vocab = self.train_data.vocab_size
+        self.config = model_config(cfg.model, vocab)
+        shape = model_shape(self.config)
+        if cfg.seq_len > shape["context"]:
+            raise ConfigError(
+                f"--seq-len {cfg.seq_len} exceeds the model's {shape['context_field']} "
+                f"{shape['context']}"
+            )
         if vocab is not None and vocab > self.config.vocab_size:
             raise ConfigError(
                 f"the data has a vocabulary of {vocab} but the model only {self.config.vocab_size}"
             )
-        self.model = GPT2(
+        self.model = build_model(
             self.config, _tiling(cfg, self.config), seed=cfg.seed, seq_len=cfg.seq_len
         )
         self.step = 0
@@ -157,7 +178,7 @@ class Trainer:
     def save(self, path: str) -> None:
         attrs = {
             "step": self.step,
-            "model_config": dataclasses.asdict(self.config),
+            "model_config": config_fields(self.config),
             "tiling": dataclasses.asdict(self.model.tiling),
             "train_config": dataclasses.asdict(self.cfg),
             "optimizer_step": self.optimizer.step_count,
@@ -171,7 +192,7 @@ class Trainer:
     def _load(self, path: str) -> None:
         tensors, attrs = load_checkpoint(path)
         _require_attrs(path, attrs, _TRAINING_ATTRS)
-        stored = _gpt2_config(attrs["model_config"], f"{path}: model_config")
+        stored = _model_config(attrs["model_config"], f"{path}: model_config")
         if stored != self.config:
             raise ConfigError(f"{path} holds a model {stored}, not the requested {self.config}")
         _load_state(path, self.model, tensors)
@@ -307,7 +328,7 @@ class Trainer:
 
 
 def generate(
-    model: GPT2,
+    model: GPT2 | Llama,
     prompt: np.ndarray,
     max_new_tokens: int,
     *,
@@ -321,6 +342,7 @@ def generate(
     """Sample ``max_new_tokens`` ids after ``prompt`` (1-D ids) with the key/value cache
     (``GPT2.generate``); ``on_token(id)`` gets each new id as it comes.
 
+    >>> from numtile.nn.gpt2 import GPT2Config
     >>> m = GPT2(GPT2Config(vocab_size=7, n_positions=8, n_embd=4, n_layer=1, n_head=1))
     >>> generate(m, np.array([1, 2]), 3, top_k=2).shape
     (5,)
@@ -331,37 +353,50 @@ def generate(
     if ids.size == 0:
         ids = np.zeros(1, np.int64)
     callback = None if on_token is None else (lambda new: on_token(int(new[0])))
-    return model.generate(
-        ids[None],
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        stop_tokens=stop_tokens,
-        on_token=callback,
-    )[0]
+    options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    if isinstance(model, GPT2):
+        return model.generate(
+            ids[None], max_new_tokens, stop_tokens=stop_tokens, on_token=callback, **options
+        )[0]
+    # LLaMA has no key/value cache yet: one forward of the context per new token
+    rng = np.random.default_rng(seed)
+    ids = list(ids)
+    with nt.no_grad():
+        for _ in range(max_new_tokens):
+            context = np.array([ids[-model_shape(model.config)["context"] :]])
+            logits, _ = model(context)
+            last = logits[0, context.shape[1] - 1 :].to_numpy().astype(np.float64)
+            new = sample(last, rng, temperature, top_k, top_p)
+            ids.append(int(new[0]))
+            if callback is not None:
+                callback(new)
+            if stop_tokens is not None and ids[-1] in set(stop_tokens):
+                break
+    return np.array(ids)
 
 
-def _model_state(tensors: dict) -> dict:
-    """The ``model/...`` tensors of a checkpoint as a state dict (with the tied head)."""
+def _model_state(tensors: dict, model) -> dict:
+    """The ``model/...`` tensors of a checkpoint as a state dict (with a tied head)."""
     state = {k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")}
-    state["lm_head.weight"] = state["transformer.wte.weight"]
-    return state
+    if isinstance(model, GPT2):
+        state["lm_head.weight"] = state.get("transformer.wte.weight")
+    elif model.config.tie_word_embeddings:
+        state["lm_head.weight"] = state.get("model.embed_tokens.weight")
+    return {name: value for name, value in state.items() if value is not None}
 
 
-def save_model(path: str, model: GPT2, attrs: dict | None = None) -> None:
+def save_model(path: str, model: GPT2 | Llama, attrs: dict | None = None) -> None:
     """Write ``model`` as an HDF5 checkpoint that ``load_model`` reads (no optimizer state)."""
     tensors = {f"model/{name}": p for name, p in model.named_parameters()}
     meta = {
-        "model_config": dataclasses.asdict(model.config),
+        "model_config": config_fields(model.config),
         "tiling": dataclasses.asdict(model.tiling),
         **(attrs or {}),
     }
     save_checkpoint(path, tensors, meta)
 
 
-def load_model(path: str) -> tuple[GPT2, dict]:
+def load_model(path: str) -> tuple[GPT2 | Llama, dict]:
     """The model of a checkpoint written by ``numtile train`` (and the checkpoint's attrs),
     or of a Hugging Face model folder (``numtile.nn.hf.load_hf``; attrs has its config).
 
@@ -372,16 +407,16 @@ def load_model(path: str) -> tuple[GPT2, dict]:
         from numtile.nn.hf import load_hf
 
         model = load_hf(path)
-        return model, {"model_config": dataclasses.asdict(model.config), "hf_folder": path}
+        return model, {"model_config": config_fields(model.config), "hf_folder": path}
     tensors, attrs = load_checkpoint(path)
     _require_attrs(path, attrs, ("model_config", "tiling"))
-    config = _gpt2_config(attrs["model_config"], f"{path}: model_config")
+    config = _model_config(attrs["model_config"], f"{path}: model_config")
     try:
         tiling = Tiling(**{**attrs["tiling"], "batch": 1})
         seq_len = attrs["tiling"]["seq"]
     except (TypeError, KeyError, ValueError) as exc:
         raise ValueError(f"{path}: its tiling attribute is not usable ({exc!r})") from None
-    model = GPT2(config, tiling, seq_len=seq_len)
+    model = build_model(config, tiling, seq_len=seq_len)
     _load_state(path, model, tensors)
     return model, attrs
 
@@ -396,9 +431,9 @@ def _require_attrs(path: str, attrs: dict, names) -> None:
         )
 
 
-def _load_state(path: str, model: GPT2, tensors: dict) -> None:
+def _load_state(path: str, model: GPT2 | Llama, tensors: dict) -> None:
     """Load the checkpoint's ``model/...`` tensors into ``model``, naming ``path`` on a mismatch."""
     try:
-        model.load_state_dict(_model_state(tensors))
+        model.load_state_dict(_model_state(tensors, model))
     except (KeyError, ValueError, TypeError) as exc:
         raise ValueError(f"{path}: its model tensors do not fit the model ({exc})") from None

@@ -14,13 +14,31 @@ import os
 import warnings
 
 from numtile.nn.gpt2 import GPT2Config
+from numtile.nn.llama import LlamaConfig
+
+# a model config's ``architecture`` field names its class; configs without one (every
+# checkpoint written before LLaMA) are GPT-2
+ARCHITECTURES = {"gpt2": GPT2Config, "llama": LlamaConfig}
 
 PRESETS = {
     # byte-level model for the default corpus (the Python standard library's sources)
     "default": dict(vocab_size=256, n_positions=256, n_embd=256, n_layer=4, n_head=4),
     "gpt2-mini": dict(vocab_size=50304, n_positions=256, n_embd=256, n_layer=4, n_head=4),
     "gpt2-small": dict(vocab_size=50304, n_positions=1024, n_embd=768, n_layer=12, n_head=12),
+    # vocab_size None: the data's (256 for the byte-level default corpus)
+    "llama-mini": dict(
+        architecture="llama",
+        vocab_size=None,
+        max_position_embeddings=256,
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
 }
+
+ModelConfig = GPT2Config | LlamaConfig
 
 
 class ConfigError(ValueError):
@@ -102,10 +120,20 @@ class TrainConfig:
         return [(name, getattr(self, name)) for name in names]
 
 
-def model_config(spec: str) -> GPT2Config:
-    """A preset name, a JSON file, or inline JSON with GPT2Config fields."""
+def model_config(spec: str, vocab_size: int | None = None) -> ModelConfig:
+    """A preset name, a JSON file, or inline JSON with GPT2Config fields (or, with
+    ``"architecture": "llama"``, LlamaConfig fields); ``vocab_size`` fills a preset's
+    ``vocab_size`` None (the data's vocabulary)."""
     if spec in PRESETS:
-        return GPT2Config(**PRESETS[spec])
+        fields = dict(PRESETS[spec])
+        if fields["vocab_size"] is None:
+            if vocab_size is None:
+                raise ConfigError(
+                    f"--model {spec} takes its vocabulary size from the data, whose meta.json "
+                    f"does not give one: prepare the data with `numtile prepare`"
+                )
+            fields["vocab_size"] = vocab_size
+        return _model_config(fields, f"--model {spec}")
     text = spec
     if os.path.exists(spec):
         with open(spec) as f:
@@ -116,21 +144,63 @@ def model_config(spec: str) -> GPT2Config:
         raise ConfigError(
             f"--model {spec!r} is neither a preset ({', '.join(PRESETS)}), a JSON file nor JSON"
         ) from None
-    return _gpt2_config(fields, "--model")
+    return _model_config(fields, "--model")
 
 
-def _gpt2_config(fields, source: str) -> GPT2Config:
-    """``GPT2Config(**fields)``; a wrong field or value is a ``ConfigError`` naming ``source``."""
+def _model_config(fields, source: str) -> ModelConfig:
+    """The config class its ``architecture`` field names (GPT-2 without one), built from the
+    other fields; a wrong field or value is a ``ConfigError`` naming ``source``."""
     if not isinstance(fields, dict):
-        raise ConfigError(f"{source}: expected a JSON object of GPT2Config fields, got {fields!r}")
-    names = [f.name for f in dataclasses.fields(GPT2Config)]
+        raise ConfigError(
+            f"{source}: expected a JSON object of model config fields, got {fields!r}"
+        )
+    fields = dict(fields)
+    architecture = fields.pop("architecture", "gpt2")
+    if architecture not in ARCHITECTURES:
+        raise ConfigError(
+            f"{source}: unknown architecture {architecture!r}; supported: {list(ARCHITECTURES)}"
+        )
+    cls = ARCHITECTURES[architecture]
+    names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(fields) - set(names))
     if unknown:
-        raise ConfigError(f"{source}: unknown GPT2Config field(s) {unknown}; known: {names}")
+        raise ConfigError(f"{source}: unknown {cls.__name__} field(s) {unknown}; known: {names}")
     try:
-        return GPT2Config(**fields)
+        return cls(**fields)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def architecture(config: ModelConfig) -> str:
+    """The ``architecture`` name of a model config (``"gpt2"`` or ``"llama"``)."""
+    return next(name for name, cls in ARCHITECTURES.items() if isinstance(config, cls))
+
+
+def config_fields(config: ModelConfig) -> dict:
+    """A model config as the JSON a checkpoint stores: its fields and its architecture."""
+    return {"architecture": architecture(config), **dataclasses.asdict(config)}
+
+
+def model_shape(config: ModelConfig) -> dict:
+    """layers, width, heads, head_dim, context (the longest sequence) and the name of the
+    config field that sets it, of a model config."""
+    if isinstance(config, LlamaConfig):
+        return dict(
+            layers=config.num_hidden_layers,
+            width=config.hidden_size,
+            heads=config.num_attention_heads,
+            head_dim=config.head_dim,
+            context=config.max_position_embeddings,
+            context_field="max_position_embeddings",
+        )
+    return dict(
+        layers=config.n_layer,
+        width=config.n_embd,
+        heads=config.n_head,
+        head_dim=config.n_embd // config.n_head,
+        context=config.n_positions,
+        context_field="n_positions",
+    )
 
 
 def _warn_on_changes(path: str, stored: dict | None, cfg: TrainConfig, step: int) -> None:

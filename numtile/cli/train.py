@@ -96,12 +96,15 @@ def train_command(args: argparse.Namespace) -> int:
             f"is {cfg.steps}; to train further, pass a larger --steps"
         )
         return 0
-    model, config = trainer.model, trainer.config
+    from numtile.train_config import architecture, model_shape
+
+    model, shape = trainer.model, model_shape(trainer.config)
     runtime = nt.get_runtime()
     gpus = f" + {runtime.ncuda} GPU" if runtime.ncuda else ""
     print(
         f"numtile train: {model.num_parameters():,} parameters "
-        f"({config.n_layer} layers, {config.n_embd} wide, {config.n_head} heads), "
+        f"({architecture(trainer.config)}, {shape['layers']} layers, {shape['width']} wide, "
+        f"{shape['heads']} heads), "
         f"{runtime.ncpu} CPU{gpus} workers, data {trainer.data_dir}, "
         f"{len(trainer.train_data):,} training tokens"
     )

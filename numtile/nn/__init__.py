@@ -1,6 +1,16 @@
 """Neural-network layers over TileTensors, with Hugging Face parameter names."""
 
-from numtile.nn.layers import MLP, Embedding, LayerNorm, Linear, ModuleList
+from numtile.nn.layers import MLP, Embedding, GatedMLP, LayerNorm, Linear, ModuleList, RMSNorm
 from numtile.nn.module import Module, parameter
 
-__all__ = ["MLP", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList", "parameter"]
+__all__ = [
+    "MLP",
+    "Embedding",
+    "GatedMLP",
+    "LayerNorm",
+    "Linear",
+    "Module",
+    "ModuleList",
+    "RMSNorm",
+    "parameter",
+]

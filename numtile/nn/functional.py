@@ -1,5 +1,5 @@
 """Differentiable ops on activations of shape (..., features): linear, embedding, layer norm,
-softmax and log-softmax.
+RMS norm, rotary position embedding, softmax and log-softmax.
 
 Each is one autograd ``Function`` over a fused tiled op of ``numtile.tiletensor.fused`` (or
 of ``numtile.tiletensor.reduction`` for the softmaxes): any tiling of the leading (batch,
@@ -18,7 +18,13 @@ from numtile.tiletensor.fused.linear import (
     linear_backward_weight,
     linear_forward,
 )
-from numtile.tiletensor.fused.norm import layer_norm_backward, layer_norm_forward
+from numtile.tiletensor.fused.norm import (
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_backward,
+    rms_norm_forward,
+)
+from numtile.tiletensor.fused.rope import rope_forward
 from numtile.tiletensor.fused.rows import match_last_tile
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.reduction import sum as tensor_sum
@@ -134,6 +140,80 @@ def layer_norm(x: TileTensor, gamma: TileTensor, beta: TileTensor, eps: float = 
     if beta.tile_shape != gamma.tile_shape:
         beta = retile(beta, gamma.tile_shape)
     return LayerNormFunction.apply(x, gamma, beta, eps)
+
+
+class RMSNormFunction(Function):
+    """RMS norm over the last axis, whose features may be split across column tiles."""
+
+    @staticmethod
+    def forward(ctx, x, gamma, eps):
+        ctx.x_tiles = x.tile_shape
+        y, x, s2 = rms_norm_forward(x, gamma, eps)
+        ctx.save_for_backward(x, gamma, s2)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, gamma, s2 = ctx.saved
+        dx, dgamma = rms_norm_backward(x, g, gamma, s2, ctx.eps)
+        return retile(dx, ctx.x_tiles), dgamma, None
+
+
+def rms_norm(x: TileTensor, gamma: TileTensor, eps: float = 1e-6) -> TileTensor:
+    """``x / sqrt(mean(x**2) + eps) * gamma`` over the last axis (LLaMA's RMSNorm).
+
+    >>> import numtile as nt
+    >>> x = nt.from_numpy([[3.0, 4.0]], tile_shape=(1, 1))
+    >>> [round(float(v), 4) for v in rms_norm(x, nt.ones((2,), tile_shape=1), 0.0).to_numpy()[0]]
+    [0.8485, 1.1314]
+    """
+    if gamma.shape != (x.shape[-1],):
+        raise ValueError(
+            f"rms_norm: x has {x.shape[-1]} features but gamma has shape {gamma.shape}"
+        )
+    return RMSNormFunction.apply(x, gamma, eps)
+
+
+class RotaryFunction(Function):
+    """Rotary position embedding: a rotation per (position, pair), its backward the inverse."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, head_dim):
+        ctx.x_tiles = x.tile_shape
+        ctx.save_for_backward(cos, sin)
+        ctx.head_dim = head_dim
+        return rope_forward(x, cos, sin, head_dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        cos, sin = ctx.saved
+        dx = rope_forward(g, cos, sin, ctx.head_dim, inverse=True)
+        return retile(dx, ctx.x_tiles), None, None, None
+
+
+def rotary_embedding(x: TileTensor, cos: TileTensor, sin: TileTensor, head_dim: int):
+    """Each head of ``x`` (B, T, heads * head_dim) rotated as Hugging Face's
+    ``apply_rotary_pos_emb`` does: ``x * cos + rotate_half(x) * sin``, with the angle tables
+    ``cos`` and ``sin`` of shape (T, head_dim / 2) (differentiable in ``x``).
+
+    >>> import numtile as nt, numpy as np
+    >>> x = nt.from_numpy(np.array([[[1.0, 0.0, 0.0, 1.0]]]))
+    >>> cos, sin = nt.from_numpy(np.array([[0.0, 1.0]])), nt.from_numpy(np.array([[1.0, 0.0]]))
+    >>> rotary_embedding(x, cos, sin, 4).to_numpy().tolist()
+    [[[0.0, 0.0, 1.0, 1.0]]]
+    """
+    if x.ndim != 3 or head_dim % 2 or x.shape[2] % head_dim:
+        raise ValueError(
+            f"rotary_embedding expects (B, T, heads * head_dim) with an even head_dim, got "
+            f"shape {x.shape} and head_dim {head_dim}"
+        )
+    if cos.shape != (x.shape[1], head_dim // 2) or sin.shape != cos.shape:
+        raise ValueError(
+            f"rotary_embedding: cos and sin must have shape {(x.shape[1], head_dim // 2)}, got "
+            f"{cos.shape} and {sin.shape}"
+        )
+    return RotaryFunction.apply(x, cos, sin, head_dim)
 
 
 def _check_axis(x: TileTensor, axis: int, name: str) -> None:

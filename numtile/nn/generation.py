@@ -63,7 +63,9 @@ def _forward(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:
     return logits.to_numpy()[:, 0].astype(np.float64)
 
 
-def _sample(logits, rng, temperature, top_k, top_p) -> np.ndarray:
+def sample(logits, rng, temperature, top_k, top_p) -> np.ndarray:
+    """One id per row of ``logits`` (batch, vocab): greedy at temperature 0, else sampled
+    after temperature, top-k and top-p (nucleus) filtering."""
     if temperature == 0:
         return logits.argmax(axis=1)
     logits = logits / temperature
@@ -138,7 +140,7 @@ def generate(
         cache = KVCache(model, B, min(n_positions, prompt.shape[1] + max_new_tokens), cache_tile)
         logits = _forward(model, prompt, cache)
         for step in range(max_new_tokens):
-            new = _sample(logits, rng, temperature, top_k, top_p)
+            new = sample(logits, rng, temperature, top_k, top_p)
             new = np.where(done, last, new)
             last = np.where(done, last, new)
             done |= np.isin(new, stops)

@@ -1,11 +1,12 @@
-"""Layers built from differentiable tiled ops: ``Linear`` and the GELU ``MLP``."""
+"""Layers built from differentiable tiled ops: ``Linear``, norms, embeddings, GPT-2's GELU
+``MLP`` and LLaMA's SiLU-gated ``GatedMLP``."""
 
 from __future__ import annotations
 
 from numtile.nn import functional
 from numtile.nn.module import Module, parameter
 from numtile.tiletensor.creation import ones, zeros
-from numtile.tiletensor.elementwise import gelu_tanh
+from numtile.tiletensor.elementwise import gelu_tanh, multiply, silu
 from numtile.tiletensor.layout import current_config
 from numtile.tiletensor.random import normal
 from numtile.tiletensor.tensor import TileTensor
@@ -84,6 +85,24 @@ class LayerNorm(Module):
         return functional.layer_norm(x, self.weight, self.bias, self.eps)
 
 
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the last axis (``weight`` as in LLaMA's RMSNorm).
+
+    >>> import numtile as nt
+    >>> RMSNorm(2, eps=0.0, tile=1)(nt.full((1, 2), 3.0, tile_shape=(1, 1))).to_numpy().tolist()
+    [[1.0, 1.0]]
+    """
+
+    def __init__(self, n_features: int, eps: float = 1e-6, *, tile=None, dtype="float32"):
+        super().__init__()
+        tile = tile or _default_tiles(n_features)[0]
+        self.eps = eps
+        self.weight = parameter(ones((n_features,), dtype, (tile,)))
+
+    def forward(self, x: TileTensor) -> TileTensor:
+        return functional.rms_norm(x, self.weight, self.eps)
+
+
 class Embedding(Module):
     """A (vocabulary, features) table looked up by int64 ids; tiled over both axes."""
 
@@ -149,3 +168,43 @@ class MLP(Module):
 
     def forward(self, x: TileTensor) -> TileTensor:
         return self.c_proj(gelu_tanh(self.c_fc(x)))
+
+
+class GatedMLP(Module):
+    """LLaMA's feed-forward block: ``down_proj(silu(gate_proj(x)) * up_proj(x))``, weights
+    stored (out, in) like ``torch.nn.Linear``.
+
+    >>> import numtile as nt
+    >>> GatedMLP(4, 6, tile=(2, 3))(nt.ones((3, 4), tile_shape=(3, 2))).shape
+    (3, 4)
+    """
+
+    def __init__(
+        self,
+        n_embd: int,
+        n_inner: int,
+        bias: bool = False,
+        *,
+        tile=None,
+        dtype="float32",
+        seed=0,
+        std: float = 0.02,
+    ):
+        super().__init__()
+        t_embd, t_inner = tile or _default_tiles(n_embd, n_inner)
+        up = dict(bias=bias, weight_layout="out_in", tile=(t_embd, t_inner), dtype=dtype, std=std)
+        self.gate_proj = Linear(n_embd, n_inner, seed=seed, **up)
+        self.up_proj = Linear(n_embd, n_inner, seed=seed + 1, **up)
+        self.down_proj = Linear(
+            n_inner,
+            n_embd,
+            bias=bias,
+            weight_layout="out_in",
+            tile=(t_inner, t_embd),
+            dtype=dtype,
+            seed=seed + 2,
+            std=std,
+        )
+
+    def forward(self, x: TileTensor) -> TileTensor:
+        return self.down_proj(multiply(silu(self.gate_proj(x)), self.up_proj(x)))

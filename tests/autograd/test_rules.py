@@ -13,7 +13,7 @@ import pytest
 import numtile as nt
 from numtile.autograd import rules
 from numtile.nn import functional as F
-from numtile.nn.attention import causal_self_attention
+from numtile.nn.attention import causal_self_attention, grouped_query_attention
 from numtile.nn.loss import cross_entropy
 from numtile.tiletensor import dispatch
 
@@ -112,6 +112,13 @@ FUNCTIONS = {
     "nn.cross_entropy": lambda x, y: cross_entropy(x, np.array([0, 3, 1])),
     "nn.causal_self_attention": lambda x, y: causal_self_attention(
         nt.reshape(x.retile((3, 4)), (1, 1, 12)), 1
+    ),
+    "nn.rms_norm": lambda x, y: F.rms_norm(x, nt.ones((4,)).requires_grad_()),
+    "nn.rotary_embedding": lambda x, y: F.rotary_embedding(
+        nt.reshape(x.retile((3, 4)), (1, 3, 4)), nt.ones((3, 2)), nt.zeros((3, 2)), 4
+    ),
+    "nn.grouped_query_attention": lambda x, y: grouped_query_attention(
+        *(nt.reshape(t.retile((3, 4)), (1, 3, 4)) for t in (x, y, y)), 2, 2
     ),
 }
 
@@ -227,6 +234,7 @@ def _public_functions():
 
 def test_every_public_function_is_classified():
     names = _public_functions() | {"nn.cross_entropy", "nn.causal_self_attention"}
+    names |= {"nn.grouped_query_attention"}
     assert names == set(FUNCTIONS)
     for name in nt.random.__all__:  # generators take no tensor: nothing to differentiate
         assert dispatch.dispatch_name(getattr(nt.random, name)) is None

@@ -287,7 +287,7 @@ def test_embedding_scatter_add(dtype):
 
 _COMPILE_ALL = """
     from numtile.ops_cuda import launch
-    from numtile.ops_cuda.nn import attention, embedding, loss, norm, optim
+    from numtile.ops_cuda.nn import attention, embedding, loss, norm, optim, rope
 
     assert not launch.SIMULATOR
     i64, f64, flag = types.int64, types.float64, types.boolean
@@ -295,12 +295,15 @@ _COMPILE_ALL = """
     for dtype in (types.float32, types.float64):
         a1, a2 = dtype[:], dtype[:, :]
         kernels = [
-            (attention._attention_forward, (a2, a2, a2, s2, s2, a2, i64, i64, f64, i64, i64, flag)),
+            (
+                attention._attention_forward,
+                (a2, a2, a2, s2, s2, a2, i64, i64, f64, i64, i64, flag, i64),
+            ),
             (attention._attention_finalize, (a2, s2, s2, a2, s2, i64, i64)),
             (attention._attention_delta, (a2, a2, s2, i64, i64)),
             (
                 attention._attention_backward,
-                (a2, a2, a2, a2, s2, s2, a2, a2, a2, i64, i64, f64, i64, i64, flag),
+                (a2, a2, a2, a2, s2, s2, a2, a2, a2, i64, i64, f64, i64, i64, flag, i64),
             ),
             (norm._row_moments, (a2, s1, s1)),
             (norm._normalize, (a2, a2, a1, a1, s1, s1, s1, s1, a2, i64, f64, flag, flag)),
@@ -312,6 +315,7 @@ _COMPILE_ALL = """
             (optim._adamw, (a1, a1, a1, a1) + (dtype,) * 7),
             (embedding._embedding_gather, (ids, a2, i64, a2)),
             (embedding._embedding_scatter_add, (ids, a2, i64, a2)),
+            (rope._rope, (a2, a2, a2, a2, i64, i64, f64)),
         ]
         for kernel, signature in kernels:
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))

@@ -1,4 +1,4 @@
-"""Neural-network CPU tile kernels, by family: attention, norm, loss, optim, embedding.
+"""Neural-network CPU tile kernels, by family: attention, norm, loss, optim, embedding, rope.
 
 Each kernel sees one tile of each operand. State that spans tiles (running row maxima and sums,
 moments of rows split over column tiles, gradient sums) is passed in and accumulated in place,
@@ -40,6 +40,9 @@ from numtile.ops_cpu.nn.norm import (
 from numtile.ops_cpu.nn.optim import (
     adamw_step,
 )
+from numtile.ops_cpu.nn.rope import (
+    rope_apply,
+)
 
 __all__ = [
     "attention_forward_block",
@@ -64,4 +67,5 @@ __all__ = [
     "decode_attention_finalize",
     "kv_cache_write",
     "embedding_scatter_add",
+    "rope_apply",
 ]

@@ -1,7 +1,9 @@
 """Flash-attention tile kernels: forward block, finalize, backward delta and backward block.
 
 Attention tiles hold several heads side by side: a query tile is (tq, n_heads * D) with head h
-in columns h*D:(h+1)*D, key and value tiles are (tk, n_heads * D) for the same heads, and the
+in columns h*D:(h+1)*D, key and value tiles are (tk, n_kv * D) for the key/value heads of those
+query heads (grouped-query attention: query head h of the tile reads key/value head
+h // group, so n_kv = ceil(n_heads / group); group 1 is plain multi-head attention), and the
 per-head row statistics (running max m, sum l, log-sum-exp, delta) are float64 arrays
 (tq, n_heads), passed in and updated in place, so a tiled op calls the kernel once per
 (query tile, key tile) pair and gets the full result. Per-block matrix products go to BLAS.
@@ -81,10 +83,11 @@ def _store_head(source, head, width, target):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def attention_forward_block(q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal):
+def attention_forward_block(q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group=1):
     """Online-softmax update of each head's running max m, sum l and unnormalised output acc
     with the key/value block starting at k_start (causal: key k_start+j seen by q_start+i iff
-    k_start+j <= q_start+i; rows that see nothing are left unchanged)."""
+    k_start+j <= q_start+i; rows that see nothing are left unchanged); query head h reads
+    key/value head h // group."""
     n_queries, n_keys = q.shape[0], k.shape[0]
     width = q.shape[1] // n_heads
     if n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
@@ -98,8 +101,8 @@ def attention_forward_block(q, k, v, m, l, acc, n_heads, scale, q_start, k_start
     rescale = np.empty(n_queries, np.float64)
     for h in range(n_heads):
         _copy_head(q, h, width, q_head)
-        _copy_head(k, h, width, k_head)
-        _copy_head(v, h, width, v_head)
+        _copy_head(k, h // group, width, k_head)
+        _copy_head(v, h // group, width, v_head)
         gemm(q_head, k_head, weights, False, True, scale, 0.0)
         for i in range(n_queries):
             visible = _visible_keys(i, n_keys, q_start, k_start, causal)
@@ -151,10 +154,11 @@ def attention_backward_delta(dout, out, delta, n_heads):
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def attention_backward_block(
-    q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal
+    q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
 ):
     """Accumulate one (query block, key block) pair's share of dq, dk and dv, recomputing
-    P = exp(scale * q k^T - lse) (masked entries 0); pairs may come in any order."""
+    P = exp(scale * q k^T - lse) (masked entries 0); pairs may come in any order. Query head h
+    reads key/value head h // group, whose dk and dv sum over the group's query heads."""
     n_queries, n_keys = q.shape[0], k.shape[0]
     width = q.shape[1] // n_heads
     if n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
@@ -172,10 +176,11 @@ def attention_backward_block(
         _copy_head(q, h, width, q_head)
         _copy_head(dout, h, width, dout_head)
         _copy_head(dq, h, width, dq_head)
-        _copy_head(k, h, width, k_head)
-        _copy_head(v, h, width, v_head)
-        _copy_head(dk, h, width, dk_head)
-        _copy_head(dv, h, width, dv_head)
+        kv = h // group
+        _copy_head(k, kv, width, k_head)
+        _copy_head(v, kv, width, v_head)
+        _copy_head(dk, kv, width, dk_head)
+        _copy_head(dv, kv, width, dv_head)
         gemm(q_head, k_head, probabilities, False, True, scale, 0.0)
         gemm(dout_head, v_head, dscores, False, True, 1.0, 0.0)  # dP
         for i in range(n_queries):
@@ -193,5 +198,5 @@ def attention_backward_block(
         gemm(dscores, k_head, dq_head, False, False, scale, 1.0)
         gemm(dscores, q_head, dk_head, True, False, scale, 1.0)
         _store_head(dq_head, h, width, dq)
-        _store_head(dk_head, h, width, dk)
-        _store_head(dv_head, h, width, dv)
+        _store_head(dk_head, kv, width, dk)
+        _store_head(dv_head, kv, width, dv)

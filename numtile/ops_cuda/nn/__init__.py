@@ -1,5 +1,5 @@
 """Neural-network CUDA tile kernels, by family (the twins of ``numtile.ops_cpu.nn``):
-attention, norm, loss, optim, embedding.
+attention, norm, loss, optim, embedding, rope.
 
 Each launcher has its CPU twin's name and signature plus a keyword-only ``stream``, and only
 launches work on it.
@@ -39,6 +39,9 @@ from numtile.ops_cuda.nn.norm import (
 from numtile.ops_cuda.nn.optim import (
     adamw_step,
 )
+from numtile.ops_cuda.nn.rope import (
+    rope_apply,
+)
 
 __all__ = [
     "attention_forward_block",
@@ -63,4 +66,5 @@ __all__ = [
     "decode_attention_finalize",
     "kv_cache_write",
     "embedding_scatter_add",
+    "rope_apply",
 ]

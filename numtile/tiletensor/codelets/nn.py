@@ -14,10 +14,10 @@ from numtile.tiletensor.codelets.views import flat, rows
 # -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
 
 
-def _attention_forward(ops, q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal):
+def _attention_forward(ops, q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group=1):
     for b in range(q.shape[0]):
         ops.nn.attention_forward_block(
-            q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, q_start, k_start, causal
+            q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, q_start, k_start, causal, group
         )
 
 
@@ -32,7 +32,7 @@ def _attention_delta(ops, dout, out, delta, n_heads):
 
 
 def _attention_backward(
-    ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal
+    ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
 ):
     for b in range(q.shape[0]):
         ops.nn.attention_backward_block(
@@ -50,6 +50,7 @@ def _attention_backward(
             q_start,
             k_start,
             causal,
+            group,
         )
 
 
@@ -112,6 +113,38 @@ layer_norm = Codelet("layer_norm", kernel=_layer_norm)
 layer_norm_backward_sums = Codelet("layer_norm_backward_sums", kernel=_layer_norm_backward_sums)
 layer_norm_backward = Codelet("layer_norm_backward", kernel=_layer_norm_backward)
 layer_norm_param_grad = Codelet("layer_norm_param_grad", kernel=_layer_norm_param_grad)
+
+
+def _rms_norm(ops, x, gamma, s2, y, n, eps):
+    ops.nn.rms_norm_apply(rows(x), gamma, flat(s2), rows(y), n, eps)
+
+
+def _rms_norm_backward_sums(ops, x, dy, gamma, s2, a2, n, eps):
+    ops.nn.rms_norm_backward_accumulate(rows(x), rows(dy), gamma, flat(s2), flat(a2), n, eps)
+
+
+def _rms_norm_backward(ops, x, dy, gamma, s2, a2, dx, n, eps):
+    ops.nn.rms_norm_backward_apply(rows(x), rows(dy), gamma, flat(s2), flat(a2), rows(dx), n, eps)
+
+
+def _rms_norm_param_grad(ops, x, dy, s2, dgamma, n, eps):
+    ops.nn.rms_norm_param_grad(rows(x), rows(dy), flat(s2), dgamma, n, eps)
+
+
+rms_norm = Codelet("rms_norm", kernel=_rms_norm)
+rms_norm_backward_sums = Codelet("rms_norm_backward_sums", kernel=_rms_norm_backward_sums)
+rms_norm_backward = Codelet("rms_norm_backward", kernel=_rms_norm_backward)
+rms_norm_param_grad = Codelet("rms_norm_param_grad", kernel=_rms_norm_param_grad)
+
+# -- rotary position embedding: tiles are (batch, sequence, heads * head width) ---------------
+
+
+def _rope(ops, x, cos, sin, out, n_heads, inverse):
+    for b in range(x.shape[0]):
+        ops.nn.rope_apply(x[b], cos, sin, out[b], n_heads, inverse)
+
+
+rope = Codelet("rope", kernel=_rope, flops=lambda x, *args: 3.0 * math.prod(x))
 
 # -- cross-entropy ---------------------------------------------------------------------------
 

@@ -4,6 +4,6 @@
 record gradients themselves.
 """
 
-from numtile.tiletensor.fused import attention, embedding, linear, loss, norm, optim
+from numtile.tiletensor.fused import attention, embedding, linear, loss, norm, optim, rope
 
-__all__ = ["attention", "embedding", "linear", "loss", "norm", "optim"]
+__all__ = ["attention", "embedding", "linear", "loss", "norm", "optim", "rope"]
