@@ -87,7 +87,7 @@ CPU = Device()
 def _scalar(tensor: TileTensor, convert, name: str):
     """``convert`` of the one element of ``tensor`` (Python's ``int()``, ``float()``...)."""
     if tensor.size != 1:
-        raise TypeError(f"{name}() needs a tensor with one element, got shape {tensor.shape}")
+        raise TypeError(f"{name}() needs a tensor of size 1, got shape {tensor.shape}")
     return convert(tensor.item())
 
 
@@ -224,8 +224,8 @@ class TileTensor:
     def __bool__(self) -> bool:
         if self.size != 1:
             raise ValueError(
-                f"the truth value of a tensor of shape {self.shape} is ambiguous: "
-                f"use nt.any or nt.all"
+                f"the truth value of a tensor of shape {self.shape} is ambiguous (bool() needs "
+                f"size 1): use nt.any or nt.all"
             )
         return bool(self.item())
 
