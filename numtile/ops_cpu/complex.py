@@ -24,7 +24,17 @@ from numtile.ops_cpu.scalar_math import (
 )
 
 _abs = inlined(lambda v: abs(v))
-_exp = inlined(lambda v: np.exp(v))
+
+
+@inlined
+def _exp(v):
+    # exp(x + 0j) is exp(x) + 0j even where exp(x) overflows (not inf + nan j), as the
+    # standard's special cases and NumPy have it
+    if v.imag == 0:
+        return complex(np.exp(v.real), v.imag)
+    return np.exp(v)
+
+
 _log = inlined(lambda v: np.log(v))
 _sqrt = inlined(lambda v: np.sqrt(v))
 _reciprocal = inlined(lambda v: 1 / v)

@@ -24,6 +24,8 @@ __all__ = [
 @cuda.jit(device=True)
 def _exp(z):
     scale = math.exp(z.real)
+    if z.imag == 0:  # exp(x) + 0j even where exp(x) overflows, as on the CPU
+        return complex(scale, z.imag)
     return complex(scale * math.cos(z.imag), scale * math.sin(z.imag))
 
 
