@@ -174,6 +174,9 @@ def test_reductions(name, data):
     dtype = data.draw(dtypes, label="dtype")
     # complex products of infinities follow C99's annex G in NumPy, not yet here
     elements = {"allow_infinity": False, "allow_nan": False} if dtype.kind == "c" else None
+    if name == "prod" and dtype.kind == "f":
+        # tiles multiply in any order: keep products away from overflow, where order matters
+        elements = {"min_value": -2.0, "max_value": 2.0}
     x = data.draw(retiled(data.draw(xps.arrays(dtype, SHAPES, elements=elements))), label="x")
     axis = data.draw(axis_of(x.shape), label="axis")
     keepdims = data.draw(st.booleans(), label="keepdims")
