@@ -13,7 +13,6 @@ from numtile.ops_cpu.elementwise import _broadcast, _map
 from numtile.ops_cpu.helpers import inlined
 from numtile.ops_cpu.scalar_math import (
     _add,
-    _divide,
     _equal,
     _multiply,
     _negative,
@@ -37,7 +36,25 @@ def _exp(v):
 
 _log = inlined(lambda v: np.log(v))
 _sqrt = inlined(lambda v: np.sqrt(v))
-_reciprocal = inlined(lambda v: 1 / v)
+
+
+@inlined
+def _divide(a, b):
+    # Smith's algorithm, as NumPy: no overflow of |b|**2, and x / 0 is inf or nan (Numba's
+    # complex division raises ZeroDivisionError instead)
+    if abs(b.real) >= abs(b.imag):
+        if b.real == 0 and b.imag == 0:
+            return complex(a.real / abs(b.real), a.imag / abs(b.real))
+        ratio = b.imag / b.real
+        scale = b.real + b.imag * ratio
+        return complex((a.real + a.imag * ratio) / scale, (a.imag - a.real * ratio) / scale)
+    ratio = b.real / b.imag
+    scale = b.imag + b.real * ratio
+    return complex((a.real * ratio + a.imag) / scale, (a.imag * ratio - a.real) / scale)
+
+
+_reciprocal = inlined(lambda v: _divide(1 + 0j, v))
+
 _conj = inlined(lambda v: v.conjugate())
 _real = inlined(lambda v: v.real)
 _imag = inlined(lambda v: v.imag)
