@@ -105,6 +105,48 @@ REDUCE_OPS = {
     "maxabs": MAXABS,
 }
 
+ISNAN, ISINF, ISFINITE, SIGNBIT = range(4)
+PREDICATE_OPS = {"isnan": ISNAN, "isinf": ISINF, "isfinite": ISFINITE, "signbit": SIGNBIT}
+
+BITWISE_AND, BITWISE_OR, BITWISE_XOR, BITWISE_LEFT_SHIFT, BITWISE_RIGHT_SHIFT = range(5)
+BITWISE_OPS = {
+    "bitwise_and": BITWISE_AND,
+    "bitwise_or": BITWISE_OR,
+    "bitwise_xor": BITWISE_XOR,
+    "bitwise_left_shift": BITWISE_LEFT_SHIFT,
+    "bitwise_right_shift": BITWISE_RIGHT_SHIFT,
+}
+
+# unary ops of complex tiles (``complex_unary``; ``complex_part`` for abs, real and imag,
+# which write a real tile)
+(
+    COMPLEX_NEGATIVE,
+    COMPLEX_ABS,
+    COMPLEX_EXP,
+    COMPLEX_LOG,
+    COMPLEX_SQRT,
+    COMPLEX_SQUARE,
+    COMPLEX_RECIPROCAL,
+    COMPLEX_CONJ,
+    COMPLEX_REAL,
+    COMPLEX_IMAG,
+) = range(10)
+COMPLEX_UNARY_OPS = {
+    "negative": COMPLEX_NEGATIVE,
+    "abs": COMPLEX_ABS,
+    "exp": COMPLEX_EXP,
+    "log": COMPLEX_LOG,
+    "sqrt": COMPLEX_SQRT,
+    "square": COMPLEX_SQUARE,
+    "reciprocal": COMPLEX_RECIPROCAL,
+    "conj": COMPLEX_CONJ,
+    "real": COMPLEX_REAL,
+    "imag": COMPLEX_IMAG,
+}
+# binary ops and comparisons of complex tiles (codes of BINARY_OPS and COMPARE_OPS)
+COMPLEX_BINARY = ("add", "subtract", "multiply", "divide", "power")
+COMPLEX_COMPARE = ("equal", "not_equal")
+
 UNIFORM, NORMAL = range(2)
 RANDOM_DISTRIBUTIONS = {"uniform": UNIFORM, "normal": NORMAL}
 
@@ -115,6 +157,9 @@ TABLES = {
     "compare": COMPARE_OPS,
     "reduce": REDUCE_OPS,
     "random": RANDOM_DISTRIBUTIONS,
+    "predicate": PREDICATE_OPS,
+    "bitwise": BITWISE_OPS,
+    "complex_unary": COMPLEX_UNARY_OPS,
 }
 
 

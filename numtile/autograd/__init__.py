@@ -4,7 +4,7 @@ Importing this package fills the tensor op table (``numtile.tiletensor.dispatch`
 gradient rules of ``rules.py``'s classes (``import numtile`` does).
 """
 
-from numtile.autograd import elementwise, linalg, manipulation, reduction, rules
+from numtile.autograd import elementwise, linalg, logic, manipulation, reduction, rules
 from numtile.autograd.rules import NoGradientError
 from numtile.autograd.tape import (
     Context,
@@ -26,6 +26,7 @@ __all__ = [
     "enable_grad",
     "is_grad_enabled",
     "linalg",
+    "logic",
     "manipulation",
     "no_grad",
     "reduction",

@@ -288,7 +288,8 @@ class AsType(Function):
 
 
 @gradient_rule("astype")
-def _astype(x, dtype, copy=True):
+def _astype(x, dtype, /, *, copy=True, device=None):
     if np.dtype(dtype).kind == "f":
         return AsType.apply(x, dtype)
-    return elementwise.astype(x.detach(), dtype, copy)  # integers and booleans carry no gradient
+    # integers and booleans carry no gradient
+    return elementwise.astype(x.detach(), dtype, copy=copy, device=device)

@@ -28,7 +28,9 @@ from numtile.autograd.tape import needs_grad, no_grad
 from numtile.tiletensor import dispatch
 
 RULES: dict[str, Callable] = {}
-COMPOSITE = frozenset({"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze"})
+COMPOSITE = frozenset(
+    {"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze", "conj", "real"}
+)
 CONSTANT = frozenset(
     {
         "equal",
@@ -47,6 +49,20 @@ CONSTANT = frozenset(
         "zeros_like",
         "ones_like",
         "full_like",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "signbit",
+        "all",
+        "any",
+        "logical_not",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "bitwise_invert",
+        "bitwise_left_shift",
+        "bitwise_right_shift",
+        "imag",
     }
 )
 

@@ -4,7 +4,8 @@ A kernel knows nothing about tiles, tasks or the runtime: inputs first, prealloc
 after, then scalars. ``ops_cpu`` is the reference backend that defines the semantics; the op
 codes its kernels take live in ``numtile.opcodes``.
 
-Modules: ``elementwise`` (unary, binary, compare, axpy, scale) over ``scalar_math``;
+Modules: ``elementwise`` (unary, binary, compare, axpy, scale) over ``scalar_math``; ``logic``
+(predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
@@ -14,10 +15,18 @@ embedding); ``helpers``.
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
 
 from numtile.ops_cpu import nn
+from numtile.ops_cpu.complex import (
+    complex_binary,
+    complex_compare,
+    complex_part,
+    complex_reduce_accumulate,
+    complex_unary,
+)
 from numtile.ops_cpu.copy import cast, copy_strided, fill
 from numtile.ops_cpu.elementwise import axpy, binary, compare, scale, unary, unary_backward
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
+from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
@@ -32,8 +41,14 @@ __all__ = [
     "arange_fill",
     "axpy",
     "binary",
+    "bitwise",
     "cast",
     "compare",
+    "complex_binary",
+    "complex_compare",
+    "complex_part",
+    "complex_reduce_accumulate",
+    "complex_unary",
     "copy_strided",
     "empty",
     "fill",
@@ -43,6 +58,7 @@ __all__ = [
     "laswp",
     "nn",
     "potrf",
+    "predicate",
     "random_fill",
     "reduce_accumulate",
     "scale",
@@ -53,4 +69,5 @@ __all__ = [
     "trsm",
     "unary",
     "unary_backward",
+    "where",
 ]

@@ -75,13 +75,19 @@ def row_offsets(row, shape, inner, first_strides, second_strides):
 
 
 def widen(value):
-    """``value`` as float64 when it is a float, as int64 otherwise (Numba-only)."""
+    """``value`` as float64 when it is a float, as uint64 when it is an unsigned integer, as
+    int64 otherwise (Numba-only)."""
     raise NotImplementedError("widen is only callable from numba-compiled code")
 
 
 @overload(widen, inline="always")
 def widen_overload(value):
-    target = types.float64 if isinstance(value, types.Float) else types.int64
+    if isinstance(value, types.Float):
+        target = types.float64
+    elif isinstance(value, types.Integer) and not value.signed:
+        target = types.uint64
+    else:
+        target = types.int64
 
     def convert(value):
         return target(value)

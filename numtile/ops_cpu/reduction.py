@@ -35,7 +35,12 @@ def _wide_empty(like, size):
 
 @overload(_wide_empty)
 def _wide_empty_overload(like, size):
-    dtype = np.float64 if isinstance(like.dtype, types.Float) else np.int64
+    if isinstance(like.dtype, types.Float):
+        dtype = np.float64
+    elif isinstance(like.dtype, types.Integer) and not like.dtype.signed:
+        dtype = np.uint64
+    else:
+        dtype = np.int64
 
     def allocate(like, size):
         return np.empty(size, dtype)

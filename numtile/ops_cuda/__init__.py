@@ -23,11 +23,19 @@ simulator (``require()`` says which is missing).
 
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
+from numtile.ops_cuda.complex import (
+    complex_binary,
+    complex_compare,
+    complex_part,
+    complex_reduce_accumulate,
+    complex_unary,
+)
 from numtile.ops_cuda.copy import cast, copy_strided, fill
 from numtile.ops_cuda.elementwise import axpy, binary, compare, scale, unary, unary_backward
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
+from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
@@ -40,8 +48,14 @@ __all__ = [
     "available",
     "axpy",
     "binary",
+    "bitwise",
     "cast",
     "compare",
+    "complex_binary",
+    "complex_compare",
+    "complex_part",
+    "complex_reduce_accumulate",
+    "complex_unary",
     "configure",
     "copy_strided",
     "fill",
@@ -53,6 +67,7 @@ __all__ = [
     "launch_settings",
     "nn",
     "potrf",
+    "predicate",
     "random_fill",
     "reduce_accumulate",
     "require",
@@ -63,4 +78,5 @@ __all__ = [
     "trsm",
     "unary",
     "unary_backward",
+    "where",
 ]

@@ -46,8 +46,10 @@ def _rows_launch(pre: int, post: int) -> tuple[int, int]:
 
 
 def _wide(dtype) -> numba.types.Type:
-    """The accumulation type of ``dtype``: float64 for floats, int64 otherwise."""
-    return numba.float64 if np.dtype(dtype).kind == "f" else numba.int64
+    """The accumulation type of ``dtype``: float64 for floats, uint64 for unsigned integers,
+    int64 otherwise."""
+    kind = np.dtype(dtype).kind
+    return numba.float64 if kind == "f" else numba.uint64 if kind == "u" else numba.int64
 
 
 @cuda.jit(device=True)

@@ -1,20 +1,61 @@
-"""The dtypes a TileTensor can hold, and NumPy's promotion rules for them."""
+"""The dtypes a TileTensor can hold, their promotion rules and the array API's dtype functions.
+
+Promotion is the array API's table (2023.12) where it is defined: within booleans, signed
+integers, unsigned integers, and real/complex floating types, the result is the smallest type
+that holds both. Where the standard leaves it undefined numtile follows NumPy 2 and says so:
+``int64`` with ``uint64`` is ``float64``, an integer array with a floating array is the
+floating type wide enough for the integer (``int8`` with ``float32`` is ``float32``, ``int32``
+with ``float32`` is ``float64``), and a boolean array with a numeric one is the numeric type.
+Python scalars are weak: ``x + 1`` keeps ``x``'s dtype, ``int_array + 1.5`` is ``float64``.
+
+>>> import numtile as nt
+>>> nt.result_type(nt.int8, nt.uint8), nt.result_type(nt.int64, nt.uint64)
+(dtype('int16'), dtype('float64'))
+"""
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
+bool_ = np.dtype(np.bool_)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
-int64 = np.dtype(np.int64)
-bool_ = np.dtype(np.bool_)
+complex64 = np.dtype(np.complex64)
+complex128 = np.dtype(np.complex128)
 
-SUPPORTED = (float32, float64, int64, bool_)
+SIGNED = (int8, int16, int32, int64)
+UNSIGNED = (uint8, uint16, uint32, uint64)
+REAL_FLOATING = (float32, float64)
+COMPLEX_FLOATING = (complex64, complex128)
+SUPPORTED = (bool_, *SIGNED, *UNSIGNED, *REAL_FLOATING, *COMPLEX_FLOATING)
+
+# isdtype's kinds (array API 2023.12), as sets of dtypes
+KINDS = {
+    "bool": (bool_,),
+    "signed integer": SIGNED,
+    "unsigned integer": UNSIGNED,
+    "integral": SIGNED + UNSIGNED,
+    "real floating": REAL_FLOATING,
+    "complex floating": COMPLEX_FLOATING,
+    "numeric": SIGNED + UNSIGNED + REAL_FLOATING + COMPLEX_FLOATING,
+}
 
 
 def check_dtype(dtype) -> np.dtype:
     """Return ``dtype`` as a native-byte-order NumPy dtype, or raise ``TypeError`` if numtile
     cannot hold it (``">f8"``, big-endian float64, is float64: tiles are in native order)."""
+    if dtype is builtins.bool:
+        return bool_
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -27,6 +68,106 @@ def check_dtype(dtype) -> np.dtype:
     return dt
 
 
+def _dtype_of(value) -> np.dtype:
+    """The dtype of a tensor or array, or ``value`` read as a dtype."""
+    if isinstance(value, (type, np.dtype, str)):
+        return check_dtype(value)
+    return check_dtype(getattr(value, "dtype", value))
+
+
+def _operand_dtype(operand):
+    """The dtype of a tensor or dtype; a Python scalar stays itself (weak in promotion)."""
+    if isinstance(operand, (builtins.bool, int, float, complex)):
+        return operand
+    return _dtype_of(operand)
+
+
 def result_type(*operands) -> np.dtype:
-    """NumPy 2 promotion (Python scalars are weak), restricted to the supported dtypes."""
-    return check_dtype(np.result_type(*operands))
+    """The dtype of an op on ``operands`` (tensors, dtypes, or Python scalars, which are weak).
+
+    >>> import numtile as nt
+    >>> nt.result_type(nt.float32, 1.0), nt.result_type(nt.uint8, nt.int8, nt.float32)
+    (dtype('float32'), dtype('float32'))
+    """
+    if not operands:
+        raise ValueError("result_type needs at least one tensor or dtype")
+    values = [_operand_dtype(operand) for operand in operands]
+    if all(not isinstance(value, np.dtype) for value in values):
+        raise ValueError("result_type needs at least one tensor or dtype, not only scalars")
+    return check_dtype(np.result_type(*values))
+
+
+def can_cast(from_, to, /) -> bool:
+    """Whether the promotion rules allow casting ``from_`` (a dtype or tensor) to ``to``.
+
+    >>> import numtile as nt
+    >>> nt.can_cast(nt.int8, nt.int64), nt.can_cast(nt.float64, nt.int64)
+    (True, False)
+    """
+    return builtins.bool(np.can_cast(_operand_dtype(from_), check_dtype(to), casting="safe"))
+
+
+def isdtype(dtype, kind) -> bool:
+    """Whether ``dtype`` is of ``kind``: a dtype, a kind name of the array API ("bool",
+    "signed integer", "unsigned integer", "integral", "real floating", "complex floating",
+    "numeric"), or a tuple of them.
+
+    >>> import numtile as nt
+    >>> nt.isdtype(nt.int8, "integral"), nt.isdtype(nt.float32, ("bool", nt.float64))
+    (True, False)
+    """
+    dtype = check_dtype(dtype)
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        if kind not in KINDS:
+            raise ValueError(f"unknown dtype kind {kind!r}; expected one of {sorted(KINDS)}")
+        return dtype in KINDS[kind]
+    return dtype == check_dtype(kind)
+
+
+class finfo:  # noqa: N801  (the array API name)
+    """Machine limits of a floating dtype (array API ``finfo``): bits, eps, max, min,
+    smallest_normal, dtype; a complex dtype reports its real component's.
+
+    >>> import numtile as nt
+    >>> nt.finfo(nt.float32).bits, nt.finfo(nt.complex128).dtype
+    (32, dtype('float64'))
+    """
+
+    def __init__(self, type, /):  # noqa: A002
+        dtype = _dtype_of(type)
+        if dtype.kind not in "fc":
+            raise ValueError(f"finfo needs a floating dtype, got {dtype.name} (use iinfo)")
+        info = np.finfo(dtype)
+        self.dtype = np.dtype(info.dtype)
+        self.bits = int(info.bits)
+        self.eps = float(info.eps)
+        self.max = float(info.max)
+        self.min = float(info.min)
+        self.smallest_normal = float(info.smallest_normal)
+
+    def __repr__(self) -> str:
+        return f"finfo(dtype={self.dtype.name}, bits={self.bits}, eps={self.eps})"
+
+
+class iinfo:  # noqa: N801  (the array API name)
+    """Machine limits of an integer dtype (array API ``iinfo``): bits, max, min, dtype.
+
+    >>> import numtile as nt
+    >>> nt.iinfo(nt.uint8).max, nt.iinfo(nt.int16).min
+    (255, -32768)
+    """
+
+    def __init__(self, type, /):  # noqa: A002
+        dtype = _dtype_of(type)
+        if dtype.kind not in "iu":
+            raise ValueError(f"iinfo needs an integer dtype, got {dtype.name} (use finfo)")
+        info = np.iinfo(dtype)
+        self.dtype = dtype
+        self.bits = int(info.bits)
+        self.max = int(info.max)
+        self.min = int(info.min)
+
+    def __repr__(self) -> str:
+        return f"iinfo(dtype={self.dtype.name}, min={self.min}, max={self.max})"

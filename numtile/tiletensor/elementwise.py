@@ -7,8 +7,10 @@ import numbers
 
 import numpy as np
 
+from numtile import opcodes
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, check_dtype, float64, result_type
 from numtile.tiletensor.layout import Layout
@@ -42,15 +44,32 @@ def _is_scalar(value) -> bool:
     return isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, TileTensor)
 
 
+def check_device(device) -> None:
+    """Accept ``device`` (None, ``"cpu"`` or a ``numtile.Device``): numtile's one device is
+    the runtime, which places tiles on CPUs and GPUs itself."""
+    if device is not None and str(device) != "cpu":
+        raise ValueError(f"unknown device {device!r}; numtile has one device, 'cpu'")
+
+
 @dispatched
-def astype(x: TileTensor, dtype, copy: bool = True) -> TileTensor:
-    """A copy of ``x`` converted to ``dtype`` (NumPy's ``astype`` rules).
+def astype(x: TileTensor, dtype, /, *, copy: bool = True, device=None) -> TileTensor:
+    """``x`` converted to ``dtype`` (NumPy's ``astype`` rules); with ``copy=False``, ``x``
+    itself when it already has ``dtype``. Complex to real raises ``TypeError`` (take
+    ``real`` or ``abs`` first), as the array API says.
 
     >>> import numtile as nt
     >>> nt.arange(3).astype("float32").dtype
     dtype('float32')
     """
+    if not isinstance(x, TileTensor):
+        raise TypeError(f"astype expects a TileTensor, got {type(x).__name__}")
     dtype = check_dtype(dtype)
+    check_device(device)
+    if x.dtype.kind == "c" and dtype.kind != "c":
+        raise TypeError(
+            f"astype from {x.dtype.name} to {dtype.name} would drop the imaginary part; "
+            f"use nt.real or nt.abs first"
+        )
     if dtype == x.dtype and not copy:
         return x
     out = TileTensor(x.layout, dtype)
@@ -66,13 +85,36 @@ def astype(x: TileTensor, dtype, copy: bool = True) -> TileTensor:
     return out
 
 
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The real dtype of a complex one's components (a real dtype itself otherwise)."""
+    return (
+        np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+        if dtype.kind == "c"
+        else dtype
+    )
+
+
+def refuse_complex(x: TileTensor, name: str) -> None:
+    """Raise ``TypeError`` naming op ``name`` when ``x`` is complex (op without complex
+    kernels yet, or without complex meaning)."""
+    if x.dtype.kind == "c":
+        raise TypeError(f"{name} does not support complex tensors (got {x.dtype.name})")
+
+
 def _unary(x: TileTensor, name: str, float_only: bool = True) -> TileTensor:
     if not isinstance(x, TileTensor):
         raise TypeError(f"{name} expects a TileTensor, got {type(x).__name__}")
-    if x.dtype == bool_ or (float_only and x.dtype.kind != "f"):
-        x = astype(x, float64 if float_only else np.int64)
-    out = TileTensor(x.layout, x.dtype)
-    codelet = codelets.elementwise.unary[name]
+    if x.dtype.kind == "c":
+        if name not in opcodes.COMPLEX_UNARY_OPS:
+            refuse_complex(x, name)
+        parts = ("abs", "real", "imag")
+        out = TileTensor(x.layout, real_dtype(x.dtype) if name in parts else x.dtype)
+        codelet = codelets.elementwise.complex_unary[name]
+    else:
+        if x.dtype == bool_ or (float_only and x.dtype.kind != "f"):
+            x = astype(x, float64 if float_only else np.int64)
+        out = TileTensor(x.layout, x.dtype)
+        codelet = codelets.elementwise.unary[name]
     runtime = get_runtime()
     for src, dst in zip(x.handles, out.handles):
         runtime.submit(codelet, [(src, R), (dst, W)])
@@ -115,6 +157,41 @@ silu = _make_unary("silu")
 sigmoid = _make_unary("sigmoid")
 
 
+@dispatched
+def conj(x: TileTensor, /) -> TileTensor:
+    """The complex conjugate of each element (a copy of a real tensor).
+
+    >>> import numtile as nt
+    >>> nt.conj(nt.asarray([1 + 2j])).to_numpy().tolist()
+    [(1-2j)]
+    """
+    return _unary(x, "conj") if x.dtype.kind == "c" else astype(x, x.dtype)
+
+
+@dispatched
+def real(x: TileTensor, /) -> TileTensor:
+    """The real part of each element, in the real dtype of ``x``'s components.
+
+    >>> import numtile as nt
+    >>> nt.real(nt.asarray([1 + 2j])).to_numpy().tolist()
+    [1.0]
+    """
+    return _unary(x, "real") if x.dtype.kind == "c" else astype(x, x.dtype)
+
+
+@dispatched
+def imag(x: TileTensor, /) -> TileTensor:
+    """The imaginary part of each element (zeros for a real tensor).
+
+    >>> import numtile as nt
+    >>> nt.imag(nt.asarray([1 + 2j])).to_numpy().tolist()
+    [2.0]
+    """
+    if x.dtype.kind == "c":
+        return _unary(x, "imag")
+    return fill_tiles(TileTensor(x.layout, x.dtype), 0)
+
+
 def _align(x: TileTensor, y: TileTensor) -> tuple[TileTensor, TileTensor, Layout]:
     """Broadcast ``x`` and ``y`` to one shape; retile ``y`` where tilings of an axis differ."""
     try:
@@ -146,7 +223,9 @@ def _source_tile(operand: TileTensor, out_index: tuple[int, ...]):
     return operand.tile(index)
 
 
-def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
+def _check_operands(x, y, name: str) -> tuple[bool, bool]:
+    """(x is a scalar, y is a scalar); raise ``TypeError`` unless one is a TileTensor and the
+    other a TileTensor or a scalar."""
     x_scalar, y_scalar = _is_scalar(x), _is_scalar(y)
     if x_scalar and y_scalar:
         raise TypeError(f"{name} needs at least one TileTensor")
@@ -158,27 +237,53 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
                     f"convert it with nt.from_numpy(array, tile_shape=...)"
                 )
             raise TypeError(f"{name}: unsupported operand type {type(operand).__name__}")
-    dtype = result_type(x.dtype if not x_scalar else x, y.dtype if not y_scalar else y)
-    if name == "divide" and dtype.kind != "f":
+    return x_scalar, y_scalar
+
+
+def _operation_dtype(x, y, name: str, family: str, y_scalar: bool) -> np.dtype:
+    """The dtype both operands are cast to before op ``name`` of ``family`` runs."""
+    dtype = result_type(x, y)
+    if name == "divide" and dtype.kind not in "fc":
         dtype = float64
-    if compare and name in ("logical_and", "logical_or"):
+    if dtype.kind == "c" and name not in opcodes.COMPLEX_BINARY + opcodes.COMPLEX_COMPARE:
+        raise TypeError(f"{name} does not support complex tensors (got {dtype.name})")
+    if name in ("logical_and", "logical_or"):
         dtype = bool_
-    if dtype == bool_ and not compare:
+    if dtype == bool_ and family == "binary":
         raise TypeError(f"{name} of boolean tensors: use logical_and/logical_or, or astype")
+    if family == "bitwise" and (dtype.kind not in "biu" or dtype == bool_ and "shift" in name):
+        raise TypeError(
+            f"{name} needs integer{'' if 'shift' in name else ' or boolean'} "
+            f"tensors, got {dtype.name}"
+        )
     if name == "power" and dtype.kind == "i" and y_scalar and y < 0:
         raise ValueError(f"integers to negative integer powers are not allowed (exponent {y})")
-    out_dtype = bool_ if compare else dtype
+    return dtype
+
+
+def _binary(x, y, name: str, family: str = "binary", out: TileTensor | None = None):
+    """Op ``name`` of ``family`` (binary, compare, bitwise) on x and y broadcast together;
+    with ``out`` (which is ``x``), the result overwrites x's tiles in place (RW tasks)."""
+    x_scalar, y_scalar = _check_operands(x, y, name)
+    dtype = _operation_dtype(x, y, name, family, y_scalar)
+    out_dtype = bool_ if family == "compare" else dtype
+    if out is not None and out_dtype != out.dtype:
+        raise TypeError(
+            f"in-place {name} would change the dtype of a {out.dtype.name} tensor to "
+            f"{out_dtype.name} (the array API forbids it; use the out-of-place form)"
+        )
     runtime = get_runtime()
+    families = codelets.elementwise.FAMILIES[family]
     if x_scalar or y_scalar:
         tensor, scalar = (y, x) if x_scalar else (x, y)
         if tensor.dtype != dtype:
             tensor = astype(tensor, dtype)
         scalar_array = np.full(1, scalar, dtype)
-        out = TileTensor(tensor.layout, out_dtype)
-        family = (
-            codelets.elementwise.compare_scalar if compare else codelets.elementwise.binary_scalar
-        )
-        codelet = family[name]
+        if out is None:
+            out = TileTensor(tensor.layout, out_dtype)
+            codelet, access = families["scalar"][name], None
+        else:
+            codelet, access = families["scalar_inplace"][name], Access.RW
         args_by_shape = {}  # tiles of one shape share their kernel arguments
         for src, dst in zip(tensor.handles, out.handles):
             shape = src.shape
@@ -191,15 +296,33 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
                     _shape_array(shape),
                     x_scalar,
                 )
-            runtime.submit(codelet, [(src, R), (dst, W)], args)
+            handles = [(src, R), (dst, W)] if access is None else [(dst, access)]
+            runtime.submit(codelet, handles, args)
         return out
     if x.dtype != dtype:
         x = astype(x, dtype)
     if y.dtype != dtype:
         y = astype(y, dtype)
     x, y, layout = _align(x, y)
+    if out is not None:
+        if layout.shape != out.shape:
+            raise ValueError(
+                f"in-place {name}: the result's shape {layout.shape} is not the tensor's "
+                f"{out.shape}"
+            )
+        if layout.tile_shape != out.tile_shape or set(y.handles) & set(out.handles):
+            # y reads out's own tiles (x += x) or tiles differently: compute, then copy
+            copy_into(out, _binary(x, y, name, family))
+            return out
+        codelet = families["inplace"][name]
+        for index, dst in zip(layout.indices(), out.handles):
+            b = _source_tile(y, index)
+            shape = dst.shape
+            args = (_strides(shape, shape), _strides(b.shape, shape), _shape_array(shape))
+            runtime.submit(codelet, [(dst, Access.RW), (b, R)], args)
+        return out
     out = TileTensor(layout, out_dtype)
-    codelet = (codelets.elementwise.compare if compare else codelets.elementwise.binary)[name]
+    codelet = families["tensor"][name]
     for index, dst in zip(layout.indices(), out.handles):
         a, b = _source_tile(x, index), _source_tile(y, index)
         shape = dst.shape
@@ -208,16 +331,46 @@ def _binary(x, y, name: str, compare: bool = False) -> TileTensor:
     return out
 
 
-def _make_binary(name: str, compare: bool = False):
-    def function(x, y) -> TileTensor:
-        return _binary(x, y, name, compare)
+def copy_into(target: TileTensor, source: TileTensor) -> None:
+    """Overwrite ``target``'s tiles with ``source`` (same shape and dtype), retiled if needed."""
+    assert source.shape == target.shape and source.dtype == target.dtype
+    if source.tile_shape != target.tile_shape:
+        source = retile(source, target.tile_shape)
+    runtime = get_runtime()
+    for src, dst in zip(source.handles, target.handles):
+        shape = _shape_array(src.shape)
+        strides = _strides(src.shape, src.shape)
+        runtime.submit(
+            codelets.copy.copy_strided, [(src, R), (dst, W)], (0, strides, 0, strides, shape)
+        )
+
+
+@dispatched(name="inplace", public="TileTensor's in-place operators (x += y ...)")
+def inplace(x: TileTensor, name: str, other) -> TileTensor:
+    """``x = name(x, other)`` written into x's own tiles (``x += y`` runs ``inplace(x, "add",
+    y)``): tasks that read and write x's tiles, ordered after every earlier task on them.
+
+    >>> import numtile as nt
+    >>> x = nt.ones((3,)); x += 2; x.to_numpy().tolist()
+    [3.0, 3.0, 3.0]
+    """
+    family = "bitwise" if name in opcodes.BITWISE_OPS else "binary"
+    return _binary(x, other, name, family, out=x)
+
+
+def _make_binary(name: str, family: str = "binary"):
+    def function(x, y, /) -> TileTensor:
+        return _binary(x, y, name, family)
 
     function.__name__ = name
     function.__qualname__ = name
+    example = (
+        "nt.ones((2, 3)), nt.ones((3,))" if family != "bitwise" else "nt.arange(6).reshape(2, 3), 3"
+    )
     function.__doc__ = (
         f"Elementwise ``{name}`` with NumPy broadcasting; either side may be a Python scalar.\n\n"
         f"    >>> import numtile as nt\n"
-        f"    >>> nt.{name}(nt.ones((2, 3)), nt.ones((3,))).shape\n"
+        f"    >>> nt.{name}({example}).shape\n"
         f"    (2, 3)\n"
     )
     return dispatched(function)
@@ -233,14 +386,44 @@ power = _make_binary("power")
 pow = power  # noqa: A001  (the array API name)
 floor_divide = _make_binary("floor_divide")
 remainder = _make_binary("remainder")
-equal = _make_binary("equal", compare=True)
-not_equal = _make_binary("not_equal", compare=True)
-less = _make_binary("less", compare=True)
-less_equal = _make_binary("less_equal", compare=True)
-greater = _make_binary("greater", compare=True)
-greater_equal = _make_binary("greater_equal", compare=True)
-logical_and = _make_binary("logical_and", compare=True)
-logical_or = _make_binary("logical_or", compare=True)
+equal = _make_binary("equal", "compare")
+not_equal = _make_binary("not_equal", "compare")
+less = _make_binary("less", "compare")
+less_equal = _make_binary("less_equal", "compare")
+greater = _make_binary("greater", "compare")
+greater_equal = _make_binary("greater_equal", "compare")
+logical_and = _make_binary("logical_and", "compare")
+logical_or = _make_binary("logical_or", "compare")
+bitwise_and = _make_binary("bitwise_and", "bitwise")
+bitwise_or = _make_binary("bitwise_or", "bitwise")
+bitwise_xor = _make_binary("bitwise_xor", "bitwise")
+bitwise_left_shift = _make_binary("bitwise_left_shift", "bitwise")
+bitwise_right_shift = _make_binary("bitwise_right_shift", "bitwise")
+
+
+@dispatched
+def bitwise_invert(x: TileTensor, /) -> TileTensor:
+    """``~x``: every bit flipped (``logical_not`` for booleans).
+
+    >>> import numtile as nt
+    >>> nt.bitwise_invert(nt.arange(3)).to_numpy().tolist()
+    [-1, -2, -3]
+    """
+    if not isinstance(x, TileTensor):
+        raise TypeError(f"bitwise_invert expects a TileTensor, got {type(x).__name__}")
+    all_ones = True if x.dtype == bool_ else (-1 if x.dtype.kind == "i" else np.iinfo(x.dtype).max)
+    return _binary(x, x.dtype.type(all_ones), "bitwise_xor", "bitwise")
+
+
+@dispatched
+def logical_not(x: TileTensor, /) -> TileTensor:
+    """``not x`` elementwise (any nonzero value is true).
+
+    >>> import numtile as nt
+    >>> nt.logical_not(nt.arange(3)).to_numpy().tolist()
+    [True, False, False]
+    """
+    return _binary(x, 0, "equal", "compare") if x.dtype != bool_ else bitwise_invert(x)
 
 
 # unary ops whose derivative has a fused kernel (``unary_backward``)

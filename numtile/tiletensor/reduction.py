@@ -11,9 +11,9 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import bool_, float64, int64
+from numtile.tiletensor.dtypes import bool_, check_dtype, float64, int64, uint64
 from numtile.tiletensor.elementwise import abs as absolute
-from numtile.tiletensor.elementwise import astype, exp, log, sqrt
+from numtile.tiletensor.elementwise import astype, exp, log, refuse_complex, sqrt
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.tensor import TileTensor
@@ -86,6 +86,8 @@ def _tile_plan(tile_shape, axes):
 
 def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     axes = normalize_axes(axis, x.ndim)
+    if op not in ("sum", "prod"):
+        refuse_complex(x, op)
     if x.dtype != dtype:
         x = astype(x, dtype)
     if any(x.shape[a] == 0 for a in axes) and op in ("max", "min", "maxabs"):
@@ -106,9 +108,18 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
 
 
 def _sum_dtype(x: TileTensor, dtype):
+    """The array API's accumulator of sum and prod: the default integer (int64; uint64 for
+    unsigned integers) for integers and booleans, the input's dtype otherwise."""
     if dtype is not None:
-        return np.dtype(dtype)
-    return int64 if x.dtype in (bool_, int64) else x.dtype
+        return check_dtype(dtype)
+    if x.dtype.kind == "u":
+        return uint64
+    return int64 if x.dtype.kind in "bi" else x.dtype
+
+
+def _extremum_dtype(x: TileTensor, name: str):
+    refuse_complex(x, name)
+    return int64 if x.dtype == bool_ else x.dtype
 
 
 @dispatched
@@ -134,14 +145,14 @@ def prod(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> 
 def max(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Maximum over ``axis``."""
     require_tensor(x, "max")
-    return _reduce(x, "max", axis, keepdims, int64 if x.dtype == bool_ else x.dtype)
+    return _reduce(x, "max", axis, keepdims, _extremum_dtype(x, "max"))
 
 
 @dispatched
 def min(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Minimum over ``axis``."""
     require_tensor(x, "min")
-    return _reduce(x, "min", axis, keepdims, int64 if x.dtype == bool_ else x.dtype)
+    return _reduce(x, "min", axis, keepdims, _extremum_dtype(x, "min"))
 
 
 @dispatched
@@ -153,7 +164,7 @@ def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
     2.0
     """
     require_tensor(x, "mean")
-    dtype = x.dtype if x.dtype.kind == "f" else float64
+    dtype = x.dtype if x.dtype.kind in "fc" else float64
     count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
     # through the public sum and *: mean is differentiable wherever they are
     return sum(x, axis=axis, keepdims=keepdims, dtype=dtype) * (1.0 / count if count else np.nan)

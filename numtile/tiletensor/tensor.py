@@ -47,6 +47,50 @@ def _operator(name: str, reflected: bool = False):
     return method
 
 
+def _inplace_operator(name: str):
+    """An in-place operator method (``__iadd__``...): op ``name`` written into self's tiles."""
+
+    def method(self, other):
+        return dispatch.call("inplace", self, name, other)
+
+    method.__name__ = f"__i{name}__"
+    return method
+
+
+class Device:
+    """numtile's one device: the task runtime, which places each tile on CPU cores and GPUs
+    itself (array API ``x.device``); it compares equal to ``"cpu"``.
+
+    >>> import numtile as nt
+    >>> nt.ones(2).device, nt.ones(2).device == "cpu"
+    (Device('cpu'), True)
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Device('cpu')"
+
+    def __str__(self) -> str:
+        return "cpu"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Device) or other == "cpu"
+
+    def __hash__(self) -> int:
+        return hash("cpu")
+
+
+CPU = Device()
+
+
+def _scalar(tensor: TileTensor, convert, name: str):
+    """``convert`` of the one element of ``tensor`` (Python's ``int()``, ``float()``...)."""
+    if tensor.size != 1:
+        raise TypeError(f"{name}() needs a tensor of size 1, got shape {tensor.shape}")
+    return convert(tensor.item())
+
+
 class TileTensor:
     """An N-d array cut into tiles; operations on it submit tile tasks and return at once.
 
@@ -104,8 +148,15 @@ class TileTensor:
         return self.size * self.dtype.itemsize
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self) -> Device:
+        return CPU
+
+    def to_device(self, device, /, *, stream=None) -> TileTensor:
+        """``self`` on ``device``: numtile has one device (``"cpu"``: the runtime moves tiles
+        to GPUs by itself), so this checks ``device`` and returns ``self``."""
+        if device != CPU:
+            raise ValueError(f"unknown device {device!r}; numtile has one device, 'cpu'")
+        return self
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -153,12 +204,29 @@ class TileTensor:
         return self.to_numpy().reshape(()).item()
 
     def __float__(self) -> float:
-        return float(self.item())
+        if self.dtype.kind == "c":
+            raise TypeError(f"float() of a {self.dtype.name} tensor: take nt.real or nt.abs")
+        return _scalar(self, float, "float")
 
     def __int__(self) -> int:
-        return int(self.item())
+        if self.dtype.kind == "c":
+            raise TypeError(f"int() of a {self.dtype.name} tensor: take nt.real first")
+        return _scalar(self, int, "int")
+
+    def __complex__(self) -> complex:
+        return _scalar(self, complex, "complex")
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeError(f"only integer tensors can be an index, not {self.dtype.name}")
+        return _scalar(self, int, "__index__")
 
     def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous (bool() needs "
+                f"size 1): use nt.any or nt.all"
+            )
         return bool(self.item())
 
     def invalidate(self) -> None:
@@ -202,8 +270,34 @@ class TileTensor:
     __le__ = _operator("less_equal")
     __gt__ = _operator("greater")
     __ge__ = _operator("greater_equal")
-    __and__ = _operator("logical_and")
-    __or__ = _operator("logical_or")
+    __and__ = _operator("bitwise_and")
+    __rand__ = _operator("bitwise_and", reflected=True)
+    __or__ = _operator("bitwise_or")
+    __ror__ = _operator("bitwise_or", reflected=True)
+    __xor__ = _operator("bitwise_xor")
+    __rxor__ = _operator("bitwise_xor", reflected=True)
+    __lshift__ = _operator("bitwise_left_shift")
+    __rlshift__ = _operator("bitwise_left_shift", reflected=True)
+    __rshift__ = _operator("bitwise_right_shift")
+    __rrshift__ = _operator("bitwise_right_shift", reflected=True)
+
+    # in place: tasks that read and write this tensor's own tiles (refused when it requires
+    # a gradient); the result must keep this tensor's dtype and shape
+    __iadd__ = _inplace_operator("add")
+    __isub__ = _inplace_operator("subtract")
+    __imul__ = _inplace_operator("multiply")
+    __itruediv__ = _inplace_operator("divide")
+    __ifloordiv__ = _inplace_operator("floor_divide")
+    __imod__ = _inplace_operator("remainder")
+    __ipow__ = _inplace_operator("power")
+    __iand__ = _inplace_operator("bitwise_and")
+    __ior__ = _inplace_operator("bitwise_or")
+    __ixor__ = _inplace_operator("bitwise_xor")
+    __ilshift__ = _inplace_operator("bitwise_left_shift")
+    __irshift__ = _inplace_operator("bitwise_right_shift")
+
+    def __invert__(self):
+        return dispatch.call("bitwise_invert", self)
 
     def __neg__(self):
         return dispatch.call("negative", self)
@@ -219,8 +313,8 @@ class TileTensor:
     def __getitem__(self, key):
         return dispatch.call("getitem", self, key)
 
-    def astype(self, dtype, copy: bool = True) -> TileTensor:
-        return dispatch.call("astype", self, dtype, copy)
+    def astype(self, dtype, /, *, copy: bool = True, device=None) -> TileTensor:
+        return dispatch.call("astype", self, dtype, copy=copy, device=device)
 
     def retile(self, tile_shape) -> TileTensor:
         return dispatch.call("retile", self, tile_shape)

@@ -108,9 +108,10 @@ def test_two_scalars_are_a_type_error():
         nt.add(1, 2)
 
 
-def test_complex_scalar_is_a_type_error():
+def test_complex_scalar_promotes_and_unsupported_ops_name_complex():
+    assert (nt.ones((3,)) + 1j).dtype == np.complex128
     with pytest.raises(TypeError, match="complex"):
-        nt.ones((3,)) + 1j
+        nt.maximum(nt.ones((3,)), 1j)
 
 
 def test_out_of_range_integer_scalar_is_an_error():

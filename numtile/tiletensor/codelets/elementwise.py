@@ -30,21 +30,28 @@ def _unary_backward(code):
     return kernel
 
 
+def _for_dtype(ops, kernel_name: str, dtype):
+    """``ops.<kernel_name>``, or its complex twin ``ops.complex_<kernel_name>`` for complex
+    tiles (binary, compare, reduce_accumulate)."""
+    return getattr(ops, f"complex_{kernel_name}" if dtype.kind == "c" else kernel_name)
+
+
 def _binary(code):
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
         if code == opcodes.POWER and out.dtype.kind == "i" and (ops.to_host(b) < 0).any():
             raise ValueError("integers to negative integer powers are not allowed")
-        ops.binary(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code)
+        function = _for_dtype(ops, "binary", a.dtype)
+        function(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code)
 
     return kernel
 
 
 def _with_scalar(kernel_name: str, code: int):
-    """A kernel of ``ops.<kernel_name>`` (binary or compare) between a tile and a scalar,
-    the scalar first or second as the op was written."""
+    """A kernel of ``ops.<kernel_name>`` (binary, compare or bitwise) between a tile and a
+    scalar, the scalar first or second as the op was written."""
 
     def kernel(ops, a, out, scalar, a_strides, scalar_strides, shape, scalar_first):
-        function, a, out = getattr(ops, kernel_name), a.reshape(-1), out.reshape(-1)
+        function, a, out = _for_dtype(ops, kernel_name, a.dtype), a.reshape(-1), out.reshape(-1)
         if scalar_first:
             function(scalar, scalar_strides, a, a_strides, out, shape, code)
         else:
@@ -53,13 +60,55 @@ def _with_scalar(kernel_name: str, code: int):
     return kernel
 
 
-def _compare(code):
+def _compare(code, kernel_name="compare"):
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
-        ops.compare(
-            a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code
-        )
+        function = _for_dtype(ops, kernel_name, a.dtype)
+        function(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code)
 
     return kernel
+
+
+def _inplace(kernel_name: str, code: int):
+    """A kernel of ``ops.<kernel_name>`` writing ``a op b`` into ``a`` itself (``a += b``)."""
+
+    def kernel(ops, a, b, a_strides, b_strides, shape):
+        function, a = _for_dtype(ops, kernel_name, a.dtype), a.reshape(-1)
+        function(a, a_strides, b.reshape(-1), b_strides, a, shape, code)
+
+    return kernel
+
+
+def _scalar_inplace(kernel_name: str, code: int):
+    """A kernel writing ``a op scalar`` (or ``scalar op a``) into the tile ``a`` itself."""
+    with_scalar = _with_scalar(kernel_name, code)
+
+    def kernel(ops, a, scalar, a_strides, scalar_strides, shape, scalar_first):
+        with_scalar(ops, a, a, scalar, a_strides, scalar_strides, shape, scalar_first)
+
+    return kernel
+
+
+def _complex_unary(code):
+    parts = (opcodes.COMPLEX_ABS, opcodes.COMPLEX_REAL, opcodes.COMPLEX_IMAG)
+
+    def kernel(ops, x, out):
+        function = ops.complex_part if code in parts else ops.complex_unary
+        function(x.reshape(-1), out.reshape(-1), code)
+
+    return kernel
+
+
+def _predicate(code):
+    def kernel(ops, x, out):
+        ops.predicate(x.reshape(-1), out.reshape(-1), code)
+
+    return kernel
+
+
+def _where(ops, condition, a, b, out, c_strides, a_strides, b_strides, shape):
+    flat = (t.reshape(-1) for t in (condition, a, b, out))
+    condition, a, b, out = flat
+    ops.where(condition, c_strides, a, a_strides, b, b_strides, out, shape)
 
 
 def _random(code):
@@ -104,6 +153,56 @@ compare = {
 compare_scalar = {
     name: Codelet(f"compare_scalar:{name}", kernel=_with_scalar("compare", code))
     for name, code in opcodes.COMPARE_OPS.items()
+}
+complex_unary = {
+    name: Codelet(f"complex_unary:{name}", kernel=_complex_unary(code))
+    for name, code in opcodes.COMPLEX_UNARY_OPS.items()
+}
+predicate = {
+    name: Codelet(f"predicate:{name}", kernel=_predicate(code))
+    for name, code in opcodes.PREDICATE_OPS.items()
+}
+bitwise = {
+    name: Codelet(f"bitwise:{name}", kernel=_compare(code, "bitwise"))
+    for name, code in opcodes.BITWISE_OPS.items()
+}
+bitwise_scalar = {
+    name: Codelet(f"bitwise_scalar:{name}", kernel=_with_scalar("bitwise", code))
+    for name, code in opcodes.BITWISE_OPS.items()
+}
+where = Codelet("where", kernel=_where)
+
+
+def _inplace_family(kernel_name: str, table: dict[str, int]):
+    return (
+        {
+            n: Codelet(f"{kernel_name}_inplace:{n}", kernel=_inplace(kernel_name, c))
+            for n, c in table.items()
+        },
+        {
+            n: Codelet(f"{kernel_name}_scalar_inplace:{n}", kernel=_scalar_inplace(kernel_name, c))
+            for n, c in table.items()
+        },
+    )
+
+
+binary_inplace, binary_scalar_inplace = _inplace_family("binary", opcodes.BINARY_OPS)
+bitwise_inplace, bitwise_scalar_inplace = _inplace_family("bitwise", opcodes.BITWISE_OPS)
+# the codelets of each family of broadcasting ops, as the tiled ops look them up
+FAMILIES = {
+    "binary": {
+        "tensor": binary,
+        "scalar": binary_scalar,
+        "inplace": binary_inplace,
+        "scalar_inplace": binary_scalar_inplace,
+    },
+    "compare": {"tensor": compare, "scalar": compare_scalar},
+    "bitwise": {
+        "tensor": bitwise,
+        "scalar": bitwise_scalar,
+        "inplace": bitwise_inplace,
+        "scalar_inplace": bitwise_scalar_inplace,
+    },
 }
 random = {
     name: Codelet(f"random:{name}", kernel=_random(code))

@@ -32,7 +32,8 @@ def _reduce(code):
                 np.array(shape, np.int64),
             )
             x = moved
-        ops.reduce_accumulate(x.reshape(-1), out.reshape(-1), pre, n, post, code)
+        function = ops.complex_reduce_accumulate if x.dtype.kind == "c" else ops.reduce_accumulate
+        function(x.reshape(-1), out.reshape(-1), pre, n, post, code)
 
     return kernel
 

@@ -1,0 +1,143 @@
+"""Kernels of complex tiles: unary maps (``complex_part``: abs, real, imag into a real tile),
+broadcasting arithmetic and equality, and the sum/prod reduction.
+
+They are separate from the real kernels because a kernel compiles every branch of its op
+switch for the dtype it gets, and max, floor or ordering have no complex meaning.
+"""
+
+import numba
+import numpy as np
+
+from numtile import opcodes
+from numtile.ops_cpu.elementwise import _broadcast, _map
+from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.scalar_math import (
+    _add,
+    _equal,
+    _multiply,
+    _negative,
+    _not_equal,
+    _power,
+    _square,
+    _subtract,
+)
+
+_abs = inlined(lambda v: abs(v))
+
+
+@inlined
+def _exp(v):
+    # exp(x + 0j) is exp(x) + 0j even where exp(x) overflows (not inf + nan j), as the
+    # standard's special cases and NumPy have it
+    if v.imag == 0:
+        return complex(np.exp(v.real), v.imag)
+    return np.exp(v)
+
+
+_log = inlined(lambda v: np.log(v))
+_sqrt = inlined(lambda v: np.sqrt(v))
+
+
+@inlined
+def _divide(a, b):
+    # Smith's algorithm, as NumPy: no overflow of |b|**2, and x / 0 is inf or nan (Numba's
+    # complex division raises ZeroDivisionError instead)
+    if abs(b.real) >= abs(b.imag):
+        if b.real == 0 and b.imag == 0:
+            return complex(a.real / abs(b.real), a.imag / abs(b.real))
+        ratio = b.imag / b.real
+        scale = b.real + b.imag * ratio
+        return complex((a.real + a.imag * ratio) / scale, (a.imag - a.real * ratio) / scale)
+    ratio = b.real / b.imag
+    scale = b.imag + b.real * ratio
+    return complex((a.real * ratio + a.imag) / scale, (a.imag * ratio - a.real) / scale)
+
+
+_reciprocal = inlined(lambda v: _divide(1 + 0j, v))
+
+_conj = inlined(lambda v: v.conjugate())
+_real = inlined(lambda v: v.real)
+_imag = inlined(lambda v: v.imag)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def complex_unary(x, out, op):
+    """out[i] = f(x[i]) for ``op`` (a code of COMPLEX_UNARY_OPS but abs, real, imag) of a
+    complex tile, into a complex tile."""
+    if op == opcodes.COMPLEX_NEGATIVE:
+        _map(_negative, x, out)
+    elif op == opcodes.COMPLEX_EXP:
+        _map(_exp, x, out)
+    elif op == opcodes.COMPLEX_LOG:
+        _map(_log, x, out)
+    elif op == opcodes.COMPLEX_SQRT:
+        _map(_sqrt, x, out)
+    elif op == opcodes.COMPLEX_SQUARE:
+        _map(_square, x, out)
+    elif op == opcodes.COMPLEX_RECIPROCAL:
+        _map(_reciprocal, x, out)
+    elif op == opcodes.COMPLEX_CONJ:
+        _map(_conj, x, out)
+    else:
+        raise ValueError("complex_unary: unknown op code")
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def complex_part(x, out, op):
+    """out[i] = abs, real part or imaginary part of x[i] (COMPLEX_ABS, COMPLEX_REAL,
+    COMPLEX_IMAG) of a complex tile, into a real tile."""
+    if op == opcodes.COMPLEX_ABS:
+        _map(_abs, x, out)
+    elif op == opcodes.COMPLEX_REAL:
+        _map(_real, x, out)
+    elif op == opcodes.COMPLEX_IMAG:
+        _map(_imag, x, out)
+    else:
+        raise ValueError("complex_part: unknown op code")
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def complex_binary(a, a_strides, b, b_strides, out, shape, op):
+    """out = op(a, b) of complex tiles broadcast over ``shape`` (add, subtract, multiply,
+    divide, power: codes of BINARY_OPS)."""
+    if op == opcodes.ADD:
+        _broadcast(_add, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.SUBTRACT:
+        _broadcast(_subtract, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.MULTIPLY:
+        _broadcast(_multiply, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.DIVIDE:
+        _broadcast(_divide, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.POWER:
+        _broadcast(_power, a, a_strides, b, b_strides, out, shape)
+    else:
+        raise ValueError("complex_binary: unknown op code")
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def complex_compare(a, a_strides, b, b_strides, out, shape, op):
+    """Boolean out = op(a, b) of complex tiles (equal, not_equal: codes of COMPARE_OPS)."""
+    if op == opcodes.EQUAL:
+        _broadcast(_equal, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.NOT_EQUAL:
+        _broadcast(_not_equal, a, a_strides, b, b_strides, out, shape)
+    else:
+        raise ValueError("complex_compare: unknown op code")
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def complex_reduce_accumulate(x, out, pre, n, post, op):
+    """out[p, q] = out[p, q] (+ or *) the sum or product over j of x[p, j, q] (SUM or PROD),
+    accumulated in complex128."""
+    for p in range(pre):
+        for q in range(post):
+            if op == opcodes.PROD:
+                partial = 1 + 0j
+                for j in range(n):
+                    partial = partial * x[(p * n + j) * post + q]
+                out[p * post + q] = out[p * post + q] * partial
+            else:
+                partial = 0j
+                for j in range(n):
+                    partial = partial + x[(p * n + j) * post + q]
+                out[p * post + q] = out[p * post + q] + partial

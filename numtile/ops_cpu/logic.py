@@ -1,0 +1,91 @@
+"""Kernels of the array API's logic: float predicates (isnan...), ``where`` and bitwise ops.
+
+``where`` is the one ternary kernel: three operands read through element strides (0 on
+broadcast axes) over the C-ordered output shape.
+"""
+
+import numba
+import numpy as np
+
+from numtile import opcodes
+from numtile.ops_cpu.elementwise import _broadcast, _map
+from numtile.ops_cpu.helpers import inlined, is_c_contiguous, unsigned
+
+_isnan = inlined(lambda v: np.isnan(v))
+_isinf = inlined(lambda v: np.isinf(v))
+_isfinite = inlined(lambda v: np.isfinite(v))
+_signbit = inlined(lambda v: np.signbit(v.real))  # complex: never asked (real only)
+
+_bitwise_and = inlined(lambda a, b: a & b)
+_bitwise_or = inlined(lambda a, b: a | b)
+_bitwise_xor = inlined(lambda a, b: a ^ b)
+_left_shift = inlined(lambda a, b: a << b)
+_right_shift = inlined(lambda a, b: a >> b)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def predicate(x, out, op):
+    """Boolean out[i] = p(x[i]) for the predicate ``op`` (a code of PREDICATE_OPS) of a float
+    or complex tile (complex: isnan/isinf of either part, isfinite of both)."""
+    if op == opcodes.ISNAN:
+        _map(_isnan, x, out)
+    elif op == opcodes.ISINF:
+        _map(_isinf, x, out)
+    elif op == opcodes.ISFINITE:
+        _map(_isfinite, x, out)
+    elif op == opcodes.SIGNBIT:
+        _map(_signbit, x, out)
+    else:
+        raise ValueError("predicate: unknown op code")
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def bitwise(a, a_strides, b, b_strides, out, shape, op):
+    """out = op(a, b) broadcast over ``shape`` for integer or boolean tiles (a code of
+    BITWISE_OPS; shifts only for integers)."""
+    if op == opcodes.BITWISE_AND:
+        _broadcast(_bitwise_and, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.BITWISE_OR:
+        _broadcast(_bitwise_or, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.BITWISE_XOR:
+        _broadcast(_bitwise_xor, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.BITWISE_LEFT_SHIFT:
+        _broadcast(_left_shift, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.BITWISE_RIGHT_SHIFT:
+        _broadcast(_right_shift, a, a_strides, b, b_strides, out, shape)
+    else:
+        raise ValueError("bitwise: unknown op code")
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def _offset(i, shape, strides):
+    """Element offset, under ``strides``, of the ``i``-th element of C-ordered ``shape``."""
+    offset = 0
+    for axis in range(shape.size - 1, -1, -1):
+        offset += (i % shape[axis]) * strides[axis]
+        i //= shape[axis]
+    return offset
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def where(condition, c_strides, a, a_strides, b, b_strides, out, shape):
+    """out = a if condition else b, the three broadcast over ``shape`` (element strides, 0 on
+    broadcast axes)."""
+    size = out.size
+    if (
+        condition.size == size
+        and a.size == size
+        and b.size == size
+        and is_c_contiguous(c_strides, shape)
+        and is_c_contiguous(a_strides, shape)
+        and is_c_contiguous(b_strides, shape)
+    ):
+        for i in range(size):
+            out[i] = a[i] if condition[i] else b[i]
+        return
+    for i in range(size):
+        chosen = condition[unsigned(_offset(i, shape, c_strides))]
+        if chosen:
+            out[i] = a[unsigned(_offset(i, shape, a_strides))]
+        else:
+            out[i] = b[unsigned(_offset(i, shape, b_strides))]

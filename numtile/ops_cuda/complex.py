@@ -1,0 +1,175 @@
+"""CUDA twins of ``ops_cpu.complex``: unary maps, arithmetic, equality and sum/prod of
+complex tiles, written over real math (exp, log, sqrt of complex through their polar forms).
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import cuda
+
+from numtile import opcodes
+from numtile.ops_cuda.elementwise import _STRIDED, _broadcast, _check_op, _operand_dtype, _operands
+from numtile.ops_cuda.launch import DeviceArray, launch
+
+__all__ = [
+    "complex_binary",
+    "complex_compare",
+    "complex_part",
+    "complex_reduce_accumulate",
+    "complex_unary",
+]
+
+
+@cuda.jit(device=True)
+def _exp(z):
+    scale = math.exp(z.real)
+    if z.imag == 0:  # exp(x) + 0j even where exp(x) overflows, as on the CPU
+        return complex(scale, z.imag)
+    return complex(scale * math.cos(z.imag), scale * math.sin(z.imag))
+
+
+@cuda.jit(device=True)
+def _log(z):
+    return complex(math.log(math.hypot(z.real, z.imag)), math.atan2(z.imag, z.real))
+
+
+@cuda.jit(device=True)
+def _sqrt(z):
+    # the principal root; the branch cut on the negative real axis follows the sign of imag
+    x, y = z.real, z.imag
+    if x == 0 and y == 0:
+        return complex(0.0, y)
+    r = math.sqrt((math.hypot(x, y) + abs(x)) / 2)
+    if x >= 0:
+        return complex(r, y / (2 * r))
+    return complex(abs(y) / (2 * r), math.copysign(r, y))
+
+
+@cuda.jit(device=True)
+def _power(a, b):
+    if b.real == 0 and b.imag == 0:
+        return complex(1.0, 0.0)
+    if a.real == 0 and a.imag == 0:
+        return complex(0.0, 0.0)
+    return _exp(b * _log(a))
+
+
+@cuda.jit
+def _unary_kernel(x, out, op):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        v = x[i]
+        if op == opcodes.COMPLEX_NEGATIVE:
+            out[i] = -v
+        elif op == opcodes.COMPLEX_EXP:
+            out[i] = _exp(v)
+        elif op == opcodes.COMPLEX_LOG:
+            out[i] = _log(v)
+        elif op == opcodes.COMPLEX_SQRT:
+            out[i] = _sqrt(v)
+        elif op == opcodes.COMPLEX_SQUARE:
+            out[i] = v * v
+        elif op == opcodes.COMPLEX_RECIPROCAL:
+            out[i] = 1 / v
+        elif op == opcodes.COMPLEX_CONJ:
+            out[i] = v.conjugate()
+
+
+@cuda.jit
+def _part_kernel(x, out, op):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        v = x[i]
+        if op == opcodes.COMPLEX_ABS:
+            out[i] = math.hypot(v.real, v.imag)
+        elif op == opcodes.COMPLEX_REAL:
+            out[i] = v.real
+        elif op == opcodes.COMPLEX_IMAG:
+            out[i] = v.imag
+
+
+@cuda.jit
+def _binary_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
+    strided = a_kind == _STRIDED or b_kind == _STRIDED
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        x, y = _operands(
+            i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
+        )
+        if op == opcodes.ADD:
+            out[i] = x + y
+        elif op == opcodes.SUBTRACT:
+            out[i] = x - y
+        elif op == opcodes.MULTIPLY:
+            out[i] = x * y
+        elif op == opcodes.DIVIDE:
+            out[i] = x / y
+        elif op == opcodes.POWER:
+            out[i] = _power(x, y)
+
+
+@cuda.jit
+def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
+    strided = a_kind == _STRIDED or b_kind == _STRIDED
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        x, y = _operands(
+            i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
+        )
+        if op == opcodes.EQUAL:
+            out[i] = x == y
+        elif op == opcodes.NOT_EQUAL:
+            out[i] = x != y
+
+
+@cuda.jit
+def _reduce_kernel(x, out, pre, n, post, op):
+    # one thread per output element: complex sums are rare enough not to need a tree
+    for k in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
+        p, q = k // post, k % post
+        if op == opcodes.PROD:
+            partial = complex(1.0, 0.0)
+            for j in range(n):
+                partial = partial * x[(p * n + j) * post + q]
+            out[k] = out[k] * partial
+        else:
+            partial = complex(0.0, 0.0)
+            for j in range(n):
+                partial = partial + x[(p * n + j) * post + q]
+            out[k] = out[k] + partial
+
+
+_PARTS = (opcodes.COMPLEX_ABS, opcodes.COMPLEX_REAL, opcodes.COMPLEX_IMAG)
+
+
+def complex_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """out[i] = f(x[i]) of a complex tile (a code of opcodes.COMPLEX_UNARY_OPS but abs, real,
+    imag)."""
+    op = _check_op(op, opcodes.COMPLEX_UNARY_OPS, "complex_unary")
+    if op in _PARTS:
+        raise ValueError("complex_unary: unknown op code")
+    launch(_unary_kernel, out.size, stream, x, out, op)
+
+
+def complex_part(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """out[i] = abs, real or imaginary part of x[i] into a real tile."""
+    if int(op) not in _PARTS:
+        raise ValueError("complex_part: unknown op code")
+    launch(_part_kernel, out.size, stream, x, out, int(op))
+
+
+def complex_binary(a, a_strides, b, b_strides, out, shape, op: int, *, stream=0) -> None:
+    """out = op(a, b) of complex tiles broadcast over ``shape`` (add, subtract, multiply, divide,
+    power: codes of opcodes.BINARY_OPS)."""
+    op = _check_op(op, opcodes.BINARY_OPS, "complex_binary")
+    _operand_dtype(a, b)
+    _broadcast(_binary_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
+
+
+def complex_compare(a, a_strides, b, b_strides, out, shape, op: int, *, stream=0) -> None:
+    """Boolean out = op(a, b) of complex tiles (equal, not_equal: codes of opcodes.COMPARE_OPS)."""
+    op = _check_op(op, opcodes.COMPARE_OPS, "complex_compare")
+    _operand_dtype(a, b)
+    _broadcast(_compare_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
+
+
+def complex_reduce_accumulate(x, out, pre, n, post, op: int, *, stream=0) -> None:
+    """out[p, q] (+ or *)= the sum or product over j of x[p, j, q] (SUM or PROD)."""
+    launch(_reduce_kernel, int(pre) * int(post), stream, x, out, int(pre), int(n), int(post), op)

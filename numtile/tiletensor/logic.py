@@ -1,0 +1,176 @@
+"""The array API's logic on TileTensors: isnan/isinf/isfinite/signbit, ``where``, and the
+``all``/``any`` reductions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtile.runtime import Access, get_runtime
+from numtile.tiletensor import codelets
+from numtile.tiletensor.creation import fill_tiles
+from numtile.tiletensor.dispatch import dispatched
+from numtile.tiletensor.dtypes import bool_, int64, result_type
+from numtile.tiletensor.elementwise import (
+    _check_operands,
+    _is_scalar,
+    _shape_array,
+    _source_tile,
+    _strides,
+    astype,
+    equal,
+    not_equal,
+)
+from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.reduction import require_tensor, sum
+from numtile.tiletensor.tensor import TileTensor
+
+R, W = Access.R, Access.W
+
+
+def _predicate(x: TileTensor, name: str, integer_value: bool) -> TileTensor:
+    require_tensor(x, name)
+    out = TileTensor(x.layout, bool_)
+    if x.dtype.kind in "biu":  # integers are never NaN nor infinite, always finite
+        return fill_tiles(out, integer_value)
+    codelet = codelets.elementwise.predicate[name]
+    runtime = get_runtime()
+    for src, dst in zip(x.handles, out.handles):
+        runtime.submit(codelet, [(src, R), (dst, W)])
+    return out
+
+
+@dispatched
+def isnan(x: TileTensor, /) -> TileTensor:
+    """True where ``x`` is NaN (a complex number with a NaN part).
+
+    >>> import numtile as nt
+    >>> nt.isnan(nt.asarray([1.0, float("nan")])).to_numpy().tolist()
+    [False, True]
+    """
+    return _predicate(x, "isnan", False)
+
+
+@dispatched
+def isinf(x: TileTensor, /) -> TileTensor:
+    """True where ``x`` is +-infinity (a complex number with an infinite part).
+
+    >>> import numtile as nt
+    >>> nt.isinf(nt.asarray([1.0, -float("inf")])).to_numpy().tolist()
+    [False, True]
+    """
+    return _predicate(x, "isinf", False)
+
+
+@dispatched
+def isfinite(x: TileTensor, /) -> TileTensor:
+    """True where ``x`` is neither NaN nor infinite (both parts, for complex).
+
+    >>> import numtile as nt
+    >>> nt.isfinite(nt.asarray([1.0, float("nan")])).to_numpy().tolist()
+    [True, False]
+    """
+    return _predicate(x, "isfinite", True)
+
+
+@dispatched
+def signbit(x: TileTensor, /) -> TileTensor:
+    """True where the sign bit of a real ``x`` is set (``-0.0`` included).
+
+    >>> import numtile as nt
+    >>> nt.signbit(nt.asarray([1.0, -0.0])).to_numpy().tolist()
+    [False, True]
+    """
+    if getattr(x, "dtype", None) is not None and x.dtype.kind == "c":
+        raise TypeError(f"signbit needs a real tensor, got {x.dtype.name}")
+    if getattr(x, "dtype", None) is not None and x.dtype.kind in "iu":
+        return x < 0
+    return _predicate(x, "signbit", False)
+
+
+def _as_tensor(value, like: TileTensor, dtype) -> TileTensor:
+    """A scalar operand of ``where`` as a one-element tensor of ``dtype``."""
+    if _is_scalar(value):
+        tensor = TileTensor(Layout((), ()), dtype)
+        return fill_tiles(tensor, value)
+    return value if value.dtype == dtype else astype(value, dtype)
+
+
+def _align_all(*tensors: TileTensor) -> tuple[list[TileTensor], Layout]:
+    """Broadcast ``tensors`` to one shape: each axis takes the tiling of the first tensor that
+    spans it, and the others spanning it are retiled to match."""
+    try:
+        shape = np.broadcast_shapes(*(t.shape for t in tensors))
+    except ValueError:
+        shapes = " and ".join(str(t.shape) for t in tensors)
+        raise ValueError(f"shapes {shapes} cannot be broadcast together") from None
+    ndim = len(shape)
+    tensors = [
+        t if t.ndim == ndim else reshape(t, (1,) * (ndim - t.ndim) + t.shape) for t in tensors
+    ]
+    tile_shape = []
+    for axis, extent in enumerate(shape):
+        spanning = [t.tile_shape[axis] for t in tensors if t.shape[axis] == extent]
+        tile_shape.append(spanning[0] if extent != 1 else 1)
+    aligned = []
+    for t in tensors:
+        wanted = tuple(
+            tile if t.shape[axis] == shape[axis] else t.tile_shape[axis]
+            for axis, tile in enumerate(tile_shape)
+        )
+        aligned.append(t if wanted == t.tile_shape else retile(t, wanted))
+    return aligned, Layout(shape, tuple(tile_shape))
+
+
+@dispatched
+def where(condition: TileTensor, x1, x2, /) -> TileTensor:
+    """``x1`` where ``condition`` is true, else ``x2``, the three broadcast together
+    (``x1``/``x2`` may be Python scalars; their dtypes promote as in arithmetic).
+
+    >>> import numtile as nt
+    >>> x = nt.asarray([1.0, -2.0, 3.0])
+    >>> nt.where(x > 0, x, 0.0).to_numpy().tolist()
+    [1.0, 0.0, 3.0]
+    """
+    require_tensor(condition, "where")
+    _check_operands(x1, x2, "where")
+    if condition.dtype != bool_:
+        condition = not_equal(condition, 0)
+    dtype = result_type(x1, x2)
+    x1 = _as_tensor(x1, condition, dtype)
+    x2 = _as_tensor(x2, condition, dtype)
+    (condition, x1, x2), layout = _align_all(condition, x1, x2)
+    out = TileTensor(layout, dtype)
+    runtime = get_runtime()
+    for index, dst in zip(layout.indices(), out.handles):
+        c, a, b = (_source_tile(t, index) for t in (condition, x1, x2))
+        shape = dst.shape
+        args = tuple(_strides(t.shape, shape) for t in (c, a, b)) + (_shape_array(shape),)
+        runtime.submit(codelets.elementwise.where, [(c, R), (a, R), (b, R), (dst, W)], args)
+    return out
+
+
+@dispatched
+def any(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
+    """Whether any element along ``axis`` is true (nonzero); False over an empty axis.
+
+    >>> import numtile as nt
+    >>> nt.any(nt.asarray([[0, 1], [0, 0]]), axis=1).to_numpy().tolist()
+    [True, False]
+    """
+    require_tensor(x, "any")
+    hits = not_equal(x, 0) if x.dtype != bool_ else x
+    return not_equal(sum(hits, axis=axis, keepdims=keepdims, dtype=int64), 0)
+
+
+@dispatched
+def all(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
+    """Whether every element along ``axis`` is true (nonzero); True over an empty axis.
+
+    >>> import numtile as nt
+    >>> nt.all(nt.asarray([[1, 1], [0, 1]]), axis=1).to_numpy().tolist()
+    [True, False]
+    """
+    require_tensor(x, "all")
+    misses = equal(x, 0) if x.dtype != bool_ else equal(x, False)
+    return equal(sum(misses, axis=axis, keepdims=keepdims, dtype=int64), 0)
