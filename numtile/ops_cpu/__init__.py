@@ -4,7 +4,7 @@ A kernel knows nothing about tiles, tasks or the runtime: inputs first, prealloc
 after, then scalars. ``ops_cpu`` is the reference backend that defines the semantics; the op
 codes its kernels take live in ``numtile.opcodes``.
 
-Modules: ``elementwise`` (unary, binary, compare, axpy, scale) over ``scalar_math``; ``logic``
+Modules: ``elementwise`` (unary, binary, compare, axpy) over ``scalar_math``; ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
@@ -23,7 +23,7 @@ from numtile.ops_cpu.complex import (
     complex_unary,
 )
 from numtile.ops_cpu.copy import cast, copy_strided, fill
-from numtile.ops_cpu.elementwise import axpy, binary, compare, scale, unary, unary_backward
+from numtile.ops_cpu.elementwise import axpy, binary, compare, unary, unary_backward
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.logic import bitwise, predicate, where
@@ -61,7 +61,6 @@ __all__ = [
     "predicate",
     "random_fill",
     "reduce_accumulate",
-    "scale",
     "softmax",
     "softmax_backward",
     "syrk",

@@ -232,14 +232,6 @@ def compare(a, a_strides, b, b_strides, out, shape, op):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def scale(x, alpha, out):
-    """out[i] = alpha * x[i], alpha converted to out's dtype."""
-    alpha = as_type_of(alpha, out)
-    for i in range(out.size):
-        out[i] = alpha * x[i]
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
 def axpy(alpha, x, y):
     """y[i] += alpha * x[i] in place, alpha converted to y's dtype."""
     alpha = as_type_of(alpha, y)

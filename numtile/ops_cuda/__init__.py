@@ -31,7 +31,7 @@ from numtile.ops_cuda.complex import (
     complex_unary,
 )
 from numtile.ops_cuda.copy import cast, copy_strided, fill
-from numtile.ops_cuda.elementwise import axpy, binary, compare, scale, unary, unary_backward
+from numtile.ops_cuda.elementwise import axpy, binary, compare, unary, unary_backward
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
@@ -71,7 +71,6 @@ __all__ = [
     "random_fill",
     "reduce_accumulate",
     "require",
-    "scale",
     "softmax",
     "softmax_backward",
     "syrk",

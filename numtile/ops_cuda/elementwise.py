@@ -1,5 +1,5 @@
 """CUDA elementwise kernels: unary maps and their derivatives, broadcasting binary ops,
-comparisons, scale and axpy (twins of ``ops_cpu.elementwise``, with the op codes of
+comparisons and axpy (twins of ``ops_cpu.elementwise``, with the op codes of
 ``numtile.opcodes``).
 
 A kernel takes the op code at run time and branches on it per element (the branch is the same
@@ -28,7 +28,7 @@ from numtile.ops_cuda.launch import (
 )
 from numtile.ops_cuda.scalar_math import maximum, minimum, scalar_math
 
-__all__ = ["axpy", "binary", "compare", "scale", "unary", "unary_backward"]
+__all__ = ["axpy", "binary", "compare", "unary", "unary_backward"]
 
 # How a broadcasting kernel reads an operand: a[i] (C-contiguous, full size), a[0] (one
 # element), a scalar kernel argument (the operand was a host scalar), or a[offset(i)].
@@ -208,12 +208,6 @@ def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
 
 
 @cuda.jit
-def _scale_kernel(x, alpha, out):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        out[i] = alpha * x[i]
-
-
-@cuda.jit
 def _axpy_kernel(alpha, x, y):
     for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
         y[i] += alpha * x[i]
@@ -334,14 +328,6 @@ def compare(
     op = _check_op(op, opcodes.COMPARE_OPS, "compare")
     _operand_dtype(a, b)
     _broadcast(_compare_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
-
-
-def scale(x: DeviceArray, alpha, out: DeviceArray, *, stream=0) -> None:
-    """out[i] = alpha * x[i], alpha converted to out's dtype."""
-    if out.size == 0:
-        return
-    alpha = np.dtype(out.dtype).type(alpha)
-    _scale_kernel[grid(out.size), block(), stream](x, alpha, out)
 
 
 def axpy(alpha, x: DeviceArray, y: DeviceArray, *, stream=0) -> None:

@@ -226,7 +226,6 @@ def test_empty_outputs_launch_nothing():
     empty = cuda.to_device(np.ones(0))
     ops_cuda.unary(empty, empty, opcodes.EXP)
     ops_cuda.unary_backward(empty, empty, empty, opcodes.EXP_BACKWARD)
-    ops_cuda.scale(empty, 2.0, empty)
     ops_cuda.axpy(2.0, empty, empty)
     ops_cuda.binary(empty, [1], empty, [1], empty, np.array([0]), opcodes.ADD)
 
@@ -257,7 +256,6 @@ _COMPILE_ALL = """
         kernels = [
             (elementwise._unary_kernel(d), (a, a, i64)),
             (elementwise._unary_backward_kernel(d), (a, a, a, i64)),
-            (elementwise._scale_kernel, (a, t, a)),
             (elementwise._axpy_kernel, (t, a, a)),
         ]
         for rank in (1, 3):
