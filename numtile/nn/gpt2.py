@@ -9,7 +9,7 @@ import numpy as np
 
 from numtile.nn import functional
 from numtile.nn.attention import causal_self_attention
-from numtile.nn.layers import MLP, Embedding, LayerNorm, Linear, ModuleList
+from numtile.nn.layers import MLP, Embedding, LayerNorm, Linear, ModuleList, TiedHead, token_ids
 from numtile.nn.loss import cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
@@ -132,14 +132,6 @@ class Transformer(Module):
         self.ln_f = LayerNorm(C, config.layer_norm_epsilon, tile=tiling.embd, dtype=dtype)
 
 
-class LMHead(Module):
-    """The output projection, tied to the token embedding (its ``weight`` is ``wte``'s)."""
-
-    def __init__(self, weight: TileTensor) -> None:
-        super().__init__()
-        self.weight = weight
-
-
 class GPT2(Module):
     """GPT-2 language model: ``forward(idx, targets) -> (logits, loss)``.
 
@@ -164,25 +156,14 @@ class GPT2(Module):
         self.tiling = (tiling or Tiling()).resolve(config, seq_len or config.n_positions)
         self.dtype = np.dtype(dtype)
         self.transformer = Transformer(config, self.tiling, dtype, seed)
-        self.lm_head = LMHead(self.transformer.wte.weight)
+        self.lm_head = TiedHead(self.transformer.wte.weight)
 
     def _ids(self, values: np.ndarray) -> TileTensor:
         return from_numpy(values.astype(np.int64), tile_shape=(self.tiling.batch, self.tiling.seq))
 
     def forward(self, idx, targets=None) -> tuple[TileTensor, TileTensor | None]:
-        idx = np.asarray(idx)
-        if idx.ndim != 2 or idx.dtype.kind not in "iu":
-            raise ValueError(
-                f"idx must be a (batch, seq) integer array, got {idx.shape} {idx.dtype}"
-            )
+        idx = token_ids(idx, self.config.vocab_size, self.config.n_positions, "n_positions")
         B, T = idx.shape
-        if T > self.config.n_positions:
-            raise ValueError(f"sequence length {T} exceeds n_positions {self.config.n_positions}")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
-            raise ValueError(
-                f"token ids must lie in [0, {self.config.vocab_size}); got min {idx.min()}, "
-                f"max {idx.max()}"
-            )
         positions = np.broadcast_to(np.arange(T), (B, T))
         tok = self.transformer.wte(self._ids(idx))  # (B, T, C)
         pos = self.transformer.wpe(self._ids(positions))  # (B, T, C)

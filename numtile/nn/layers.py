@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from numtile.nn import functional
 from numtile.nn.module import Module, parameter
 from numtile.tiletensor.creation import ones, zeros
@@ -208,3 +210,30 @@ class GatedMLP(Module):
 
     def forward(self, x: TileTensor) -> TileTensor:
         return self.down_proj(multiply(silu(self.gate_proj(x)), self.up_proj(x)))
+
+
+class TiedHead(Module):
+    """An output projection tied to the token embedding: its ``weight`` is the embedding's."""
+
+    def __init__(self, weight: TileTensor) -> None:
+        super().__init__()
+        self.weight = weight
+
+
+def token_ids(idx, vocab_size: int, context: int, context_field: str) -> np.ndarray:
+    """``idx`` as a (batch, seq) integer array of ids in the vocabulary that fits the context,
+    or a ``ValueError`` saying what does not (``context_field`` names the config's limit).
+
+    >>> token_ids([[1, 2]], 5, 4, "n_positions").shape
+    (1, 2)
+    """
+    idx = np.asarray(idx)
+    if idx.ndim != 2 or idx.dtype.kind not in "iu":
+        raise ValueError(f"idx must be a (batch, seq) integer array, got {idx.shape} {idx.dtype}")
+    if idx.shape[1] > context:
+        raise ValueError(f"sequence length {idx.shape[1]} exceeds {context_field} {context}")
+    if idx.size and (idx.min() < 0 or idx.max() >= vocab_size):
+        raise ValueError(
+            f"token ids must lie in [0, {vocab_size}); got min {idx.min()}, max {idx.max()}"
+        )
+    return idx

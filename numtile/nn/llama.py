@@ -10,7 +10,7 @@ import numpy as np
 from numtile.nn import functional
 from numtile.nn.attention import grouped_query_attention
 from numtile.nn.gpt2 import Tiling
-from numtile.nn.layers import Embedding, GatedMLP, Linear, ModuleList, RMSNorm
+from numtile.nn.layers import Embedding, GatedMLP, Linear, ModuleList, RMSNorm, TiedHead, token_ids
 from numtile.nn.loss import cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
@@ -207,14 +207,6 @@ class LlamaModel(Module):
         self.norm = RMSNorm(C, config.rms_norm_eps, tile=tiling.embd, dtype=dtype)
 
 
-class TiedHead(Module):
-    """The output projection tied to the token embedding (its ``weight`` is ``embed_tokens``')."""
-
-    def __init__(self, weight: TileTensor) -> None:
-        super().__init__()
-        self.weight = weight
-
-
 class Llama(Module):
     """LLaMA causal language model: ``forward(idx, targets) -> (logits, loss)``.
 
@@ -264,19 +256,13 @@ class Llama(Module):
         return self._tables[T]
 
     def forward(self, idx, targets=None) -> tuple[TileTensor, TileTensor | None]:
-        idx = np.asarray(idx)
-        if idx.ndim != 2 or idx.dtype.kind not in "iu":
-            raise ValueError(
-                f"idx must be a (batch, seq) integer array, got {idx.shape} {idx.dtype}"
-            )
-        T, limit = idx.shape[1], self.config.max_position_embeddings
-        if T > limit:
-            raise ValueError(f"sequence length {T} exceeds max_position_embeddings {limit}")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
-            raise ValueError(
-                f"token ids must lie in [0, {self.config.vocab_size}); got min {idx.min()}, "
-                f"max {idx.max()}"
-            )
+        idx = token_ids(
+            idx,
+            self.config.vocab_size,
+            self.config.max_position_embeddings,
+            "max_position_embeddings",
+        )
+        T = idx.shape[1]
         ids = from_numpy(idx.astype(np.int64), tile_shape=(self.tiling.batch, self.tiling.seq))
         cos, sin = self._rope(T)
         x = self.model.embed_tokens(ids)  # (B, T, C)
