@@ -16,6 +16,20 @@ from numtile.tiletensor.tensor import TileTensor
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 
 
+def _row_moments(x: TileTensor, gamma: TileTensor):
+    """(x retiled to ``gamma``'s feature tiles, row sums s1, row sums of squares s2)."""
+    x = match_last_tile(x, gamma.tile_shape[0])
+    runtime = get_runtime()
+    s1, s2 = row_stats(x), row_stats(x)
+    for lead in lead_indices(x):
+        for c in range(x.grid[-1]):
+            runtime.submit(
+                codelets.nn.row_moments,
+                [(x.tile(lead + (c,)), R), (s1.tile(lead), ACC), (s2.tile(lead), ACC)],
+            )
+    return x, s1, s2
+
+
 def layer_norm_forward(x: TileTensor, gamma: TileTensor, beta: TileTensor, eps: float):
     """(y, x, s1, s2): y normalised, ``x`` retiled to ``gamma``'s tiles, and the row sums.
 
@@ -25,16 +39,9 @@ def layer_norm_forward(x: TileTensor, gamma: TileTensor, beta: TileTensor, eps: 
     >>> [round(float(v), 4) for v in layer_norm_forward(x, g, b, 1e-5)[0].to_numpy()[0]]
     [-1.2247, 0.0, 1.2247]
     """
-    x = match_last_tile(x, gamma.tile_shape[0])
+    x, s1, s2 = _row_moments(x, gamma)
     runtime = get_runtime()
     n = x.shape[-1]
-    s1, s2 = row_stats(x), row_stats(x)
-    for lead in lead_indices(x):
-        for c in range(x.grid[-1]):
-            runtime.submit(
-                codelets.nn.row_moments,
-                [(x.tile(lead + (c,)), R), (s1.tile(lead), ACC), (s2.tile(lead), ACC)],
-            )
     y = TileTensor(x.layout, x.dtype)
     for lead in lead_indices(x):
         for c in range(x.grid[-1]):
@@ -105,16 +112,9 @@ def rms_norm_forward(x: TileTensor, gamma: TileTensor, eps: float):
     ...  .to_numpy()[0]]
     [0.8485, 1.1314]
     """
-    x = match_last_tile(x, gamma.tile_shape[0])
+    x, _, s2 = _row_moments(x, gamma)  # the row sums s1 are not needed
     runtime = get_runtime()
     n = x.shape[-1]
-    s1, s2 = row_stats(x), row_stats(x)  # s1 (the row sums) is not needed
-    for lead in lead_indices(x):
-        for c in range(x.grid[-1]):
-            runtime.submit(
-                codelets.nn.row_moments,
-                [(x.tile(lead + (c,)), R), (s1.tile(lead), ACC), (s2.tile(lead), ACC)],
-            )
     y = TileTensor(x.layout, x.dtype)
     for lead in lead_indices(x):
         for c in range(x.grid[-1]):
