@@ -33,4 +33,4 @@ decode_attention = Codelet(
     flops=lambda q, k, *args: 4.0 * math.prod(q) * args[-1],
 )
 decode_finalize = Codelet("decode_finalize", kernel=_decode_finalize)
-cache_write = Codelet("kv_cache_write", kernel=_cache_write)
+kv_cache_write = Codelet("kv_cache_write", kernel=_cache_write)

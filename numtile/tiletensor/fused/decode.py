@@ -68,7 +68,7 @@ def cache_write(qkv: TileTensor, k_cache: TileTensor, v_cache: TileTensor, posit
                 for h in range(groups):
                     for part, cache in ((1, k_cache), (2, v_cache)):
                         runtime.submit(
-                            codelets.decode.cache_write,
+                            codelets.decode.kv_cache_write,
                             [(qkv.tile((b, i, part * groups + h)), R), (cache.tile((b, j, h)), RW)],
                             args,
                         )
