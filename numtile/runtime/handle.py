@@ -6,6 +6,7 @@ follows from which replicas exist (the only one is modified, several are shared 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import threading
@@ -46,6 +47,7 @@ def set_manager(manager) -> None:
     MANAGER = manager
     if manager is not None:
         POOL.clear()  # free buffers kept for reuse would be host memory outside its limit
+        gc.collect()  # tiles that only reference cycles keep alive are garbage: not adopted
         with _UNMANAGED_LOCK:
             handles = list(_UNMANAGED)
             _UNMANAGED.clear()
