@@ -90,6 +90,9 @@ class MpiNode:
         sys.__excepthook__(kind, value, traceback)
         sys.stderr.write(f"numtile: uncaught exception on rank {self.rank}: MPI.Abort\n")
         sys.stderr.flush()
+        # mpiexec forwards each rank's output asynchronously: give it time to pass the
+        # message on before the abort tears the job down (it was lost now and then)
+        time.sleep(0.5)
         self.comm.Abort(1)
 
     def tags(self, transfer: int) -> tuple[int, int]:
