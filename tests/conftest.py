@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 
 # CUDA kernels are tested on CPU-only machines under Numba's CUDA simulator, with tiny block
@@ -176,3 +177,21 @@ def _runtime_in_service():
         pass
     if runtime is None or runtime.closed:
         nt.init()
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder on a read-only tmpfs (root ignores permission bits, not a read-only mount)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(folder)],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("cannot mount a read-only tmpfs here")
+    yield str(folder)
+    subprocess.run(["umount", str(folder)], check=False, timeout=30)

@@ -117,23 +117,6 @@ def test_checkpoint_on_a_read_only_file_system_fails_before_training(
     assert "Read-only file system" in line and target in line
 
 
-@pytest.fixture
-def read_only_folder(tmp_path):
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(folder)],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        pytest.skip("cannot mount a read-only tmpfs here")
-    yield str(folder)
-    subprocess.run(["umount", str(folder)], check=False, timeout=30)
-
-
 @pytest.fixture(scope="module")
 def checkpoint(data_dir, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("ckpt") / "run.h5")

@@ -178,24 +178,6 @@ def test_check_writable_names_the_problem(tmp_path):
         check_writable(str(tmp_path / "missing" / "t.json"), "--trace")
 
 
-@pytest.fixture
-def read_only_folder(tmp_path):
-    """A folder on a read-only tmpfs (root ignores permission bits, not a read-only mount)."""
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(folder)],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        pytest.skip("cannot mount a read-only tmpfs here")
-    yield str(folder)
-    subprocess.run(["umount", str(folder)], check=False, timeout=30)
-
-
 def test_check_writable_on_a_read_only_file_system(read_only_folder):
     with pytest.raises(OSError, match="--checkpoint .*cannot write in .*Read-only file system"):
         check_writable(os.path.join(read_only_folder, "ckpt.h5"), "--checkpoint")
