@@ -10,81 +10,12 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.copying import copy_regions as _copy_regions
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.layout import Layout, c_strides, current_config
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
-
-
-def _runs(src: Layout, axis: int, first: int, count: int, start: int, step: int):
-    """Split out positions [first, first+count) -> src positions start+p*step into per-tile runs.
-
-    Yields (out_begin, out_end, src_tile, src_local_begin).
-    """
-    tile = src.tile_shape[axis]
-    p, end = first, first + count
-    while p < end:
-        q = start + p * step
-        t = q // tile
-        if step == 0:  # broadcast: every position reads the same element
-            n = end - p
-        elif step > 0:
-            n = -(-((t + 1) * tile - q) // step)
-        else:
-            n = (q - t * tile) // (-step) + 1
-        n = min(n, end - p)
-        yield p, p + n, t, q - t * tile
-        p += n
-
-
-def _copy_regions(src: TileTensor, out: TileTensor, axis_map) -> TileTensor:
-    """Fill ``out`` from ``src`` with strided copy tasks.
-
-    ``axis_map`` has one entry per source axis: an int (a fixed position on that axis) or
-    ``(out_axis, start, step)`` (out position p reads source position start + p * step).
-    Output axes no source axis maps to have length 1.
-    """
-    runtime = get_runtime()
-    layout = out.layout
-    for out_index, dst in zip(layout.indices(), out.handles):
-        bounds = layout.tile_bounds(out_index)
-        per_axis = []
-        for axis, entry in enumerate(axis_map):
-            if isinstance(entry, int):
-                t = src.layout.tile_of(axis, entry)
-                per_axis.append([(None, None, t, entry - src.layout.starts[axis][t])])
-            else:
-                k, start, step = entry
-                o0, o1 = bounds[k]
-                per_axis.append(list(_runs(src.layout, axis, o0, o1 - o0, start, step)))
-        pieces = list(itertools.product(*per_axis))
-        mode = W if len(pieces) == 1 else ACC
-        dst_strides = c_strides(dst.shape)
-        for piece in pieces:
-            handle = src.tile(tuple(run[2] for run in piece))
-            src_strides = c_strides(handle.shape)
-            shape = [1] * layout.ndim
-            piece_src_strides = [0] * layout.ndim
-            src_offset = 0
-            dst_offset = 0
-            for axis, (begin, end, _, local) in enumerate(piece):
-                src_offset += local * src_strides[axis]
-                entry = axis_map[axis]
-                if not isinstance(entry, int):
-                    k, _, step = entry
-                    shape[k] = end - begin
-                    piece_src_strides[k] = src_strides[axis] * step
-                    dst_offset += (begin - bounds[k][0]) * dst_strides[k]
-            args = (
-                src_offset,
-                np.array(piece_src_strides, np.int64),
-                dst_offset,
-                np.array(dst_strides, np.int64),
-                np.array(shape, np.int64),
-            )
-            runtime.submit(codelets.copy.copy_strided, [(handle, R), (dst, mode)], args)
-    return out
 
 
 @dispatched
@@ -229,20 +160,69 @@ def _tiles_for(dims, starts) -> tuple[int, ...] | None:
     return None
 
 
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _chunk_tilings(dims) -> dict[int, tuple[int, ...]]:
+    """Tilings of a group of axes whose tiles are equal contiguous runs, by run length."""
+    tilings = {}
+    for split in range(len(dims)):
+        post = math.prod(dims[split + 1 :])
+        for c in _divisors(dims[split]):
+            tilings.setdefault(c * post, (1,) * split + (c,) + tuple(dims[split + 1 :]))
+    return tilings
+
+
+def _viewable_tiling(old_dims, new_dims, old_tiles) -> tuple[int, ...]:
+    """A tiling of ``old_dims`` that reshapes into ``new_dims`` tile by tile, with tiles as
+    near in size to ``old_tiles``' as the two shapes allow (one tile always works)."""
+    old, new = _chunk_tilings(old_dims), _chunk_tilings(new_dims)
+    target = math.prod(old_tiles)
+    run = min(set(old) & set(new), key=lambda c: (abs(math.log(c / target)), -c))
+    return old[run]
+
+
+def _view_tiles(x: TileTensor, shape) -> tuple[tuple[int, ...] | None, list]:
+    """(the tiles of ``shape`` that hold ``x``'s tiles unchanged, or None; the groups of
+    axes whose tiles do not map, as (old axes, new axes))."""
+    new_tiles = [1] * len(shape)
+    failed = []
+    for old_axes, new_axes in _axis_groups(x.shape, shape):
+        if not new_axes or not old_axes:
+            continue
+        dims_old = [x.shape[a] for a in old_axes]
+        starts = _chunk_starts(dims_old, [x.tile_shape[a] for a in old_axes])
+        dims_new = [shape[a] for a in new_axes]
+        tiles = _tiles_for(dims_new, starts) if starts is not None else None
+        if tiles is None:
+            failed.append((old_axes, new_axes))
+            continue
+        for a, t in zip(new_axes, tiles):
+            new_tiles[a] = t
+    return (None if failed else tuple(new_tiles)), failed
+
+
 @dispatched
 def reshape(x: TileTensor, shape, *, copy: bool | None = None) -> TileTensor:
-    """Give ``x`` a new shape where the tiling allows: each tile keeps its elements.
+    """Give ``x`` a new shape (array API ``reshape``).
 
-    A tile maps to a tile of the new shape when it is a contiguous run of the flattened
-    axes it spans; otherwise ``ValueError`` tells which retile would allow it.
+    Where the tiling allows, each tile keeps its elements (a tile maps to a tile of the new
+    shape when it is a contiguous run of the flattened axes it spans): one tile-local copy
+    task per tile, no data crosses tiles. Where it does not, ``x`` is first retiled so that
+    it does (the nearest tile sizes that work); ``copy=False`` refuses that retile with a
+    ``ValueError`` naming it. numtile's tiles are never shared with the result, so
+    ``copy=True`` and ``None`` behave the same.
 
     >>> import numtile as nt
     >>> nt.arange(12, tile_shape=4).reshape((3, 4)).tile_shape
     (1, 4)
+    >>> nt.arange(12, tile_shape=4).reshape((4, 3)).to_numpy()[1].tolist()  # retiled first
+    [3, 4, 5]
     """
-    if isinstance(shape, int):
+    if isinstance(shape, int) or hasattr(shape, "__index__"):
         shape = (shape,)
-    shape = list(shape)
+    shape = [operator.index(s) for s in shape]
     if shape.count(-1) > 1:
         raise ValueError(f"only one -1 is allowed in shape {tuple(shape)}")
     if -1 in shape:
@@ -250,33 +230,36 @@ def reshape(x: TileTensor, shape, *, copy: bool | None = None) -> TileTensor:
         if known == 0 or x.size % known:
             raise ValueError(f"cannot reshape a tensor of shape {x.shape} into {tuple(shape)}")
         shape[shape.index(-1)] = x.size // known
-    shape = tuple(int(s) for s in shape)
-    if math.prod(shape) != x.size:
+    shape = tuple(shape)
+    if any(s < 0 for s in shape) or math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape a tensor of shape {x.shape} into {shape}")
     if shape == x.shape:
         return x
     if x.size == 0:
         return TileTensor(Layout(shape), x.dtype)
-    new_tiles = [1] * len(shape)
-    for old_axes, new_axes in _axis_groups(x.shape, shape):
-        if not new_axes:
-            continue
-        if not old_axes:
-            new_tiles[new_axes[0]] = 1
-            continue
-        dims_old = [x.shape[a] for a in old_axes]
-        starts = _chunk_starts(dims_old, [x.tile_shape[a] for a in old_axes])
-        dims_new = [shape[a] for a in new_axes]
-        tiles = _tiles_for(dims_new, starts) if starts is not None else None
-        if tiles is None:
+    new_tiles, failed = _view_tiles(x, shape)
+    if new_tiles is None:
+        if copy is False:
+            old_axes, new_axes = failed[0]
             raise ValueError(
-                f"cannot reshape {x.shape} with tile_shape {x.tile_shape} into {shape}: the "
-                f"tiles of axes {old_axes} do not map onto tiles of axes {new_axes}; retile "
-                f"first so that only the first of those axes is cut into tiles"
+                f"cannot reshape {x.shape} with tile_shape {x.tile_shape} into {shape} "
+                f"without a copy (copy=False): the tiles of axes {old_axes} do not map onto "
+                f"tiles of axes {new_axes}; retile first so that only the first of those axes "
+                f"is cut into tiles"
             )
-        for a, t in zip(new_axes, tiles):
-            new_tiles[a] = t
-    out = TileTensor(Layout(shape, tuple(new_tiles)), x.dtype)
+        tiles = list(x.tile_shape)
+        for old_axes, new_axes in failed:
+            group = _viewable_tiling(
+                [x.shape[a] for a in old_axes],
+                [shape[a] for a in new_axes],
+                [x.tile_shape[a] for a in old_axes],
+            )
+            for a, t in zip(old_axes, group):
+                tiles[a] = t
+        x = retile(x, tuple(tiles))
+        new_tiles, failed = _view_tiles(x, shape)
+        assert new_tiles is not None, (x.layout, shape, failed)
+    out = TileTensor(Layout(shape, new_tiles), x.dtype)
     runtime = get_runtime()
     for src, dst in zip(x.handles, out.handles):
         assert math.prod(src.shape) == math.prod(dst.shape)

@@ -202,14 +202,18 @@ def test_reshape_of_an_empty_tensor(check_tiles):
         ((4, 6), (3, 6), (6, 4)),
     ],
 )
-def test_reshape_the_tiling_forbids_explains_itself(
+def test_reshape_the_tiling_forbids_retiles_or_explains_itself_with_copy_false(
     shape, tile_shape, new_shape, make_array, check_tiles
 ):
     a, x = _tensor(shape, tile_shape, make_array)
-    with pytest.raises(ValueError, match=r"cannot reshape .*tile_shape.*retile") as info:
-        x.reshape(new_shape)
+    with pytest.raises(
+        ValueError, match=r"cannot reshape .*tile_shape.*copy=False.*retile"
+    ) as info:
+        nt.reshape(x, new_shape, copy=False)
     assert str(shape) in str(info.value) and str(new_shape) in str(info.value)
     check_tiles(x.retile(shape).reshape(new_shape), a.reshape(new_shape))  # one tile always works
+    check_tiles(x.reshape(new_shape), a.reshape(new_shape))  # array API: always works
+    check_tiles(nt.reshape(x, new_shape, copy=True), a.reshape(new_shape))
 
 
 @pytest.mark.parametrize("new_shape", [(5, 5), (7,), (-1, 5), (-1, -1), (0, -1)])
@@ -234,13 +238,16 @@ def _factorization(draw, size):
 
 @HYPOTHESIS
 @given(data=st.data())
-def test_reshape_either_matches_numpy_or_explains(data, make_array, check_tiles):
+def test_reshape_matches_numpy_and_copy_false_either_matches_or_explains(
+    data, make_array, check_tiles
+):
     shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=3), label="shape"))
     tiles = tuple(data.draw(st.integers(1, s)) for s in shape)
     new_shape = data.draw(_factorization(int(np.prod(shape))), label="new_shape")
     a, x = _tensor(shape, tiles, make_array, seed=6)
+    check_tiles(x.reshape(new_shape), a.reshape(new_shape))
     try:
-        out = x.reshape(new_shape)
+        out = nt.reshape(x, new_shape, copy=False)
     except ValueError as error:
         assert "retile" in str(error) and tiles != shape  # a single tile always reshapes
         return
