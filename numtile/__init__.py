@@ -120,6 +120,7 @@ from numtile.tiletensor.elementwise import (
     tanh,
 )
 from numtile.tiletensor.info import __array_namespace_info__
+from numtile.tiletensor.joining import concat, repeat, stack, tile, unstack  # issue 13 (Q)
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg import matmul
 from numtile.tiletensor.logic import all, any, isfinite, isinf, isnan, signbit, where
@@ -133,6 +134,7 @@ from numtile.tiletensor.manipulation import (
     squeeze,
     transpose,
 )
+from numtile.tiletensor.rearranging import broadcast_arrays, flip, moveaxis, roll  # 13 (Q)
 from numtile.tiletensor.reduction import max, mean, min, prod, sum
 from numtile.tiletensor.tensor import Device, TileTensor
 
@@ -266,4 +268,14 @@ __all__ = [
     "where",
     "zeros",
     "zeros_like",
+    # array API creation, manipulation, DLPack and NumPy interop (issue 13, helper Q)
+    "broadcast_arrays",
+    "concat",
+    "flip",
+    "moveaxis",
+    "repeat",
+    "roll",
+    "stack",
+    "tile",
+    "unstack",
 ]

@@ -1,14 +1,16 @@
 """Gradient rules of the ops that move data between tiles: reshape, permute, retile,
-broadcast."""
+broadcast, concat, flip, roll, unstack, repeat."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from numtile.autograd.elementwise import unbroadcast
-from numtile.autograd.rules import gradient_rule
+from numtile.autograd.rules import NoGradientError, gradient_rule
 from numtile.autograd.tape import Function
-from numtile.tiletensor import manipulation
+from numtile.tiletensor import copying, creation, dispatch, joining, manipulation, rearranging
 
 
 class Reshape(Function):
@@ -71,3 +73,103 @@ class BroadcastTo(Function):
 
 
 gradient_rule("broadcast_to")(BroadcastTo.apply)
+
+
+class Concat(Function):
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        ctx.shapes = [a.shape for a in arrays]
+        ctx.axis = axis
+        return joining.concat(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        axis = 0 if ctx.axis is None else copying.normalize_axis(ctx.axis, g.ndim)
+        grads, offset = [], 0
+        for shape in ctx.shapes:
+            length = math.prod(shape) if ctx.axis is None else shape[axis]
+            part = copying.slice_axis(g, axis, offset, offset + length)
+            grads.append(manipulation.reshape(part, shape) if ctx.axis is None else part)
+            offset += length
+        return tuple(grads)
+
+
+@gradient_rule("concat")
+def _concat(arrays, /, *, axis=0):
+    return Concat.apply(*arrays, axis=axis)
+
+
+class Flip(Function):
+    @staticmethod
+    def forward(ctx, x, axis=None):
+        ctx.axis = axis
+        return rearranging.flip(x, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        return rearranging.flip(g, axis=ctx.axis), None
+
+
+@gradient_rule("flip")
+def _flip(x, /, *, axis=None):
+    return Flip.apply(x, axis)
+
+
+class Roll(Function):
+    @staticmethod
+    def forward(ctx, x, shift, axis=None):
+        ctx.shift, ctx.axis = shift, axis
+        return rearranging.roll(x, shift, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        shift = ctx.shift
+        back = -shift if isinstance(shift, int) else tuple(-s for s in shift)
+        return rearranging.roll(g, back, axis=ctx.axis), None, None
+
+
+@gradient_rule("roll")
+def _roll(x, /, shift, *, axis=None):
+    return Roll.apply(x, shift, axis)
+
+
+class Select(Function):
+    """One tensor of ``unstack``: x at ``index`` of ``axis``."""
+
+    @staticmethod
+    def forward(ctx, x, axis, index):
+        ctx.layout, ctx.axis, ctx.index = x.layout, axis, index
+        return joining.select(x, axis, index)
+
+    @staticmethod
+    def backward(ctx, g):
+        # x's gradient: g at ``index`` of ``axis``, zeros elsewhere; (..., n, ...)
+        axis, index, shape = ctx.axis, ctx.index, ctx.layout.shape
+
+        def zeros(length):
+            return creation.zeros(shape[:axis] + (length,) + shape[axis + 1 :], g.dtype)
+
+        before, after = index, shape[axis] - index - 1
+        pieces = [zeros(before)] if before else []
+        pieces.append(manipulation.expand_dims(g, axis))
+        pieces += [zeros(after)] if after else []
+        return joining.concat(pieces, axis=axis), None, None
+
+
+@gradient_rule("unstack")
+def _unstack(x, /, *, axis=0):
+    if x.ndim == 0:
+        return joining.unstack(x, axis=axis)  # raises the plain error
+    axis = copying.normalize_axis(axis, x.ndim)
+    return tuple(Select.apply(x, axis, i) for i in range(x.shape[axis]))
+
+
+@gradient_rule("repeat")
+def _repeat(x, repeats, /, *, axis=None):
+    if isinstance(repeats, int) or hasattr(repeats, "__index__") or np.size(repeats) == 1:
+        # the plain op: its reshape and broadcast_to record the gradient
+        return dispatch.PLAIN["repeat"](x, repeats, axis=axis)
+    raise NoGradientError(
+        "numtile.repeat has no gradient rule for an array of repeats; its input requires grad "
+        "(use .detach() or nt.no_grad(), or an int repeats)"
+    )

@@ -30,6 +30,7 @@ from numtile.tiletensor import dispatch
 RULES: dict[str, Callable] = {}
 COMPOSITE = frozenset(
     {"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze", "conj", "real"}
+    | {"stack", "tile", "moveaxis", "broadcast_arrays"}  # issue 13 manipulation (Q)
 )
 CONSTANT = frozenset(
     {
@@ -83,7 +84,10 @@ def gradient_rule(*names: str):
 
 
 def _wants_grad(args, kwargs) -> bool:
-    return needs_grad(*args) or bool(kwargs) and needs_grad(*kwargs.values())
+    if needs_grad(*args) or bool(kwargs) and needs_grad(*kwargs.values()):
+        return True
+    # ops on a sequence of tensors (concat, stack)
+    return any(isinstance(a, list | tuple) and needs_grad(*a) for a in args)
 
 
 def _recording(plain: Callable, rule: Callable) -> Callable:

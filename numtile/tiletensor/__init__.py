@@ -9,9 +9,11 @@ from numtile.tiletensor import (
     dispatch,
     elementwise,
     fused,
+    joining,
     linalg,
     manipulation,
     random,
+    rearranging,
     reduction,
 )
 from numtile.tiletensor.layout import Layout
@@ -24,8 +26,10 @@ __all__ = [
     "dispatch",
     "elementwise",
     "fused",
+    "joining",
     "linalg",
     "manipulation",
     "random",
+    "rearranging",
     "reduction",
 ]

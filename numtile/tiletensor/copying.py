@@ -35,6 +35,11 @@ def normalize_axis(axis, ndim: int) -> int:
     return position % ndim
 
 
+def region_along(shape, axis: int, begin: int, end: int) -> tuple[tuple[int, int], ...]:
+    """The region of ``shape`` that spans [begin, end) along ``axis`` and all of the others."""
+    return tuple((begin, end) if k == axis else (0, n) for k, n in enumerate(shape))
+
+
 def _runs(src: Layout, axis: int, first: int, count: int, start: int, step: int):
     """Split out positions [first, first+count) -> src positions start+p*step into per-tile runs.
 
