@@ -41,6 +41,7 @@ from numtile.tiletensor.creation import (
     asarray,
     empty,
     empty_like,
+    from_dlpack,
     from_numpy,
     full,
     full_like,
@@ -136,6 +137,7 @@ from numtile.tiletensor.manipulation import (
 )
 from numtile.tiletensor.rearranging import broadcast_arrays, flip, moveaxis, roll  # 13 (Q)
 from numtile.tiletensor.reduction import max, mean, min, prod, sum
+from numtile.tiletensor.structured import eye, linspace, meshgrid, tril, triu  # 13 (Q)
 from numtile.tiletensor.tensor import Device, TileTensor
 
 __version__ = "0.1.0"
@@ -271,11 +273,17 @@ __all__ = [
     # array API creation, manipulation, DLPack and NumPy interop (issue 13, helper Q)
     "broadcast_arrays",
     "concat",
+    "eye",
     "flip",
+    "from_dlpack",
+    "linspace",
+    "meshgrid",
     "moveaxis",
     "repeat",
     "roll",
     "stack",
     "tile",
+    "tril",
+    "triu",
     "unstack",
 ]

@@ -10,7 +10,15 @@ import numpy as np
 from numtile.autograd.elementwise import unbroadcast
 from numtile.autograd.rules import NoGradientError, gradient_rule
 from numtile.autograd.tape import Function
-from numtile.tiletensor import copying, creation, dispatch, joining, manipulation, rearranging
+from numtile.tiletensor import (
+    copying,
+    creation,
+    dispatch,
+    joining,
+    manipulation,
+    rearranging,
+    structured,
+)
 
 
 class Reshape(Function):
@@ -173,3 +181,26 @@ def _repeat(x, repeats, /, *, axis=None):
         "numtile.repeat has no gradient rule for an array of repeats; its input requires grad "
         "(use .detach() or nt.no_grad(), or an int repeats)"
     )
+
+
+class Triangle(Function):
+    """tril/triu: the gradient is the same triangle of the output's gradient."""
+
+    @staticmethod
+    def forward(ctx, x, k, lower):
+        ctx.k, ctx.lower = k, lower
+        return (structured.tril if lower else structured.triu)(x, k=k)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (structured.tril if ctx.lower else structured.triu)(g, k=ctx.k), None, None
+
+
+@gradient_rule("tril")
+def _tril(x, /, *, k=0):
+    return Triangle.apply(x, k, True)
+
+
+@gradient_rule("triu")
+def _triu(x, /, *, k=0):
+    return Triangle.apply(x, k, False)

@@ -30,7 +30,7 @@ from numtile.tiletensor import dispatch
 RULES: dict[str, Callable] = {}
 COMPOSITE = frozenset(
     {"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze", "conj", "real"}
-    | {"stack", "tile", "moveaxis", "broadcast_arrays"}  # issue 13 manipulation (Q)
+    | {"stack", "tile", "moveaxis", "broadcast_arrays", "meshgrid"}  # issue 13 (Q)
 )
 CONSTANT = frozenset(
     {

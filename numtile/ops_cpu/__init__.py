@@ -30,6 +30,7 @@ from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cpu.structured import band, linspace_fill
 
 
 def to_host(array):
@@ -40,6 +41,7 @@ def to_host(array):
 __all__ = [
     "arange_fill",
     "axpy",
+    "band",
     "binary",
     "bitwise",
     "cast",
@@ -56,6 +58,7 @@ __all__ = [
     "gemm_batched",
     "getrf",
     "laswp",
+    "linspace_fill",
     "nn",
     "potrf",
     "predicate",

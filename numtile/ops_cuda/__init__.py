@@ -39,6 +39,7 @@ from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cuda.structured import band, linspace_fill
 
 __all__ = [
     "SIMULATOR",
@@ -47,6 +48,7 @@ __all__ = [
     "arange_fill",
     "available",
     "axpy",
+    "band",
     "binary",
     "bitwise",
     "cast",
@@ -64,6 +66,7 @@ __all__ = [
     "gemm_path",
     "getrf",
     "laswp",
+    "linspace_fill",
     "launch_settings",
     "nn",
     "potrf",

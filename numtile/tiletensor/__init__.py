@@ -15,6 +15,7 @@ from numtile.tiletensor import (
     random,
     rearranging,
     reduction,
+    structured,
 )
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
@@ -32,4 +33,5 @@ __all__ = [
     "random",
     "rearranging",
     "reduction",
+    "structured",
 ]

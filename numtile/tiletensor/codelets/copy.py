@@ -1,4 +1,5 @@
-"""Codelets that move or convert tile data: fill, strided copy, dtype cast."""
+"""Codelets that move or convert tile data: fill, strided copy, dtype cast; and the
+structured tiles of the array API's creation functions: band (tril, triu, eye), linspace."""
 
 from __future__ import annotations
 
@@ -22,3 +23,28 @@ def _cast(ops, x, out):
 fill = Codelet("fill", kernel=_fill)
 copy_strided = Codelet("copy_strided", kernel=_copy_strided)
 cast = Codelet("cast", kernel=_cast)
+
+
+def _batched(tile):
+    """A tile viewed as (batch, rows, cols): leading axes merged (tiles are C-ordered)."""
+    shape = tuple(tile.shape)  # the CUDA simulator's shapes refuse negative indices
+    return tile.reshape(-1, shape[-2], shape[-1])
+
+
+def _band(ops, x, out, row0, col0, lower, upper):
+    ops.band(_batched(x), _batched(out), row0, col0, lower, upper)
+
+
+def _eye(ops, out, row0, col0, k):
+    ops.fill(out.reshape(-1), out.dtype.type(1))
+    matrix = _batched(out)
+    ops.band(matrix, matrix, row0, col0, k, k)
+
+
+def _linspace(ops, out, start, step, offset, last, stop):
+    ops.linspace_fill(out.reshape(-1), start, step, offset, last, stop)
+
+
+band = Codelet("band", kernel=_band)
+eye = Codelet("eye", kernel=_eye)
+linspace = Codelet("linspace", kernel=_linspace)
