@@ -241,6 +241,29 @@ class TileTensor:
         for handle in self.handles:
             runtime.wont_use(handle)
 
+    # -- interop: DLPack and NumPy's protocols (numtile/tiletensor/interop.py) ----------------
+
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the values, gathered into one host buffer (see interop.dlpack)."""
+        from numtile.tiletensor import interop
+
+        return interop.dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from numtile.tiletensor import interop
+
+        return interop.dlpack_device(self)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from numtile.tiletensor import interop
+
+        return interop.array_ufunc(self, ufunc, method, *inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from numtile.tiletensor import interop
+
+        return interop.array_function(self, func, types, args, kwargs)
+
     def __array_namespace__(self, api_version: str | None = None):
         import numtile
 
