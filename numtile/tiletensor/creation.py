@@ -124,8 +124,8 @@ def asarray(
     if copy is False and distribution is not None:
         raise ValueError("copy=False with a distribution: each rank's tiles are copies")
     if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
-        obj = np.from_dlpack(obj, copy=copy)  # torch, JAX, array_api_strict...
-        copy = False if copy is None else copy  # the exporter's copy, if any, is made
+        # torch, JAX, array_api_strict...: a view of the producer's memory (tiles copy it)
+        obj = np.from_dlpack(obj, copy=False if copy is False else None)
     if copy is False:
         try:
             array = np.asarray(obj, dtype=dtype, copy=False)

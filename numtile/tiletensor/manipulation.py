@@ -52,7 +52,7 @@ def broadcast_to(x: TileTensor, shape, tile_shape=None) -> TileTensor:
     if tile_shape is None:
         edge = current_config().tile
         tile_shape = tuple(
-            t if s == n else min(n, edge) for s, n, t in zip(x.shape, shape, x.tile_shape)
+            t if s == n else max(1, min(n, edge)) for s, n, t in zip(x.shape, shape, x.tile_shape)
         )
     if shape == x.shape and tuple(tile_shape) == x.tile_shape:
         return x
