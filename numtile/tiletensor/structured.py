@@ -182,4 +182,3 @@ def meshgrid(*arrays: TileTensor, indexing: str = "xy") -> list[TileTensor]:
         spread[axis] = a.shape[0]
         outputs.append(broadcast_to(reshape(a, tuple(spread)), tuple(shape)))
     return outputs
-
