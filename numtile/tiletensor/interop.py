@@ -4,8 +4,8 @@ NumPy functions called on TileTensors run numtile's own tiled op of the same mea
 Dask and CuPy do: ``np.exp(t)``, ``np.sum(t, axis=0)``, ``np.concatenate([t, t])`` return
 TileTensors. A NumPy function numtile has no op for raises ``TypeError`` naming it: a tensor
 is never gathered behind the user's back (``np.asarray(t)`` and ``t.to_numpy()`` gather, as
-asked). NumPy arrays among the arguments become TileTensors (tiled like the TileTensor
-argument of the same shape, if any).
+asked). A NumPy array among the arguments is a ``TypeError``, as in ``t + array``: which
+tiling it should take is the caller's choice (``nt.from_numpy(array, tile_shape=...)``).
 
 Ops are found by name in the op table (``dispatch``), so an op added to numtile is reachable
 from NumPy as soon as it is registered.
@@ -19,7 +19,6 @@ import numpy as np
 
 from numtile.runtime import get_runtime
 from numtile.tiletensor import dispatch
-from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.dtypes import result_type
 from numtile.tiletensor.tensor import TileTensor
 
@@ -100,25 +99,16 @@ def dlpack(x: TileTensor, stream=None, max_version=None, dl_device=None, copy=No
 # --- NumPy's protocols ---------------------------------------------------------------------------
 
 
-def _tensorize(value, like: list[TileTensor]):
-    """A NumPy array argument as a TileTensor (tiled as a TileTensor of its shape in ``like``);
-    sequences of arguments converted element by element; anything else as it is."""
-    if isinstance(value, np.ndarray):
-        tiles = next((t.tile_shape for t in like if t.shape == value.shape), None)
-        return from_numpy(value, tile_shape=tiles)
-    if isinstance(value, list | tuple) and any(isinstance(v, np.ndarray) for v in value):
-        return type(value)(_tensorize(v, like) for v in value)
-    return value
-
-
-def _tensors_in(values) -> list[TileTensor]:
-    found = []
+def _refuse_numpy_arrays(values, where: str) -> None:
+    """TypeError for a NumPy array among the arguments, as TileTensor's operators raise: which
+    tiling it should take is ambiguous (``nt.from_numpy(array, tile_shape=...)`` says)."""
     for value in values:
-        if isinstance(value, TileTensor):
-            found.append(value)
-        elif isinstance(value, list | tuple):
-            found += [v for v in value if isinstance(v, TileTensor)]
-    return found
+        inner = value if isinstance(value, list | tuple) else (value,)
+        if any(isinstance(v, np.ndarray) for v in inner):
+            raise TypeError(
+                f"{where}: mixing a TileTensor with a NumPy array is ambiguous; convert it "
+                f"with nt.from_numpy(array, tile_shape=...)"
+            )
 
 
 def _op(numpy_name: str, module: str = "numpy") -> str:
@@ -193,7 +183,7 @@ def array_ufunc(x: TileTensor, ufunc, method: str, *inputs, **kwargs):
             f"numpy.{ufunc.__name__}(..., out=...) on a TileTensor: numtile ops "
             f"make new tensors, pass no out="
         )
-    inputs = tuple(_tensorize(v, _tensors_in(inputs)) for v in inputs)
+    _refuse_numpy_arrays(inputs, f"numpy.{ufunc.__name__}")
     if method == "__call__":
         name = _op(ufunc.__name__)
         for key, value in kwargs.items():
@@ -256,9 +246,8 @@ def array_function(x: TileTensor, function, types, args, kwargs):
     """``x.__array_function__``: NumPy functions run numtile's op of the same meaning."""
     if not all(issubclass(t, TileTensor | np.ndarray) for t in types):
         return NotImplemented
-    args = tuple(_tensorize(v, _tensors_in(args)) for v in args)
-    kwargs = {k: _tensorize(v, _tensors_in(args)) for k, v in kwargs.items()}
     name, module = function.__name__, function.__module__ or "numpy"
+    _refuse_numpy_arrays([*args, *kwargs.values()], f"{module}.{name}")
     if module == "numpy" and name in SPECIAL:
         if kwargs.pop("out", None) is not None:
             raise TypeError(f"numpy.{name}(..., out=...) on a TileTensor: pass no out=")

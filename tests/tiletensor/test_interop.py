@@ -21,8 +21,6 @@ def tiled():
 CALLS = {
     "exp": lambda m, x: m.exp(x),
     "add scalar": lambda m, x: m.add(x, 1),
-    "ndarray + tensor": lambda m, x: B + x,
-    "multiply by ndarray": lambda m, x: m.multiply(x, B),
     "absolute": lambda m, x: m.absolute(-x),
     "true_divide": lambda m, x: m.true_divide(x, 2),
     "maximum": lambda m, x: m.maximum(x, 5.0),
@@ -96,6 +94,10 @@ def test_metadata_functions_need_no_task(t):
         (lambda x: np.exp(x, out=np.empty((3, 4))), "numpy.exp"),
         (lambda x: np.sum(x, out=np.empty(())), "numpy.sum"),
         (lambda x: np.concatenate([x, x], casting="unsafe"), "casting"),
+        (lambda x: B + x, "ambiguous; convert it with nt.from_numpy"),
+        (lambda x: np.multiply(x, B), "numpy.multiply: mixing"),
+        (lambda x: np.concatenate([x, B]), "numpy.concatenate: mixing"),
+        (lambda x: np.where(B > 0, x, 0), "numpy.where: mixing"),
     ],
 )
 def test_a_function_numtile_lacks_raises_type_error_naming_it(call, named, t):
