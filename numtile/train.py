@@ -16,12 +16,14 @@ from numtile.io import (
     TokenDataset,
     check_writable,
     load_checkpoint,
+    read_meta,
     save_checkpoint,
     stdlib_corpus,
 )
 from numtile.nn import optim
 from numtile.nn.generation import sample
 from numtile.nn.gpt2 import GPT2, Tiling
+from numtile.nn.hf import check_tokenizer, load_hf, read_config
 from numtile.nn.llama import Llama, LlamaConfig
 from numtile.train_config import (
     _TRAINING_ATTRS,
@@ -128,7 +130,11 @@ class Trainer:
             os.path.join(self.data_dir, "val.bin"), cfg.seq_len, seed=cfg.seed + 1
         )
         vocab = self.train_data.vocab_size
-        self.config = model_config(cfg.model, vocab)
+        if cfg.init_from:  # fine-tuning: the folder's model; its tokenizer must be the data's
+            _, self.config = read_config(cfg.init_from)
+            check_tokenizer(cfg.init_from, self.config, self.data_dir, read_meta(self.data_dir))
+        else:
+            self.config = model_config(cfg.model, vocab)
         shape = model_shape(self.config)
         if cfg.seq_len > shape["context"]:
             raise ConfigError(
@@ -139,9 +145,13 @@ class Trainer:
             raise ConfigError(
                 f"the data has a vocabulary of {vocab} but the model only {self.config.vocab_size}"
             )
-        self.model = build_model(
-            self.config, _tiling(cfg, self.config), seed=cfg.seed, seq_len=cfg.seq_len
-        )
+        tiling = _tiling(cfg, self.config)
+        if cfg.init_from and not cfg.resume:  # streamed from the folder: no random weights
+            self.model = load_hf(
+                cfg.init_from, tiling=dataclasses.replace(tiling, seq=tiling.seq or cfg.seq_len)
+            )
+        else:
+            self.model = build_model(self.config, tiling, seed=cfg.seed, seq_len=cfg.seq_len)
         self.step = 0
         self.saved_step: int | None = None  # step of the last checkpoint this run wrote
         if cfg.resume:
@@ -194,7 +204,11 @@ class Trainer:
         _require_attrs(path, attrs, _TRAINING_ATTRS)
         stored = _model_config(attrs["model_config"], f"{path}: model_config")
         if stored != self.config:
-            raise ConfigError(f"{path} holds a model {stored}, not the requested {self.config}")
+            folder = (attrs.get("train_config") or {}).get("init_from")
+            hint = f" (it was fine-tuned from {folder}: pass --init-from)" if folder else ""
+            raise ConfigError(
+                f"{path} holds a model {stored}, not the requested {self.config}{hint}"
+            )
         _load_state(path, self.model, tensors)
         self.optimizer = self._make_optimizer()
         for name, p in self.model.named_parameters():
@@ -404,8 +418,6 @@ def load_model(path: str) -> tuple[GPT2 | Llama, dict]:
     ``ValueError`` naming the file and what is wrong.
     """
     if os.path.isdir(path):
-        from numtile.nn.hf import load_hf
-
         model = load_hf(path)
         return model, {"model_config": config_fields(model.config), "hf_folder": path}
     tensors, attrs = load_checkpoint(path)

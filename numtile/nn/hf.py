@@ -26,13 +26,21 @@ from typing import Any
 import numpy as np
 
 from numtile.io import hf as files
+from numtile.io.prepare import BYTE_LEVEL, TOKENIZER_FILE, load_tokenizer, tokenizer_vocab_size
 from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
 from numtile.nn.llama import Llama, LlamaConfig
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import empty
 from numtile.tiletensor.tensor import TileTensor
 
-__all__ = ["ARCHITECTURES", "Architecture", "load_hf", "read_config", "save_hf"]
+__all__ = [
+    "ARCHITECTURES",
+    "Architecture",
+    "check_tokenizer",
+    "load_hf",
+    "read_config",
+    "save_hf",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,6 +307,36 @@ def load_hf(folder: str | os.PathLike, *, dtype="float32", tiling: Tiling | None
         tensor = files.read_tensor(entries[file_name][0], file_name, layout, dt)
         model._assign(name, tensor.requires_grad_())
     return model
+
+
+def check_tokenizer(folder: str | os.PathLike, config, data_dir: str, meta: dict) -> str | None:
+    """The ``tokenizer.json`` of model folder ``folder`` (None when it has none), checked
+    against the model's vocabulary and against the tokenizer that the data in ``data_dir``
+    was prepared with (``meta``, its ``meta.json``): ``ValueError`` naming both when they
+    do not belong together."""
+    folder = os.fspath(folder)
+    path = os.path.join(folder, TOKENIZER_FILE)
+    if not os.path.isfile(path):
+        return None
+    tokenizer = load_tokenizer(path)
+    size = tokenizer_vocab_size(tokenizer)
+    if size > config.vocab_size:
+        raise ValueError(
+            f"{path} has {size} tokens but the model in {folder} a vocabulary of "
+            f"{config.vocab_size}: they do not belong together"
+        )
+    used, used_size = meta.get("tokenizer", BYTE_LEVEL), meta.get("vocab_size")
+    same = used != BYTE_LEVEL and used_size == size
+    if same and os.path.isfile(used):
+        vocab = tokenizer.get_vocab(with_added_tokens=True)
+        same = load_tokenizer(used).get_vocab(with_added_tokens=True) == vocab
+    if not same:
+        raise ValueError(
+            f"the data in {data_dir} was tokenized with {used} ({used_size} tokens), not with "
+            f"{path} ({size} tokens): prepare it with `numtile prepare INPUT... --tokenizer "
+            f"{folder} --out DIR`"
+        )
+    return path
 
 
 # -- writing -----------------------------------------------------------------------------------
