@@ -39,6 +39,7 @@ from numtile.train_config import (
     model_config,
     model_shape,
 )
+from numtile.train_logs import TrainingLog
 
 __all__ = [
     "PRESETS",
@@ -158,6 +159,7 @@ class Trainer:
             self._load(cfg.resume)
         else:
             self.optimizer = self._make_optimizer()
+        self.training_log = TrainingLog(cfg.log_dir, self.step) if cfg.log_dir else None
 
     def _make_optimizer(self) -> optim.AdamW:
         decay, no_decay = [], []
@@ -319,16 +321,24 @@ class Trainer:
                 bar.update(1)
                 if on_step is not None:
                     on_step(self.step, loss)
-                if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                evaluated = self.step % cfg.eval_every == 0 or self.step == cfg.steps
+                if evaluated:
                     val_loss = self.evaluate()
                     history["val_loss"].append((self.step, val_loss))
                     bar.write(f"step {self.step}: train loss {loss:.4f}, val loss {val_loss:.4f}")
+                if self.training_log is not None:
+                    mfu, lr = rate * per_token / peak, self.optimizer.lr
+                    last_val = val_loss if evaluated else None
+                    log = (self.step, loss, lr, rate, mfu, last_val, nt.get_runtime())
+                    self.training_log.log_step(*log)
                 if cfg.checkpoint and (
                     self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps
                 ):
                     self.save(cfg.checkpoint)
         finally:
             bar.close()
+            if self.training_log is not None:
+                self.training_log.close()
         steady = history["step_seconds"][min(2, len(history["step_seconds"]) - 1) :]
         tokens_per_s = tokens_per_step / float(np.median(steady)) if steady else 0.0
         return {
