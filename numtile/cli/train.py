@@ -240,11 +240,12 @@ class _Stream:
 
 def _tokenizer_for(args: argparse.Namespace, attrs: dict) -> str | None:
     """--tokenizer, else the tokenizer.json of a Hugging Face folder (the one given, or the
-    one a checkpoint was fine-tuned from), else the data's (None: bytes)."""
+    one a checkpoint was fine-tuned or converted from), else the data's (None: bytes)."""
     if args.tokenizer:
         return args.tokenizer
     train_config = attrs.get("train_config") or {}
-    for folder in (attrs.get("hf_folder"), train_config.get("init_from")):
+    folders = (attrs.get("hf_folder"), train_config.get("init_from"), attrs.get("converted_from"))
+    for folder in folders:
         if folder and os.path.isfile(os.path.join(folder, "tokenizer.json")):
             return os.path.join(folder, "tokenizer.json")
     return _data_tokenizer(train_config.get("data"))

@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 
 from numtile.io import hf as files
-from numtile.io.prepare import BYTE_LEVEL, TOKENIZER_FILE, load_tokenizer, tokenizer_vocab_size
+from numtile.io.prepare import (
+    BYTE_LEVEL,
+    TOKENIZER_FILE,
+    load_tokenizer,
+    tokenizer_file,
+    tokenizer_vocab_size,
+)
 from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
 from numtile.nn.llama import Llama, LlamaConfig
 from numtile.nn.module import Module
@@ -348,8 +354,10 @@ def save_hf(
     *,
     dtype=None,
     max_shard_size: int | str = files.DEFAULT_SHARD_SIZE,
+    tokenizer: str | os.PathLike | None = None,
 ) -> None:
-    """Write ``model`` as a Hugging Face folder that ``transformers`` loads.
+    """Write ``model`` as a Hugging Face folder that ``transformers`` loads (with a copy of
+    ``tokenizer``, a tokenizer.json file, as its ``tokenizer.json`` when given).
 
     ``dtype`` (``"float32"``, ``"float16"``, ``"bfloat16"``, ...) converts the weights on
     the way out (default: the model's). Above ``max_shard_size`` bytes (an int or "10MB")
@@ -375,6 +383,10 @@ def save_hf(
         **arch.config_to_hf(model.config),
         "dtype": name,
     }
-    files.write_folder(
-        folder, json.dumps(config, indent=2, sort_keys=True), tensors, name, max_shard_size
-    )
+    extra = ()
+    if tokenizer is not None:
+        tokenizer = tokenizer_file(tokenizer)
+        load_tokenizer(tokenizer)  # a readable tokenizer.json, checked before writing
+        extra = ((TOKENIZER_FILE, tokenizer),)
+    text = json.dumps(config, indent=2, sort_keys=True)
+    files.write_folder(folder, text, tensors, name, max_shard_size, extra_files=extra)

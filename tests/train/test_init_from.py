@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 from numtile.cli.main import main
 from numtile.io import TokenDataset, prepare
@@ -135,6 +141,25 @@ def test_generate_uses_the_folder_tokenizer(folder, tmp_path, capsys):
         assert out.out == "def return" + tokenizer.decode(ids[prompt.size :].tolist()) + "\n"
 
 
+def test_a_fine_tuned_checkpoint_converts_back_with_its_tokenizer(folder, tmp_path, capsys):
+    path, data, _ = folder
+    checkpoint = str(tmp_path / "ft.h5")
+    Trainer(_config(path, data, checkpoint, steps=1)).run(progress=False)
+    assert main(["convert", checkpoint, str(tmp_path / "out")]) == 0
+    tokenizer = (tmp_path / "out" / "tokenizer.json").read_bytes()
+    assert tokenizer == open(f"{path}/tokenizer.json", "rb").read()
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    ids = np.array([Tokenizer.from_file(f"{path}/tokenizer.json").encode("def return").ids])
+    with torch.no_grad():
+        theirs = hf(torch.tensor(ids)).logits.numpy()
+    ours = load_model(checkpoint)[0](ids)[0].to_numpy()
+    assert np.linalg.norm(theirs - ours) / np.linalg.norm(ours) < 1e-5
+    capsys.readouterr()
+    argv = ["convert", checkpoint, str(tmp_path / "again"), "--tokenizer", str(tmp_path / "no")]
+    line = _one_line_error(argv, capsys, 2)
+    assert "no tokenizer file at" in line and not (tmp_path / "again").exists()
+
+
 def _one_line_error(argv, capsys, status):
     assert main(argv) == status
     err = capsys.readouterr().err
@@ -192,3 +217,6 @@ def test_truncated_weights_stop_before_training(corpus, tmp_path, capsys):
     argv += ["--seq-len", str(SEQ)]
     line = _one_line_error(argv + ["--checkpoint", ""], capsys, 2)
     assert "not a readable safetensors file" in line and str(weights) in line
+    (tmp_path / "m" / "config.json").write_text('{"model_type": "t5"}')
+    line = _one_line_error(argv + ["--checkpoint", ""], capsys, 2)
+    assert "unsupported architecture 't5'" in line and "llama (LlamaForCausalLM)" in line
