@@ -106,7 +106,7 @@ def train_command(args: argparse.Namespace) -> int:
     print(
         f"numtile train: {model.num_parameters():,} parameters "
         f"({architecture(trainer.config)}, {shape['layers']} layers, {shape['width']} wide, "
-        f"{shape['heads']} heads), "
+        f"{shape['heads']} heads{f', fine-tuning {cfg.init_from}' if cfg.init_from else ''}), "
         f"{runtime.ncpu} CPU{gpus} workers, data {trainer.data_dir}, "
         f"{len(trainer.train_data):,} training tokens"
     )
