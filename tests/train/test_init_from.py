@@ -116,6 +116,9 @@ def test_fine_tuning_starts_from_the_folder_and_resumes_exactly(folder, tmp_path
     resumed = Trainer(_config(path, data, half, resume=half))
     assert resumed.step == 2
     assert first + resumed.run(progress=False)["train_loss"] == straight  # bit for bit
+    with pytest.raises(ValueError, match=f"fine-tuned from {path}: pass --init-from"):
+        other = '{"vocab_size": 400, "n_positions": 16, "n_embd": 32, "n_layer": 1, "n_head": 2}'
+        Trainer(_config(None, data, half, resume=half, model=other))
 
     model, attrs = load_model(str(tmp_path / "run.h5"))
     assert type(model).__name__ == ("GPT2" if "gpt2" in path else "Llama")
