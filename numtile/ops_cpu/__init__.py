@@ -29,6 +29,7 @@ from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
+from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 
 
@@ -50,6 +51,7 @@ __all__ = [
     "complex_reduce_accumulate",
     "complex_unary",
     "copy_strided",
+    "cross",
     "empty",
     "fill",
     "gemm",

@@ -10,7 +10,7 @@ from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
-R, W, RW = Access.R, Access.W, Access.RW
+R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 
 def float_operands(name, *tensors):
