@@ -18,11 +18,12 @@ import numpy as np
 from numtile.runtime import get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.codelets.linalg import cross as cross_task
+from numtile.tiletensor.creation import zeros
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, result_type
 from numtile.tiletensor.elementwise import astype, conj, multiply
 from numtile.tiletensor.layout import Layout, c_strides
-from numtile.tiletensor.linalg.common import ACC, R, W
+from numtile.tiletensor.linalg.common import ACC, RW, R, W
 from numtile.tiletensor.linalg.lu import identity_matrix, inv
 from numtile.tiletensor.linalg.matmul import matmul
 from numtile.tiletensor.manipulation import broadcast_to, permute_dims, reshape, retile
@@ -112,6 +113,42 @@ def _diagonal_length(rows: int, columns: int, offset: int) -> int:
     return max(0, min(rows, columns - offset) if offset >= 0 else min(rows + offset, columns))
 
 
+def _diagonal_layout(x: TileTensor, offset: int) -> Layout:
+    rows, columns = x.shape[-2:]
+    length = _diagonal_length(rows, columns, offset)
+    return Layout(x.shape[:-2] + (length,), x.tile_shape[:-2] + (min(x.tile_shape[-2:]),))
+
+
+def _diagonal_pieces(matrix: Layout, diagonal: Layout, offset: int):
+    """Per tile of the diagonal: its index and its pieces, each one strided copy from one
+    tile of the matrix, as (matrix tile index, matrix-tile offset, matrix-tile strides,
+    diagonal-tile offset, diagonal-tile strides, shape)."""
+    row0, column0 = max(0, -offset), max(0, offset)
+    for index in diagonal.indices():
+        (first, last), extents = diagonal.tile_bounds(index)[-1], diagonal.tile_shape_at(index)
+        strides = c_strides(extents)
+        pieces, p = [], first
+        while p < last:  # runs of the diagonal inside one tile of the matrix
+            r, c = row0 + p, column0 + p
+            i, j = matrix.tile_of(matrix.ndim - 2, r), matrix.tile_of(matrix.ndim - 1, c)
+            local_r, local_c = r - matrix.starts[-2][i], c - matrix.starts[-1][j]
+            run = min(last - p, matrix.starts[-2][i + 1] - r, matrix.starts[-1][j + 1] - c)
+            tile = index[:-1] + (i, j)
+            source = c_strides(matrix.tile_shape_at(tile))
+            pieces.append(
+                (
+                    tile,
+                    local_r * source[-2] + local_c * source[-1],
+                    np.array(source[:-2] + [source[-2] + source[-1]], np.int64),
+                    (p - first) * strides[-1],
+                    np.array(strides, np.int64),
+                    np.array(list(extents[:-1]) + [run], np.int64),
+                )
+            )
+            p += run
+        yield index, pieces
+
+
 @dispatched(public="numtile.linalg.diagonal")
 def diagonal(x: TileTensor, /, *, offset: int = 0) -> TileTensor:
     """The diagonals of a stack of matrices (the last two axes); ``offset`` > 0 above the main
@@ -126,36 +163,30 @@ def diagonal(x: TileTensor, /, *, offset: int = 0) -> TileTensor:
     if x.ndim < 2:
         raise ValueError(f"diagonal needs at least 2 axes, got shape {x.shape}")
     offset = operator.index(offset)
-    rows, columns = x.shape[-2:]
-    length = _diagonal_length(rows, columns, offset)
-    row0, column0 = max(0, -offset), max(0, offset)
-    batch, batch_tiles = x.shape[:-2], x.tile_shape[:-2]
-    out = TileTensor(Layout(batch + (length,), batch_tiles + (min(x.tile_shape[-2:]),)), x.dtype)
-    layout, runtime = x.layout, get_runtime()
-    for index, dst in zip(out.layout.indices(), out.handles):
-        (first, last), extents = out.layout.tile_bounds(index)[-1], out.layout.tile_shape_at(index)
-        pieces = []
-        p = first
-        while p < last:  # runs of the diagonal inside one source tile
-            r, c = row0 + p, column0 + p
-            i, j = layout.tile_of(-2 % x.ndim, r), layout.tile_of(-1 % x.ndim, c)
-            local_r, local_c = r - layout.starts[-2][i], c - layout.starts[-1][j]
-            run = min(last - p, layout.starts[-2][i + 1] - r, layout.starts[-1][j + 1] - c)
-            pieces.append((p - first, i, j, local_r, local_c, run))
-            p += run
-        dst_strides = c_strides(dst.shape)
-        for start, i, j, local_r, local_c, run in pieces:
-            src = x.tile(index[:-1] + (i, j))
-            strides = c_strides(src.shape)
-            args = (
-                local_r * strides[-2] + local_c * strides[-1],
-                np.array(strides[:-2] + [strides[-2] + strides[-1]], np.int64),
-                start * dst_strides[-1],
-                np.array(dst_strides, np.int64),
-                np.array(list(extents[:-1]) + [run], np.int64),
+    out = TileTensor(_diagonal_layout(x, offset), x.dtype)
+    runtime = get_runtime()
+    for index, pieces in _diagonal_pieces(x.layout, out.layout, offset):
+        mode = W if len(pieces) == 1 else ACC
+        for tile, *args in pieces:
+            runtime.submit(
+                codelets.copy.copy_strided, [(x.tile(tile), R), (out.tile(index), mode)], args
             )
-            mode = W if len(pieces) == 1 else ACC
-            runtime.submit(codelets.copy.copy_strided, [(src, R), (dst, mode)], args)
+    return out
+
+
+def diagonal_scatter(d: TileTensor, layout: Layout, offset: int) -> TileTensor:
+    """The tensor of ``layout`` that is zero but for its diagonal ``offset``, which is ``d``
+    (the gradient of ``diagonal``)."""
+    out = zeros(layout.shape, d.dtype, tile_shape=layout.tile_shape)
+    if tuple(d.tile_shape) != _diagonal_layout(out, offset).tile_shape:
+        d = retile(d, _diagonal_layout(out, offset).tile_shape)
+    runtime = get_runtime()
+    for index, pieces in _diagonal_pieces(layout, d.layout, offset):
+        for tile, matrix_offset, matrix_strides, offset_in_d, d_strides, shape in pieces:
+            args = (offset_in_d, d_strides, matrix_offset, matrix_strides, shape)
+            runtime.submit(
+                codelets.copy.copy_strided, [(d.tile(index), R), (out.tile(tile), RW)], args
+            )
     return out
 
 
