@@ -125,20 +125,25 @@ cross = Codelet("cross", kernel=_cross, flops=lambda a, b, out, post: 3.0 * math
 # ``shape`` the whole stack's, for messages naming the failing member.
 
 
+def _shape(tile) -> tuple[int, ...]:
+    # a plain tuple: the CUDA simulator's device-array shapes take no negative index
+    return tuple(tile.shape)
+
+
 def _member(first, tile_batch, k) -> tuple[int, ...]:
     local = np.unravel_index(k, tile_batch) if tile_batch else ()
     return tuple(int(f + i) for f, i in zip(first, local))
 
 
 def _matrices(tile):
-    return tile.reshape((-1,) + tuple(tile.shape[-2:]))
+    return tile.reshape((-1,) + _shape(tile)[-2:])
 
 
 def _check_finite(ops, a, first, shape):
     host = ops.to_host(a)
     bad = ~np.isfinite(_matrices(host)).all(axis=(1, 2))
     if bad.any():
-        member = _member(first, a.shape[:-2], int(np.argmax(bad)))
+        member = _member(first, _shape(a)[:-2], int(np.argmax(bad)))
         raise ValueError(
             f"linalg: matrix {member} of the stack of shape {shape} contains infs or NaNs"
         )
@@ -146,7 +151,7 @@ def _check_finite(ops, a, first, shape):
 
 def _singular(first, a, k, shape):
     return np.linalg.LinAlgError(
-        f"singular matrix: matrix {_member(first, a.shape[:-2], k)} of the stack of shape "
+        f"singular matrix: matrix {_member(first, _shape(a)[:-2], k)} of the stack of shape "
         f"{shape} has an exactly zero pivot in its LU factorisation"
     )
 
@@ -155,7 +160,7 @@ def _cholesky_stack(ops, a, first, shape):
     for k, matrix in enumerate(_matrices(a)):
         if ops.potrf(matrix) > 0:
             raise np.linalg.LinAlgError(
-                f"matrix {_member(first, a.shape[:-2], k)} of the stack of shape {shape} is "
+                f"matrix {_member(first, _shape(a)[:-2], k)} of the stack of shape {shape} is "
                 f"not positive definite"
             )
 
@@ -177,7 +182,7 @@ def _solve_stack(ops, a, b, first, shape, identity):
     # a: a scratch copy of the matrices, b: the right-hand sides, solved in place (set to
     # identities first for an inverse)
     _check_finite(ops, a, first, shape)
-    n = a.shape[-1]
+    n = _shape(a)[-1]
     pivots, info = ops.empty(n, np.int64), ops.empty(1, np.int32)
     for k, (matrix, rhs) in enumerate(zip(_matrices(a), _matrices(b))):
         if identity:
@@ -200,7 +205,7 @@ def _solve_stack_cpu(ops, a, b, first, shape, identity):
 
 def _slogdet_stack(ops, a, sign, logabs, first, shape):
     _check_finite(ops, a, first, shape)
-    n = a.shape[-1]
+    n = _shape(a)[-1]
     pivots, info = ops.empty(n, np.int64), ops.empty(1, np.int32)
     signs, logs = sign.reshape(-1), logabs.reshape(-1)
     for k in range(signs.shape[0]):
