@@ -8,8 +8,8 @@ Modules: ``elementwise`` (unary, binary, compare, axpy) over ``scalar_math``; ``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
-``lu`` (getrf, laswp) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
-embedding); ``helpers``.
+``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``nn`` (attention, norm,
+loss, optim, embedding); ``helpers``.
 """
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU

@@ -14,8 +14,8 @@ with its ``Config`` when a CUDA node starts).
 
 Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
 ``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
-laswp), ``nn`` (attention, norm, loss, optim, embedding), and ``launch`` (settings, grid
-sizes, launch parameters).
+laswp), ``products`` (cross), ``nn`` (attention, norm, loss, optim, embedding), and
+``launch`` (settings, grid sizes, launch parameters).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).

@@ -156,8 +156,10 @@ def diagonal(x: TileTensor, /, *, offset: int = 0) -> TileTensor:
 
     >>> import numtile as nt, numpy as np
     >>> x = nt.from_numpy(np.arange(12.0).reshape(3, 4), tile_shape=(2, 3))
-    >>> nt.linalg.diagonal(x).to_numpy().tolist(), nt.linalg.diagonal(x, offset=1).tolist()
-    ([0.0, 5.0, 10.0], [1.0, 6.0, 11.0])
+    >>> nt.linalg.diagonal(x).to_numpy().tolist()
+    [0.0, 5.0, 10.0]
+    >>> nt.linalg.diagonal(x, offset=1).to_numpy().tolist()
+    [1.0, 6.0, 11.0]
     """
     require_tensor(x, "diagonal")
     if x.ndim < 2:
