@@ -145,3 +145,16 @@ def test_stacks_run_on_a_gpu_worker_like_on_cpu():
         assert nt.get_runtime().busy[0] == 0  # the CPU worker ran nothing
     finally:
         nt.init()
+
+
+@pytest.mark.parametrize("lower, trans", [(True, False), (False, True)])
+def test_solve_triangular_of_a_stack(lower, trans, check_tiles):
+    a = np.tril(_general((2, 5, 5), seed=15)) if lower else np.triu(_general((2, 5, 5), seed=15))
+    b = np.random.default_rng(16).standard_normal((3, 1, 5, 2))
+    x = nt.linalg.solve_triangular(
+        nt.from_numpy(a, tile_shape=(1, 2, 2)), nt.from_numpy(b), lower=lower, trans=trans
+    )
+    op = np.swapaxes(a, -1, -2) if trans else a
+    check_tiles(x, np.linalg.solve(op, b), rtol=1e-10, atol=1e-10)
+    vector = nt.linalg.solve_triangular(nt.from_numpy(a), nt.ones((5,)), lower=lower, trans=trans)
+    check_tiles(vector, np.linalg.solve(op, np.ones((2, 5, 1)))[..., 0], rtol=1e-10, atol=1e-10)

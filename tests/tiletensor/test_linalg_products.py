@@ -152,7 +152,7 @@ def test_tensordot_rejects_bad_axes():
         nt.linalg.tensordot(a, b, axes=([5], [0]))
     with pytest.raises(ValueError, match="different numbers"):
         nt.linalg.tensordot(a, b, axes=([0, 1], [1]))
-    with pytest.raises(TypeError, match="complex128.*real kernels"):
+    with pytest.raises(TypeError, match="tensordot of complex128.*kernels are real"):
         nt.linalg.tensordot(nt.astype(a, nt.complex128), nt.astype(b, nt.complex128), axes=0)
 
 
@@ -202,3 +202,21 @@ def test_vector_norm_of_complex_is_real():
     got = nt.linalg.vector_norm(_tensor(z, 2))
     assert got.dtype == np.float32
     np.testing.assert_allclose(got.item(), np.linalg.vector_norm(z), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c @ c,
+        lambda c: nt.linalg.solve(c, c),
+        lambda c: nt.linalg.inv(c),
+        lambda c: nt.linalg.det(c),
+        lambda c: nt.linalg.cholesky(c),
+        lambda c: nt.linalg.tensordot(c, c),
+        lambda c: nt.linalg.matrix_power(c, 2),
+    ],
+)
+def test_complex_matrices_raise_where_the_kernels_are_real(call):
+    c = nt.from_numpy(np.eye(3) * (1 + 1j), tile_shape=(2, 2))
+    with pytest.raises(TypeError, match="complex128 tensors is not supported.*real"):
+        call(c)

@@ -101,7 +101,8 @@ def solve_triangular(
     """Solve op(a) @ x = b for x with a triangular (``op`` transposes when ``trans``).
 
     Like ``scipy.linalg.solve_triangular`` (but ``lower`` defaults to True); ``b`` may be
-    1-D or 2-D. Tiles of x are solved with TRSM and the rest updated with GEMM.
+    1-D or 2-D, or, for a stack ``a`` (..., M, M), a stack (..., M, K) (each matrix in
+    turn). Tiles of x are solved with TRSM and the rest updated with GEMM.
 
     >>> import numtile as nt, numpy as np
     >>> L = nt.from_numpy(np.array([[2.0, 0.0], [1.0, 4.0]]), tile_shape=(1, 1))
@@ -112,6 +113,19 @@ def solve_triangular(
     (a, b), dtype = float_operands("solve_triangular", a, b)
     if dtype.kind != "f":
         (a, b), dtype = [astype(a, np.float64), astype(b, np.float64)], np.dtype(np.float64)
+    if a.ndim > 2 or b.ndim > 2:  # stacks: (..., M, M) and (M,) or (..., M, K), per matrix
+        vector = b.ndim == 1
+        if vector:
+            b = reshape(b, (b.shape[0], 1))
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2] or b.shape[-2] != a.shape[-1]:
+            raise ValueError(
+                f"solve_triangular: a has shape {a.shape} and b {b.shape}; expected a stack of "
+                f"square matrices (..., M, M) and b (M,) or (..., M, K)"
+            )
+        flags = {"lower": lower, "trans": trans, "unit_diagonal": unit_diagonal}
+        pair = batched.broadcast_pair(a, b, "solve_triangular")
+        x = batched.per_matrix(lambda m, r: solve_triangular(m, r, **flags), *pair)
+        return reshape(x, x.shape[:-1]) if vector else x
     a = square_tiles(a, "solve_triangular")
     vector = b.ndim == 1
     if vector:

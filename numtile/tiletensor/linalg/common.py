@@ -13,6 +13,15 @@ from numtile.tiletensor.tensor import TileTensor
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 
+def real_kernels_only(name: str, dtype: np.dtype) -> None:
+    """Raise ``TypeError`` for a complex ``dtype``: the GEMM and LAPACK tile kernels are real."""
+    if dtype.kind == "c":
+        raise TypeError(
+            f"{name} of {dtype} tensors is not supported: the tiled matrix product and "
+            f"factorisation kernels are real (float32, float64)"
+        )
+
+
 def float_operands(name, *tensors):
     for t in tensors:
         if not isinstance(t, TileTensor):
@@ -20,6 +29,7 @@ def float_operands(name, *tensors):
     dtype = result_type(*(t.dtype for t in tensors))
     if dtype == bool_:
         raise TypeError(f"{name} of boolean tensors is not supported")
+    real_kernels_only(name, dtype)
     return [t if t.dtype == dtype else astype(t, dtype) for t in tensors], dtype
 
 

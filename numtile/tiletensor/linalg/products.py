@@ -23,7 +23,7 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, result_type
 from numtile.tiletensor.elementwise import astype, conj, multiply
 from numtile.tiletensor.layout import Layout, c_strides
-from numtile.tiletensor.linalg.common import ACC, RW, R, W
+from numtile.tiletensor.linalg.common import ACC, RW, R, W, real_kernels_only
 from numtile.tiletensor.linalg.lu import identity_matrix, inv
 from numtile.tiletensor.linalg.matmul import matmul
 from numtile.tiletensor.manipulation import broadcast_to, permute_dims, reshape, retile
@@ -39,14 +39,6 @@ def _numeric(name: str, *tensors: TileTensor) -> np.dtype:
     if dtype == bool_:
         raise TypeError(f"{name} needs numeric tensors, got bool")
     return dtype
-
-
-def _real_product(name: str, dtype: np.dtype) -> None:
-    if dtype.kind == "c":
-        raise TypeError(
-            f"{name} of {dtype} tensors is not supported: the tiled matrix product has real "
-            f"kernels only"
-        )
 
 
 def _vector_axis(name: str, axis, *tensors: TileTensor) -> int:
@@ -297,7 +289,7 @@ def tensordot(x1: TileTensor, x2: TileTensor, /, *, axes=2) -> TileTensor:
     [66.0, 210.0]
     """
     dtype = _numeric("tensordot", x1, x2)
-    _real_product("tensordot", dtype)
+    real_kernels_only("tensordot", dtype)
     first, second = _tensordot_axes(x1, x2, axes)
     for a, b in zip(first, second):
         if x1.shape[a] != x2.shape[b]:
@@ -331,7 +323,7 @@ def matrix_power(x: TileTensor, n: int, /) -> TileTensor:
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"matrix_power needs a stack of square matrices, got shape {x.shape}")
     _numeric("matrix_power", x)
-    _real_product("matrix_power", x.dtype)
+    real_kernels_only("matrix_power", x.dtype)
     n = int(n)
     if n == 0:
         identity = identity_matrix(x.shape[-1], min(x.tile_shape[-2:]), x.dtype)
