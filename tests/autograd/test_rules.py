@@ -111,6 +111,8 @@ FUNCTIONS = {
     "tanh": lambda x, y: nt.tanh(x),
     "transpose": lambda x, y: nt.transpose(x),
     "zeros_like": lambda x, y: nt.zeros_like(x),
+    "tensordot": lambda x, y: nt.tensordot(x, y, axes=2),
+    "vecdot": lambda x, y: nt.vecdot(x, y, axis=-2),
     "linalg.cholesky": lambda x, y: nt.linalg.cholesky(_square(x, y)),
     "linalg.matmul": lambda x, y: nt.linalg.matmul(x, y, transpose_b=True),
     "linalg.matrix_norm": lambda x, y: nt.linalg.matrix_norm(x),
