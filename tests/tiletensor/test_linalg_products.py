@@ -197,13 +197,6 @@ def test_vector_norm_matches_numpy(order, axis, keepdims, make_array):
     np.testing.assert_allclose(got.to_numpy(), expected, rtol=1e-12)
 
 
-def test_vector_norm_of_complex_is_real():
-    z = np.array([3 + 4j, 1j, -2], np.complex64)
-    got = nt.linalg.vector_norm(_tensor(z, 2))
-    assert got.dtype == np.float32
-    np.testing.assert_allclose(got.item(), np.linalg.vector_norm(z), rtol=1e-6)
-
-
 @pytest.mark.parametrize(
     "call",
     [
