@@ -2,6 +2,8 @@
 det and slogdet, both where the matrices fit one tile (one batched task per tile) and where
 they do not (the tiled algorithm per matrix), against NumPy and array_api_strict."""
 
+import json
+
 import array_api_strict as xp
 import numpy as np
 import pytest
@@ -158,3 +160,24 @@ def test_solve_triangular_of_a_stack(lower, trans, check_tiles):
     check_tiles(x, np.linalg.solve(op, b), rtol=1e-10, atol=1e-10)
     vector = nt.linalg.solve_triangular(nt.from_numpy(a), nt.ones((5,)), lower=lower, trans=trans)
     check_tiles(vector, np.linalg.solve(op, np.ones((2, 5, 1)))[..., 0], rtol=1e-10, atol=1e-10)
+
+
+def test_matrices_that_fit_one_tile_run_one_task_per_tile(tmp_path):
+    a = _general((6, 4, 4), seed=17)  # tiles of 4 matrices: 2 tiles
+    x = nt.from_numpy(a, tile_shape=(4, 4, 4))
+    path = tmp_path / "trace.json"
+    with nt.trace(str(path)):
+        nt.linalg.inv(x).wait()
+        nt.linalg.slogdet(x).sign.wait()
+        nt.linalg.cholesky(nt.from_numpy(_spd((6, 4, 4), seed=18), tile_shape=(4, 4, 4))).wait()
+    names = [event["name"] for event in json.loads(path.read_text())["traceEvents"]]
+    assert names.count("solve_stack") == names.count("slogdet_stack") == 2
+    assert names.count("cholesky_stack") == 2
+    assert "getrf_panel" not in names and "potrf" not in names
+
+
+def test_a_stack_under_each_scheduler(scheduler, check_tiles):
+    a, b = _general((3, 5, 5), seed=19), np.random.default_rng(20).standard_normal((3, 5, 2))
+    for tiles in [(2, 5, 5), (1, 2, 2)]:
+        x = nt.linalg.solve(nt.from_numpy(a, tile_shape=tiles), nt.from_numpy(b))
+        check_tiles(x, np.linalg.solve(a, b), rtol=1e-10, atol=1e-10)
