@@ -20,7 +20,7 @@ from numtile.tiletensor import codelets
 from numtile.tiletensor.codelets.linalg import cholesky_stack, slogdet_stack, solve_stack
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
-from numtile.tiletensor.linalg.common import RW, R, W
+from numtile.tiletensor.linalg.common import RW, R, W, broadcast_tiles
 from numtile.tiletensor.manipulation import broadcast_to, getitem, retile
 from numtile.tiletensor.tensor import TileTensor
 
@@ -84,19 +84,6 @@ def cholesky(x: TileTensor, factor_2d: Callable) -> TileTensor:
     return out
 
 
-def _batch_tiles(batch: tuple[int, ...], *tensors: TileTensor) -> tuple[int, ...]:
-    """Batch tiles for the broadcast ``batch``: per axis, the first operand's that spans it."""
-    tiles = []
-    for axis in range(-len(batch), 0):
-        spanning = [
-            t.tile_shape[axis - 2]
-            for t in tensors
-            if t.ndim - 2 >= -axis and t.shape[axis - 2] == batch[axis] != 1
-        ]
-        tiles.append(spanning[0] if spanning else 1)
-    return tuple(tiles)
-
-
 def broadcast_pair(a: TileTensor, b: TileTensor, name: str):
     """``a`` (..., M, M) and ``b`` (..., M, K) with their batch axes broadcast together."""
     try:
@@ -105,7 +92,7 @@ def broadcast_pair(a: TileTensor, b: TileTensor, name: str):
         raise ValueError(
             f"{name}: the batch shapes of a {a.shape} and b {b.shape} cannot be broadcast"
         ) from None
-    tiles = _batch_tiles(batch, a, b)
+    tiles = broadcast_tiles(batch, (a, b), trailing=2)
     a = broadcast_to(a, batch + a.shape[-2:], tiles + a.tile_shape[-2:])
     b = broadcast_to(b, batch + b.shape[-2:], tiles + b.tile_shape[-2:])
     return a, b

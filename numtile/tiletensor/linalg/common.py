@@ -41,6 +41,20 @@ def float_matrices(name, *tensors):
     return tensors, dtype
 
 
+def broadcast_tiles(shape, tensors, trailing: int = 0) -> tuple[int, ...]:
+    """Tiles for the broadcast ``shape`` of ``tensors``' leading axes (all but their last
+    ``trailing``): per axis, the tile of the first tensor that spans it (1 where none does)."""
+    tiles = []
+    for axis in range(-len(shape), 0):
+        spanning = [
+            t.tile_shape[axis - trailing]
+            for t in tensors
+            if t.ndim - trailing >= -axis and t.shape[axis - trailing] == shape[axis] != 1
+        ]
+        tiles.append(spanning[0] if spanning else 1)
+    return tuple(tiles)
+
+
 def square_tiles(a: TileTensor, name: str) -> TileTensor:
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError(f"{name} needs a square 2-d matrix, got shape {a.shape}")

@@ -23,7 +23,14 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, result_type
 from numtile.tiletensor.elementwise import astype, conj, multiply
 from numtile.tiletensor.layout import Layout, c_strides
-from numtile.tiletensor.linalg.common import ACC, RW, R, W, real_kernels_only
+from numtile.tiletensor.linalg.common import (
+    ACC,
+    RW,
+    R,
+    W,
+    broadcast_tiles,
+    real_kernels_only,
+)
 from numtile.tiletensor.linalg.lu import identity_matrix, inv
 from numtile.tiletensor.linalg.matmul import matmul
 from numtile.tiletensor.manipulation import broadcast_to, permute_dims, reshape, retile
@@ -62,15 +69,6 @@ def _broadcast_batch(name: str, *shapes) -> tuple[int, ...]:
         raise ValueError(f"{name}: shapes {listed} cannot be broadcast") from None
 
 
-def _broadcast_tiles(shape, *tensors: TileTensor) -> list[int]:
-    """Tiles for the broadcast ``shape``: per axis, the first operand's tile that spans it."""
-    tiles = []
-    for axis in range(-len(shape), 0):
-        spanning = [t.tile_shape[axis] for t in tensors if t.ndim >= -axis and t.shape[axis] > 1]
-        tiles.append(spanning[0] if spanning else 1)
-    return tiles
-
-
 @dispatched(public="numtile.linalg.cross")
 def cross(x1: TileTensor, x2: TileTensor, /, *, axis: int = -1) -> TileTensor:
     """The cross product of 3-element vectors along ``axis``, broadcasting the other axes.
@@ -89,7 +87,7 @@ def cross(x1: TileTensor, x2: TileTensor, /, *, axis: int = -1) -> TileTensor:
         )
     shape = _broadcast_batch("cross", x1.shape, x2.shape)
     at = len(shape) + axis
-    tiles = _broadcast_tiles(shape, x1, x2)
+    tiles = list(broadcast_tiles(shape, (x1, x2)))
     tiles[at] = 3  # a tile holds whole vectors
     operands = [broadcast_to(astype(t, dtype, copy=False), shape, tuple(tiles)) for t in (x1, x2)]
     out = TileTensor(Layout(shape, tuple(tiles)), dtype)
