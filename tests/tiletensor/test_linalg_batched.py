@@ -181,3 +181,12 @@ def test_a_stack_under_each_scheduler(scheduler, check_tiles):
     for tiles in [(2, 5, 5), (1, 2, 2)]:
         x = nt.linalg.solve(nt.from_numpy(a, tile_shape=tiles), nt.from_numpy(b))
         check_tiles(x, np.linalg.solve(a, b), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape, tiles", [((0, 3, 3), (1, 2, 2)), ((2, 0, 0), (1, 1, 1))])
+def test_empty_stacks_like_numpy(shape, tiles):
+    x = nt.zeros(shape, tile_shape=tiles)
+    assert nt.linalg.inv(x).to_numpy().shape == np.linalg.inv(np.zeros(shape)).shape
+    np.testing.assert_array_equal(nt.linalg.det(x).to_numpy(), np.linalg.det(np.zeros(shape)))
+    assert nt.linalg.cholesky(x).shape == shape
+    assert nt.linalg.solve(x, nt.zeros(shape[1:2])).shape == shape[:-1]

@@ -136,7 +136,8 @@ def _member(first, tile_batch, k) -> tuple[int, ...]:
 
 
 def _matrices(tile):
-    return tile.reshape((-1,) + _shape(tile)[-2:])
+    shape = _shape(tile)
+    return tile.reshape((math.prod(shape[:-2]),) + shape[-2:])
 
 
 def _check_finite(ops, a, first, shape):

@@ -5,7 +5,9 @@ Matrices that fit one tile (the tile spans the last two axes) run one task per t
 batched LAPACK call on a CPU (``numpy.linalg`` on the tile's stack), a loop over the stack's
 matrices with the tile kernels on a GPU. Larger matrices run the tiled 2-d algorithm once
 per matrix of the stack, all of them submitted at once so they overlap. A failing member
-(singular, not positive definite, non-finite) fails the result, naming its index.
+(singular, not positive definite, non-finite) fails the result; where the matrices fit one
+tile the error names the member's index, otherwise the 2-d algorithm's error names the
+matrix's shape only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from numtile.runtime import get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.codelets.linalg import cholesky_stack, slogdet_stack, solve_stack
+from numtile.tiletensor.creation import full
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, broadcast_tiles
@@ -26,8 +29,10 @@ from numtile.tiletensor.tensor import TileTensor
 
 
 def fits_one_tile(x: TileTensor) -> bool:
-    """Whether each tile of ``x`` holds whole matrices (its last two axes)."""
-    return x.tile_shape[-2] >= x.shape[-2] and x.tile_shape[-1] >= x.shape[-1]
+    """Whether each tile of ``x`` holds whole matrices (its last two axes); an empty stack
+    (nothing to run) takes that path too."""
+    whole = x.tile_shape[-2] >= x.shape[-2] and x.tile_shape[-1] >= x.shape[-1]
+    return whole or 0 in x.shape[:-2]
 
 
 def _first(layout: Layout, index) -> tuple[int, ...]:
@@ -131,6 +136,8 @@ def slogdet(x: TileTensor, slogdet_2d: Callable) -> tuple[TileTensor, TileTensor
     if not fits_one_tile(x):
         signs, logs = zip(*(slogdet_2d(m) for m in matrices(x)))
         return stack(list(signs), batch), stack(list(logs), batch)
+    if x.shape[-1] == 0:  # a 0 x 0 matrix has determinant 1, as an empty product
+        return full(batch, 1, x.dtype), full(batch, 0, x.dtype)
     scratch = _whole_matrices(x)
     layout = Layout(batch, scratch.tile_shape[:-2])
     sign, logabs = TileTensor(layout, x.dtype), TileTensor(layout, x.dtype)
