@@ -161,14 +161,11 @@ def _solve_stack(a: TileTensor, b: TileTensor, assume_a: str) -> TileTensor:
             f"(..., M, K) with M = {order}"
         )
     if assume_a == "pos":  # keeps the symmetry check of the 2-d path
-        x = batched.per_matrix(lambda m, r: _solve_matrix(m, r, "pos"), *_pair(a, b))
+        pair = batched.broadcast_pair(a, b, "solve")
+        x = batched.per_matrix(lambda m, r: _solve_matrix(m, r, "pos"), *pair)
     else:
         x = batched.solve(a, b, _solve_matrix)
     return reshape(x, x.shape[:-1]) if vector else x  # (..., M, 1) -> (..., M)
-
-
-def _pair(a: TileTensor, b: TileTensor):
-    return batched.broadcast_pair(a, b, "solve")
 
 
 def identity_matrix(n: int, tile: int, dtype) -> TileTensor:
@@ -183,7 +180,8 @@ def identity_matrix(n: int, tile: int, dtype) -> TileTensor:
 @dispatched(public="numtile.linalg.inv")
 def inv(x: TileTensor, /) -> TileTensor:
     """The inverse of a square matrix (LU, then a solve for the identity); a singular ``x``
-    raises ``numpy.linalg.LinAlgError`` when the result is read.
+    raises ``numpy.linalg.LinAlgError`` when the result is read. A stack (..., M, M) gives the
+    stack of inverses.
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.array([[2.0, 0.0], [0.0, 4.0]]), tile_shape=(1, 1))
@@ -207,7 +205,8 @@ class SlogdetResult(NamedTuple):
 @dispatched(public="numtile.linalg.slogdet")
 def slogdet(x: TileTensor, /) -> SlogdetResult:
     """Sign and natural log of the absolute value of the determinant of a square matrix,
-    from its LU factorisation; a singular ``x`` gives (0, -inf), as NumPy.
+    from its LU factorisation; a singular ``x`` gives (0, -inf), as NumPy. A stack
+    (..., M, M) gives two tensors of its batch shape.
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.array([[1.0, 2.0], [3.0, 4.0]]), tile_shape=(1, 1))
