@@ -121,7 +121,7 @@ from numtile.tiletensor.elementwise import (
 )
 from numtile.tiletensor.info import __array_namespace_info__
 from numtile.tiletensor.layout import Layout
-from numtile.tiletensor.linalg import matmul
+from numtile.tiletensor.linalg import matmul, tensordot, vecdot
 from numtile.tiletensor.logic import all, any, isfinite, isinf, isnan, signbit, where
 from numtile.tiletensor.manipulation import (
     broadcast_to,
@@ -266,4 +266,7 @@ __all__ = [
     "where",
     "zeros",
     "zeros_like",
+    # linear algebra products in the main namespace, as the standard has them (issue 14)
+    "tensordot",
+    "vecdot",
 ]
