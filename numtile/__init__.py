@@ -123,7 +123,7 @@ from numtile.tiletensor.elementwise import (
 from numtile.tiletensor.info import __array_namespace_info__
 from numtile.tiletensor.joining import concat, repeat, stack, tile, unstack  # issue 13 (Q)
 from numtile.tiletensor.layout import Layout
-from numtile.tiletensor.linalg import matmul
+from numtile.tiletensor.linalg import matmul, tensordot, vecdot
 from numtile.tiletensor.logic import all, any, isfinite, isinf, isnan, signbit, where
 from numtile.tiletensor.manipulation import (
     broadcast_to,
@@ -270,6 +270,9 @@ __all__ = [
     "where",
     "zeros",
     "zeros_like",
+    # linear algebra products in the main namespace, as the standard has them (issue 14)
+    "tensordot",
+    "vecdot",
     # array API creation, manipulation, DLPack and NumPy interop (issue 13, helper Q)
     "broadcast_arrays",
     "concat",

@@ -1,14 +1,21 @@
 """``numtile.linalg``: tiled linear algebra (array API ``linalg`` names)."""
 
-from numtile.tiletensor.linalg import (
+from numtile.tiletensor.linalg import (  # products and diagonals (issue 14, item 4)
     cholesky,
+    cross,
     det,
+    diagonal,
     inv,
     matmul,
     matrix_norm,
+    matrix_power,
+    outer,
     slogdet,
     solve,
     solve_triangular,
+    tensordot,
+    trace,
+    vecdot,
 )
 from numtile.tiletensor.manipulation import matrix_transpose
 from numtile.tiletensor.reduction import vector_norm
@@ -24,4 +31,12 @@ __all__ = [
     "solve",
     "solve_triangular",
     "vector_norm",
+    # products and diagonals (issue 14, item 4)
+    "cross",
+    "diagonal",
+    "matrix_power",
+    "outer",
+    "tensordot",
+    "trace",
+    "vecdot",
 ]

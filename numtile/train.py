@@ -16,12 +16,14 @@ from numtile.io import (
     TokenDataset,
     check_writable,
     load_checkpoint,
+    read_meta,
     save_checkpoint,
     stdlib_corpus,
 )
 from numtile.nn import optim
 from numtile.nn.generation import sample
 from numtile.nn.gpt2 import GPT2, Tiling
+from numtile.nn.hf import check_tokenizer, load_hf, read_config
 from numtile.nn.llama import Llama, LlamaConfig
 from numtile.train_config import (
     _TRAINING_ATTRS,
@@ -37,6 +39,7 @@ from numtile.train_config import (
     model_config,
     model_shape,
 )
+from numtile.train_logs import TrainingLog
 
 __all__ = [
     "PRESETS",
@@ -128,7 +131,11 @@ class Trainer:
             os.path.join(self.data_dir, "val.bin"), cfg.seq_len, seed=cfg.seed + 1
         )
         vocab = self.train_data.vocab_size
-        self.config = model_config(cfg.model, vocab)
+        if cfg.init_from:  # fine-tuning: the folder's model; its tokenizer must be the data's
+            _, self.config = read_config(cfg.init_from)
+            check_tokenizer(cfg.init_from, self.config, self.data_dir, read_meta(self.data_dir))
+        else:
+            self.config = model_config(cfg.model, vocab)
         shape = model_shape(self.config)
         if cfg.seq_len > shape["context"]:
             raise ConfigError(
@@ -139,15 +146,20 @@ class Trainer:
             raise ConfigError(
                 f"the data has a vocabulary of {vocab} but the model only {self.config.vocab_size}"
             )
-        self.model = build_model(
-            self.config, _tiling(cfg, self.config), seed=cfg.seed, seq_len=cfg.seq_len
-        )
+        tiling = _tiling(cfg, self.config)
+        if cfg.init_from and not cfg.resume:  # streamed from the folder: no random weights
+            self.model = load_hf(
+                cfg.init_from, tiling=dataclasses.replace(tiling, seq=tiling.seq or cfg.seq_len)
+            )
+        else:
+            self.model = build_model(self.config, tiling, seed=cfg.seed, seq_len=cfg.seq_len)
         self.step = 0
         self.saved_step: int | None = None  # step of the last checkpoint this run wrote
         if cfg.resume:
             self._load(cfg.resume)
         else:
             self.optimizer = self._make_optimizer()
+        self.training_log = TrainingLog(cfg.log_dir, self.step) if cfg.log_dir else None
 
     def _make_optimizer(self) -> optim.AdamW:
         decay, no_decay = [], []
@@ -194,7 +206,11 @@ class Trainer:
         _require_attrs(path, attrs, _TRAINING_ATTRS)
         stored = _model_config(attrs["model_config"], f"{path}: model_config")
         if stored != self.config:
-            raise ConfigError(f"{path} holds a model {stored}, not the requested {self.config}")
+            folder = (attrs.get("train_config") or {}).get("init_from")
+            hint = f" (it was fine-tuned from {folder}: pass --init-from)" if folder else ""
+            raise ConfigError(
+                f"{path} holds a model {stored}, not the requested {self.config}{hint}"
+            )
         _load_state(path, self.model, tensors)
         self.optimizer = self._make_optimizer()
         for name, p in self.model.named_parameters():
@@ -305,16 +321,24 @@ class Trainer:
                 bar.update(1)
                 if on_step is not None:
                     on_step(self.step, loss)
-                if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                evaluated = self.step % cfg.eval_every == 0 or self.step == cfg.steps
+                if evaluated:
                     val_loss = self.evaluate()
                     history["val_loss"].append((self.step, val_loss))
                     bar.write(f"step {self.step}: train loss {loss:.4f}, val loss {val_loss:.4f}")
+                if self.training_log is not None:
+                    mfu, lr = rate * per_token / peak, self.optimizer.lr
+                    last_val = val_loss if evaluated else None
+                    log = (self.step, loss, lr, rate, mfu, last_val, nt.get_runtime())
+                    self.training_log.log_step(*log)
                 if cfg.checkpoint and (
                     self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps
                 ):
                     self.save(cfg.checkpoint)
         finally:
             bar.close()
+            if self.training_log is not None:
+                self.training_log.close()
         steady = history["step_seconds"][min(2, len(history["step_seconds"]) - 1) :]
         tokens_per_s = tokens_per_step / float(np.median(steady)) if steady else 0.0
         return {
@@ -404,8 +428,6 @@ def load_model(path: str) -> tuple[GPT2 | Llama, dict]:
     ``ValueError`` naming the file and what is wrong.
     """
     if os.path.isdir(path):
-        from numtile.nn.hf import load_hf
-
         model = load_hf(path)
         return model, {"model_config": config_fields(model.config), "hf_folder": path}
     tensors, attrs = load_checkpoint(path)

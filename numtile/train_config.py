@@ -90,6 +90,8 @@ class TrainConfig:
     checkpoint: str | None = "numtile-checkpoint.h5"
     checkpoint_every: int = 200
     resume: str | None = None
+    init_from: str | None = None  # a Hugging Face model folder to fine-tune (sets the model)
+    log_dir: str | None = None  # TensorBoard scalars and metrics.jsonl of the run
     seed: int = 0
     sample_tokens: int = 200
     trace: str | None = None
@@ -112,6 +114,11 @@ class TrainConfig:
                 raise ConfigError(
                     f"--{name.replace('_', '-')} must be {rule}, got {getattr(self, name)}"
                 )
+        if self.init_from is not None and self.model != "default":
+            raise ConfigError(
+                f"--init-from {self.init_from} takes the model from that folder; drop --model "
+                f"{self.model}"
+            )
         micro = self.micro_batch or self.batch
         if self.batch % micro:
             raise ConfigError(f"--batch {self.batch} is not a multiple of --micro-batch {micro}")

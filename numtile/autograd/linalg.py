@@ -1,14 +1,35 @@
 """Gradient rules of the matrix product (transposed operands included, through GEMM flags),
-the general solve, the inverse and the determinants."""
+the general solve, the inverse, the determinants, Cholesky, the cross product, diagonals and
+vector norms (the other products of ``numtile.linalg`` are composites, see ``rules.py``)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from numtile.autograd.elementwise import unbroadcast
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
+from numtile.tiletensor import elementwise
+from numtile.tiletensor.creation import arange, zeros_like
 from numtile.tiletensor.elementwise import multiply, negative
-from numtile.tiletensor.linalg import SlogdetResult, det, inv, matmul, slogdet, solve
+from numtile.tiletensor.linalg import (
+    SlogdetResult,
+    cholesky,
+    cross,
+    det,
+    diagonal,
+    inv,
+    matmul,
+    slogdet,
+    solve,
+    solve_triangular,
+)
+from numtile.tiletensor.linalg.batched import per_matrix
+from numtile.tiletensor.linalg.products import diagonal_scatter
+from numtile.tiletensor.logic import where
 from numtile.tiletensor.manipulation import matrix_transpose, reshape
+from numtile.tiletensor.reduction import normalize_axes, vector_norm
+from numtile.tiletensor.reduction import sum as tensor_sum
 
 
 class MatMul(Function):
@@ -59,6 +80,11 @@ def _matmul(x1, x2, *, transpose_a: bool = False, transpose_b: bool = False):
 # fall back to an SVD.
 
 
+def _per_matrix(g):
+    """A gradient of one value per matrix, (...,) -> (..., 1, 1), to scale a stack."""
+    return reshape(g, g.shape + (1, 1))
+
+
 def _outer(u, v):
     """u v^T of two tensors of the same rank: 1-d vectors or 2-d matrices."""
     if u.ndim == 1:
@@ -70,16 +96,16 @@ class Solve(Function):
     @staticmethod
     def forward(ctx, a, b, assume_a="gen"):
         x = solve(a, b, assume_a=assume_a)
-        ctx.save_for_backward(a, x)
+        ctx.save_for_backward(a, b, x)
         ctx.assume_a = assume_a
         return x
 
     @staticmethod
     def backward(ctx, g):
-        a, x = ctx.saved
+        a, b, x = ctx.saved
         gb = solve(matrix_transpose(a), g, assume_a=ctx.assume_a)
-        ga = negative(_outer(gb, x)) if a.requires_grad else None
-        return ga, gb
+        ga = unbroadcast(negative(_outer(gb, x)), a) if a.requires_grad else None
+        return ga, unbroadcast(gb, b)
 
 
 class Inverse(Function):
@@ -106,7 +132,7 @@ class LogAbsDet(Function):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved
-        return multiply(g, matrix_transpose(inv(a))), None
+        return multiply(_per_matrix(g), matrix_transpose(inv(a))), None
 
 
 class Determinant(Function):
@@ -119,11 +145,14 @@ class Determinant(Function):
     @staticmethod
     def backward(ctx, g):
         a, d = ctx.saved
-        return multiply(multiply(g, d), matrix_transpose(inv(a)))
+        return multiply(_per_matrix(multiply(g, d)), matrix_transpose(inv(a)))
 
 
 @gradient_rule("solve")
 def _solve(a, b, /, *, assume_a="gen"):
+    if b.ndim == 1 and a.ndim > 2:  # one vector for a stack: solve it as an (M, 1) matrix
+        x = Solve.apply(a, reshape(b, (b.shape[0], 1)), assume_a=assume_a)
+        return reshape(x, x.shape[:-1])
     return Solve.apply(a, b, assume_a=assume_a)
 
 
@@ -142,3 +171,131 @@ def _slogdet(x, /):
 @gradient_rule("det")
 def _det(x, /):
     return Determinant.apply(x)
+
+
+# --- Cholesky --------------------------------------------------------------------------------
+# x = L L^T (Murray, "Differentiation of the Cholesky decomposition", 2016; PyTorch's form):
+#   P = Phi(L^T g) with Phi the lower triangle, diagonal halved;  S = L^-T P L^-1;
+#   dx = (S + S^T) / 2 (symmetric: x is read as a symmetric matrix)
+
+
+def _lower_halved(n: int, dtype):
+    """Phi's mask: 1 below the diagonal, 1/2 on it, 0 above (an (n, n) tensor)."""
+    rows = reshape(arange(n, dtype=dtype), (n, 1))
+    columns = reshape(arange(n, dtype=dtype), (1, n))
+    below = elementwise.astype(elementwise.greater(rows, columns), dtype)
+    on = elementwise.astype(elementwise.equal(rows, columns), dtype)
+    return below + on * 0.5
+
+
+def _cholesky_gradient(factor, g):
+    """dx of one 2-d factor L = cholesky(x) and the gradient g of L."""
+    p = multiply(matmul(factor, g, transpose_a=True), _lower_halved(factor.shape[0], g.dtype))
+    m = solve_triangular(factor, matrix_transpose(p), trans=True)  # (P L^-1)^T = L^-T P^T
+    s = solve_triangular(factor, matrix_transpose(m), trans=True)  # L^-T P L^-1
+    return (s + matrix_transpose(s)) * 0.5
+
+
+class Cholesky(Function):
+    @staticmethod
+    def forward(ctx, x):
+        factor = cholesky(x)
+        ctx.save_for_backward(factor)
+        return factor
+
+    @staticmethod
+    def backward(ctx, g):
+        (factor,) = ctx.saved
+        if factor.ndim > 2:
+            return per_matrix(_cholesky_gradient, factor, g)
+        return _cholesky_gradient(factor, g)
+
+
+@gradient_rule("cholesky")
+def _cholesky(x, /, *, upper: bool = False):
+    factor = Cholesky.apply(x)
+    return matrix_transpose(factor) if upper else factor
+
+
+# --- cross product, diagonals ----------------------------------------------------------------
+
+
+class Cross(Function):
+    @staticmethod
+    def forward(ctx, x1, x2, axis=-1):
+        ctx.save_for_backward(x1, x2)
+        ctx.axis = axis
+        return cross(x1, x2, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        # <g, x1 x x2> = <x2 x g, x1> = <g x x1, x2>
+        x1, x2 = ctx.saved
+        g1 = unbroadcast(cross(x2, g, axis=ctx.axis), x1) if x1.requires_grad else None
+        g2 = unbroadcast(cross(g, x1, axis=ctx.axis), x2) if x2.requires_grad else None
+        return g1, g2
+
+
+@gradient_rule("cross")
+def _cross(x1, x2, /, *, axis: int = -1):
+    return Cross.apply(x1, x2, axis=axis)
+
+
+class Diagonal(Function):
+    @staticmethod
+    def forward(ctx, x, offset=0):
+        ctx.layout, ctx.offset = x.layout, offset
+        return diagonal(x, offset=offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return diagonal_scatter(g, ctx.layout, ctx.offset)
+
+
+@gradient_rule("diagonal")
+def _diagonal(x, /, *, offset: int = 0):
+    return Diagonal.apply(x, offset=offset)
+
+
+# --- vector norms ----------------------------------------------------------------------------
+#   ord 2: g x / |x|;  ord 1: g sign(x);  inf / -inf: g sign(x) shared evenly among the
+#   elements of largest / smallest magnitude (as PyTorch);  p: g sign(x) |x|^(p-1) / |x|_p^(p-1);
+#   ord 0 (a count) has a zero gradient. Zero norms give zero gradients.
+
+
+class VectorNorm(Function):
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False, ord=2):
+        norm = vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
+        ctx.save_for_backward(x, norm)
+        ctx.axes, ctx.ord = normalize_axes(axis, x.ndim), ord
+        return norm
+
+    @staticmethod
+    def backward(ctx, g):
+        x, norm = ctx.saved
+        kept = tuple(1 if a in ctx.axes else s for a, s in enumerate(x.shape))
+        norm, g = reshape(norm, kept), reshape(g, kept)
+        order = ctx.ord
+        if order == 0:
+            return zeros_like(x)
+        if order == 1:
+            return multiply(g, elementwise.sign(x))
+        if order in (np.inf, -np.inf):
+            magnitude = elementwise.abs(x)
+            extreme = elementwise.astype(elementwise.equal(magnitude, norm), x.dtype)
+            count = tensor_sum(extreme, axis=ctx.axes, keepdims=True)
+            return multiply(multiply(elementwise.sign(x), extreme), g / count)
+        if order == 2:
+            scaled = x / norm
+        else:
+            powered = elementwise.abs(x) ** (order - 1)
+            scaled = multiply(elementwise.sign(x), powered) / norm ** (order - 1)
+        return multiply(g, where(norm == 0, 0.0, scaled))
+
+
+@gradient_rule("vector_norm")
+def _vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
+    if x.dtype.kind != "f":
+        raise TypeError(f"vector_norm with gradients needs a real floating x, got {x.dtype}")
+    return VectorNorm.apply(x, axis=axis, keepdims=keepdims, ord=ord)

@@ -13,10 +13,10 @@ Every op registered in ``numtile.tiletensor.dispatch`` falls in exactly one clas
 
 >>> import numtile as nt
 >>> x = nt.ones((2, 2)).requires_grad_()
->>> nt.linalg.cholesky(x)
+>>> nt.linalg.solve_triangular(x, nt.ones((2,)))
 Traceback (most recent call last):
 ...
-numtile.autograd.rules.NoGradientError: numtile.linalg.cholesky has no gradient rule; ...
+numtile.autograd.rules.NoGradientError: numtile.linalg.solve_triangular has no gradient rule; ...
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from numtile.tiletensor import dispatch
 RULES: dict[str, Callable] = {}
 COMPOSITE = frozenset(
     {"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze", "conj", "real"}
+    # numtile.linalg products built from differentiable tiled ops (issue 14)
+    | {"trace", "outer", "vecdot", "tensordot", "matrix_power", "matrix_norm"}
     | {"stack", "tile", "moveaxis", "broadcast_arrays", "meshgrid"}  # issue 13 (Q)
 )
 CONSTANT = frozenset(

@@ -16,8 +16,9 @@ from numtile.cli.errors import UsageError
 
 
 def convert_command(args: argparse.Namespace) -> int:
-    from numtile.cli.train import _setting_up
+    from numtile.cli.train import _setting_up, _tokenizer_for
     from numtile.io import check_writable
+    from numtile.io.prepare import load_tokenizer
     from numtile.nn.hf import load_hf, save_hf
     from numtile.train import load_model, save_model
 
@@ -26,8 +27,9 @@ def convert_command(args: argparse.Namespace) -> int:
         raise UsageError(f"{src}: no such file or folder (expected an .h5 checkpoint or a "
                          f"Hugging Face model folder)")  # fmt: skip
     to_hf = not os.path.isdir(src)
-    if args.dtype and not to_hf:
-        raise UsageError("--dtype applies to a Hugging Face folder written from a checkpoint")
+    for flag in ("dtype", "tokenizer"):
+        if getattr(args, flag) and not to_hf:
+            raise UsageError(f"--{flag} applies to a Hugging Face folder written from a checkpoint")
     with _setting_up("convert"):
         if to_hf:
             parent = os.path.dirname(os.path.abspath(dst))
@@ -35,12 +37,16 @@ def convert_command(args: argparse.Namespace) -> int:
                 raise FileNotFoundError(f"{dst}: its folder {parent} does not exist")
             if os.path.isfile(dst):
                 raise UsageError(f"{dst} is a file; a Hugging Face model is written as a folder")
-            model, _ = load_model(src)
+            model, attrs = load_model(src)
+            tokenizer = _tokenizer_for(args, attrs)
+            if tokenizer is not None:
+                load_tokenizer(tokenizer)  # gone or unreadable: said now, not after writing
         else:
             check_writable(dst, "DST")
             model = load_hf(src)
     if to_hf:
-        save_hf(model, dst, dtype=args.dtype, max_shard_size=args.max_shard_size)
+        options = dict(dtype=args.dtype, max_shard_size=args.max_shard_size)
+        save_hf(model, dst, tokenizer=tokenizer, **options)
     else:
         save_model(dst, model, {"converted_from": os.path.abspath(src)})
     kind = "Hugging Face folder" if to_hf else "numtile checkpoint"
@@ -61,4 +67,9 @@ def register(subparsers) -> None:
         help="dtype of the written safetensors (default: the model's)",
     )
     p.add_argument("--max-shard-size", default="5GB", help="shard above this size (e.g. 2GB)")
+    p.add_argument(
+        "--tokenizer",
+        help="tokenizer.json copied into the folder (default: the one the checkpoint was "
+        "trained or fine-tuned with, if any)",
+    )
     p.set_defaults(func=convert_command)

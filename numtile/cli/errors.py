@@ -1,10 +1,11 @@
 """How the ``numtile`` command reports errors: one line on stderr and an exit status.
 
 Exit status 2: the command line cannot work (a flag value out of range or contradicting
-another, a bad ``--model``, a ``--data``/``--resume``/``--checkpoint``/``--trace`` path
-that is missing, a folder, unwritable or not a usable file); the command stops before any
-work. Exit status 1: the work itself failed (training diverged, out of memory, an I/O or
-runtime error while running). Anything else is a bug and keeps its traceback.
+another, a bad ``--model``, a ``--data``/``--resume``/``--checkpoint``/``--trace``/
+``--init-from``/``--log-dir`` path that is missing, a folder, unwritable or not a usable file,
+a tokenizer that does not fit the model's vocabulary); the command stops before any work.
+Exit status 1: the work itself failed (training diverged, out of memory, an I/O or runtime
+error while running). Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         "checkpoint": "HDF5 checkpoint written every --checkpoint-every steps ('' for none)",
         "resume": "continue from this checkpoint",
         "trace": "write a Chrome/Perfetto trace of the run's tasks to this file",
+        "init_from": "fine-tune a Hugging Face GPT-2/LLaMA folder (its config sets the model)",
+        "log_dir": "write TensorBoard scalars and metrics.jsonl here (tensorboard --logdir DIR)",
     }
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
@@ -104,7 +106,7 @@ def train_command(args: argparse.Namespace) -> int:
     print(
         f"numtile train: {model.num_parameters():,} parameters "
         f"({architecture(trainer.config)}, {shape['layers']} layers, {shape['width']} wide, "
-        f"{shape['heads']} heads), "
+        f"{shape['heads']} heads{f', fine-tuning {cfg.init_from}' if cfg.init_from else ''}), "
         f"{runtime.ncpu} CPU{gpus} workers, data {trainer.data_dir}, "
         f"{len(trainer.train_data):,} training tokens"
     )
@@ -130,9 +132,13 @@ def train_command(args: argparse.Namespace) -> int:
         f"of {result['sgemm_peak_gflops']:.0f} GFLOP/s sgemm peak"
     )
     if cfg.sample_tokens > 0:
-        prompt = np.frombuffer(b"def ", np.uint8).astype(np.int64)
+        tokenizer = _data_tokenizer(trainer.data_dir)
+        if tokenizer is None:
+            prompt = np.frombuffer(b"def ", np.uint8).astype(np.int64)
+        else:
+            prompt = np.array(_load_tokenizer(tokenizer).encode("def ").ids, np.int64)
         ids = generate(model, prompt, cfg.sample_tokens, temperature=0.8, top_k=40, seed=cfg.seed)
-        print("sample:\n" + _decode(ids, trainer.data_dir))
+        print("sample:\n" + _decode(ids, tokenizer))
     return 0
 
 
@@ -166,18 +172,23 @@ class _StopOnInterrupt:
             signal.signal(signal.SIGINT, self.previous)
 
 
-def _decode(ids: np.ndarray, data_dir: str | None, tokenizer: str | None = None) -> str:
-    import json
+def _load_tokenizer(path: str):
+    from numtile.io.prepare import load_tokenizer
 
-    meta_path = os.path.join(data_dir, "meta.json") if data_dir else None
-    if tokenizer is None and meta_path and os.path.exists(meta_path):
-        with open(meta_path) as f:
-            name = json.load(f).get("tokenizer", "bytes")
-        tokenizer = None if name == "bytes" else name
+    return load_tokenizer(path)
+
+
+def _data_tokenizer(data_dir: str | None) -> str | None:
+    """The tokenizer.json the data in ``data_dir`` was prepared with (None: bytes)."""
+    from numtile.io import read_meta
+
+    name = read_meta(data_dir).get("tokenizer", "bytes") if data_dir else "bytes"
+    return None if name == "bytes" else name
+
+
+def _decode(ids: np.ndarray, tokenizer: str | None) -> str:
     if tokenizer:
-        from tokenizers import Tokenizer
-
-        return Tokenizer.from_file(tokenizer).decode([int(i) for i in ids])
+        return _load_tokenizer(tokenizer).decode([int(i) for i in ids])
     return bytes(int(i) % 256 for i in ids).decode("utf-8", errors="replace")
 
 
@@ -196,8 +207,11 @@ def _check_generate_flags(args: argparse.Namespace) -> None:
             )
     if not args.prompt:
         raise UsageError("--prompt must not be empty (the model needs a token to start from)")
-    if args.tokenizer and not os.path.isfile(args.tokenizer):
-        raise UsageError(f"--tokenizer {args.tokenizer}: no such file (expected a tokenizer.json)")
+    if args.tokenizer and not os.path.exists(args.tokenizer):
+        raise UsageError(
+            f"--tokenizer {args.tokenizer}: no such file (expected a tokenizer.json or a model "
+            f"folder holding one)"
+        )
 
 
 class _Stream:
@@ -208,11 +222,7 @@ class _Stream:
         import codecs
 
         self.out = out or sys.stdout
-        self.tokenizer = None
-        if tokenizer:
-            from tokenizers import Tokenizer
-
-            self.tokenizer = Tokenizer.from_file(tokenizer)
+        self.tokenizer = _load_tokenizer(tokenizer) if tokenizer else None
         self.bytes = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.ids: list[int] = []
         self.printed = ""
@@ -229,21 +239,16 @@ class _Stream:
 
 
 def _tokenizer_for(args: argparse.Namespace, attrs: dict) -> str | None:
-    """--tokenizer, else the tokenizer.json of a Hugging Face folder, else the data's."""
+    """--tokenizer, else the tokenizer.json of a Hugging Face folder (the one given, or the
+    one a checkpoint was fine-tuned or converted from), else the data's (None: bytes)."""
     if args.tokenizer:
         return args.tokenizer
-    folder = attrs.get("hf_folder")
-    if folder and os.path.isfile(os.path.join(folder, "tokenizer.json")):
-        return os.path.join(folder, "tokenizer.json")
-    data_dir = attrs.get("train_config", {}).get("data")
-    meta_path = os.path.join(data_dir, "meta.json") if data_dir else None
-    if meta_path and os.path.exists(meta_path):
-        import json
-
-        with open(meta_path) as f:
-            name = json.load(f).get("tokenizer", "bytes")
-        return None if name == "bytes" else name
-    return None
+    train_config = attrs.get("train_config") or {}
+    folders = (attrs.get("hf_folder"), train_config.get("init_from"), attrs.get("converted_from"))
+    for folder in folders:
+        if folder and os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            return os.path.join(folder, "tokenizer.json")
+    return _data_tokenizer(train_config.get("data"))
 
 
 def generate_command(args: argparse.Namespace) -> int:
@@ -258,6 +263,13 @@ def generate_command(args: argparse.Namespace) -> int:
         tokenizer = _tokenizer_for(args, attrs)
         stream = _Stream(tokenizer)
         if stream.tokenizer is not None:
+            size = stream.tokenizer.get_vocab_size(with_added_tokens=True)
+            if size > model.config.vocab_size:
+                raise UsageError(
+                    f"tokenizer {tokenizer} has {size} tokens but the model "
+                    f"{args.checkpoint} a vocabulary of {model.config.vocab_size}: they do not "
+                    f"belong together"
+                )
             prompt = np.array(stream.tokenizer.encode(args.prompt).ids)
         else:
             prompt = np.frombuffer(args.prompt.encode(), np.uint8).astype(np.int64)
@@ -316,7 +328,10 @@ def register(subparsers) -> None:
         "--stop-token", type=int, action="append", help="stop at this token id (repeatable)"
     )
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--tokenizer", help="tokenizer.json used to prepare the data (else bytes)")
+    gen.add_argument(
+        "--tokenizer",
+        help="tokenizer.json (or a model folder with one); default: the model's or the data's",
+    )
     _add_runtime_flags(gen)
     gen.set_defaults(func=generate_command)
 

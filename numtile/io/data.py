@@ -50,7 +50,7 @@ class TokenDataset:
         self.block_size = block_size
         self.tokens = np.memmap(self.path, dtype=TOKEN_DTYPE, mode="r")
         self.rng = np.random.default_rng(seed)
-        self.vocab_size = _read_vocab_size(os.path.dirname(os.path.abspath(self.path)))
+        self.vocab_size = read_meta(os.path.dirname(os.path.abspath(self.path))).get("vocab_size")
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -79,10 +79,21 @@ class TokenDataset:
         self.rng.bit_generator.state = state["bit_generator"]
 
 
-def _read_vocab_size(directory: str) -> int | None:
-    """``vocab_size`` from ``meta.json`` in ``directory``, or None when there is none."""
-    meta = os.path.join(directory, "meta.json")
+def read_meta(directory: str | os.PathLike) -> dict[str, Any]:
+    """The ``meta.json`` that ``numtile prepare`` wrote in ``directory`` ({} when none):
+    ``vocab_size``, ``tokenizer`` ("bytes" or the tokenizer.json used), token counts, sources.
+
+    >>> read_meta("/nonexistent")
+    {}
+    """
+    meta = os.path.join(os.fspath(directory), "meta.json")
     if not os.path.isfile(meta):
-        return None
-    with open(meta, encoding="utf-8") as f:
-        return json.load(f).get("vocab_size")
+        return {}
+    try:
+        with open(meta, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{meta}: not a readable JSON file ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{meta}: expected a JSON object, got {type(value).__name__}")
+    return value

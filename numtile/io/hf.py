@@ -171,9 +171,11 @@ def write_folder(
     tensors: list[tuple[str, TileTensor]],
     dtype: str,
     max_shard_size: int | str = DEFAULT_SHARD_SIZE,
+    extra_files: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """Write ``config.json`` and the ``tensors`` (file name, tensor) as safetensors of
-    ``dtype`` into ``folder``, sharded above ``max_shard_size`` bytes, replacing it whole."""
+    ``dtype`` into ``folder``, sharded above ``max_shard_size`` bytes, with copies of the
+    ``extra_files`` (name in the folder, file), replacing it whole."""
     folder = os.path.abspath(os.fspath(folder))
     parent = os.path.dirname(folder)
     if not os.path.isdir(parent):
@@ -194,6 +196,8 @@ def write_folder(
     with temporary_folder(folder) as tmp:
         with open(os.path.join(tmp, CONFIG), "w") as f:
             f.write(config_text + "\n")
+        for name, path in extra_files:
+            shutil.copyfile(path, os.path.join(tmp, name))
         if len(shards) == 1:
             write_safetensors(os.path.join(tmp, WEIGHTS), shards[0], out)
             return

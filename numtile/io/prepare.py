@@ -1,7 +1,8 @@
 """Turn text files into ``train.bin``/``val.bin`` token streams (``numtile prepare``).
 
 The default tokenizer is byte-level (each byte of a file is one token, vocab 256); a local
-``tokenizer.json`` is used through the ``tokenizers`` library. Files are tokenized one at
+``tokenizer.json`` (or the one in a Hugging Face model folder) is used through the
+``tokenizers`` library. Files are tokenized one at
 a time and appended to the stream, so a corpus never has to fit in memory; the last
 ``val_fraction`` of the stream becomes ``val.bin``.
 """
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 
 from numtile.io.data import TOKEN_DTYPE
 from numtile.io.files import atomic_output
+from numtile.io.hf import read_json
 
 BYTE_LEVEL = "bytes"
 DEFAULT_EXTENSIONS = (".py", ".txt", ".md", ".rst")
@@ -110,13 +112,27 @@ def stdlib_corpus(cache_dir: str | os.PathLike, progress: bool = True) -> str:
     return out_dir
 
 
-def _load_tokenizer(tokenizer) -> tuple[Callable[[str], Any], int, str]:
-    """``(encode, vocab_size, name)`` for the byte-level tokenizer or a ``tokenizer.json``."""
-    if tokenizer is None:
-        return (lambda text: np.frombuffer(text.encode("utf-8"), np.uint8)), 256, BYTE_LEVEL
-    path = os.path.abspath(os.fspath(tokenizer))
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def tokenizer_file(path: str | os.PathLike) -> str:
+    """The tokenizer.json that ``path`` names: the file itself, or the ``tokenizer.json`` of a
+    Hugging Face model folder (``FileNotFoundError`` naming what is missing)."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(path):
+        inside = os.path.join(path, TOKENIZER_FILE)
+        if not os.path.isfile(inside):
+            raise FileNotFoundError(f"{path} has no {TOKENIZER_FILE}")
+        return inside
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no tokenizer file at {path} (expected a tokenizer.json)")
+    return path
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """The ``tokenizers.Tokenizer`` of a tokenizer.json or a model folder holding one
+    (``ValueError`` naming the file when it is not a tokenizer)."""
+    path = tokenizer_file(path)
     try:
         from tokenizers import Tokenizer
     except ImportError:
@@ -124,12 +140,37 @@ def _load_tokenizer(tokenizer) -> tuple[Callable[[str], Any], int, str]:
             "a tokenizer.json needs the `tokenizers` library: pip install tokenizers "
             "(or numtile[hf])"
         ) from None
-    loaded = Tokenizer.from_file(path)
-    vocab_size = loaded.get_vocab_size(with_added_tokens=True)
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
+        raise ValueError(f"{path}: not a readable tokenizer.json ({exc})") from None
+
+
+def tokenizer_vocab_size(tokenizer) -> int:
+    """Token ids a ``tokenizers.Tokenizer`` can produce (its vocabulary and added tokens)."""
+    return tokenizer.get_vocab_size(with_added_tokens=True)
+
+
+def _load_tokenizer(tokenizer) -> tuple[Callable[[str], Any], int, str]:
+    """``(encode, vocab_size, name)`` for the byte-level tokenizer or a ``tokenizer.json``
+    (a model folder's, checked against the vocabulary size in its ``config.json``)."""
+    if tokenizer is None:
+        return (lambda text: np.frombuffer(text.encode("utf-8"), np.uint8)), 256, BYTE_LEVEL
+    path = tokenizer_file(tokenizer)
+    loaded = load_tokenizer(path)
+    vocab_size = tokenizer_vocab_size(loaded)
     if vocab_size > 1 << 16:
         raise ValueError(
             f"tokenizer {path} has {vocab_size} tokens; uint16 token files hold at most 65536"
         )
+    config = os.path.join(os.path.dirname(path), "config.json")
+    if os.path.isdir(tokenizer) and os.path.isfile(config):
+        model_vocab = read_json(config).get("vocab_size")
+        if isinstance(model_vocab, int) and vocab_size > model_vocab:
+            raise ValueError(
+                f"tokenizer {path} has {vocab_size} tokens but the model in {tokenizer} a "
+                f"vocabulary of {model_vocab}: they do not belong together"
+            )
     return (lambda text: loaded.encode(text).ids), vocab_size, path
 
 

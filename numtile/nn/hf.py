@@ -26,12 +26,27 @@ from typing import Any
 import numpy as np
 
 from numtile.io import hf as files
+from numtile.io.prepare import (
+    BYTE_LEVEL,
+    TOKENIZER_FILE,
+    load_tokenizer,
+    tokenizer_file,
+    tokenizer_vocab_size,
+)
 from numtile.nn.gpt2 import GPT2, GPT2Config, Tiling
+from numtile.nn.llama import Llama, LlamaConfig
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import empty
 from numtile.tiletensor.tensor import TileTensor
 
-__all__ = ["ARCHITECTURES", "Architecture", "load_hf", "read_config", "save_hf"]
+__all__ = [
+    "ARCHITECTURES",
+    "Architecture",
+    "check_tokenizer",
+    "load_hf",
+    "read_config",
+    "save_hf",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +102,14 @@ def _uninitialized(module_names):
                 setattr(module, name, value)
 
 
+def _check_fixed(hf: dict, fixed: dict, model: str) -> None:
+    for key, allowed in fixed.items():
+        if key in hf and hf[key] not in allowed:
+            raise ValueError(
+                f"{key}={hf[key]!r} is not supported (numtile's {model} has {allowed[0]!r})"
+            )
+
+
 # -- GPT-2 -------------------------------------------------------------------------------------
 
 _GPT2_FIXED = {  # options numtile's GPT-2 has one way only: the values it accepts
@@ -100,11 +123,7 @@ _GPT2_FIXED = {  # options numtile's GPT-2 has one way only: the values it accep
 
 
 def _gpt2_from_hf(hf: dict) -> GPT2Config:
-    for key, allowed in _GPT2_FIXED.items():
-        if key in hf and hf[key] not in allowed:
-            raise ValueError(
-                f"{key}={hf[key]!r} is not supported (numtile's GPT-2 has {allowed[0]!r})"
-            )
+    _check_fixed(hf, _GPT2_FIXED, "GPT-2")
     inner = hf.get("n_inner")
     if inner is not None and inner != 4 * hf.get("n_embd", 768):
         raise ValueError(f"n_inner={inner} is not supported (numtile's GPT-2 has 4 * n_embd)")
@@ -135,6 +154,54 @@ def _gpt2_name(name: str) -> str | None:
     return "transformer." + name  # GPT2Model files (openai-community/gpt2) have no prefix
 
 
+# -- LLaMA -------------------------------------------------------------------------------------
+
+_LLAMA_FIXED = {"hidden_act": ("silu",), "pretraining_tp": (1,)}
+
+
+def _llama_from_hf(hf: dict) -> LlamaConfig:
+    """transformers >= 5 writes ``rope_parameters`` (theta and scaling in one dict); older
+    versions ``rope_theta`` and ``rope_scaling``: both are read."""
+    _check_fixed(hf, _LLAMA_FIXED, "LLaMA")
+    rope = hf.get("rope_parameters")
+    if isinstance(rope, dict):
+        theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
+        scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
+    else:
+        theta, scaling = hf.get("rope_theta", 10000.0), hf.get("rope_scaling")
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "default":
+        scaling = None
+    fields = {f.name for f in dataclasses.fields(LlamaConfig)} - {"rope_theta", "rope_scaling"}
+    config = {k: v for k, v in hf.items() if k in fields}
+    return LlamaConfig(**config, rope_theta=theta, rope_scaling=scaling or None)
+
+
+def _llama_to_hf(config: LlamaConfig) -> dict:
+    """Both spellings of the rotary settings, so that transformers 4 and 5 read them."""
+    fields = dataclasses.asdict(config)
+    scaling = fields.pop("rope_scaling")
+    if scaling is not None:
+        scaling = {"rope_type": scaling.get("rope_type", scaling.get("type")), **scaling}
+        scaling.pop("type", None)
+    rope = {"rope_type": "default", **(scaling or {}), "rope_theta": config.rope_theta}
+    return {
+        **fields,
+        "rope_scaling": scaling,
+        "rope_parameters": rope,
+        "hidden_act": "silu",
+        "pretraining_tp": 1,
+        "attention_dropout": 0.0,
+    }
+
+
+def _llama_name(name: str) -> str | None:
+    if name.endswith(".rotary_emb.inv_freq"):
+        return None  # the RoPE buffer older LLaMA files carry
+    if name == "lm_head.weight" or name.startswith("model."):
+        return name
+    return "model." + name  # LlamaModel files have no prefix
+
+
 ARCHITECTURES: dict[str, Architecture] = {
     "gpt2": Architecture(
         model_type="gpt2",
@@ -144,6 +211,16 @@ ARCHITECTURES: dict[str, Architecture] = {
         config_to_hf=_gpt2_to_hf,
         build=lambda config, tiling, dtype: GPT2(config, tiling or Tiling(), dtype=dtype),
         from_hf_name=_gpt2_name,
+    ),
+    "llama": Architecture(
+        model_type="llama",
+        hf_class="LlamaForCausalLM",
+        model_class=Llama,
+        config_from_hf=_llama_from_hf,
+        config_to_hf=_llama_to_hf,
+        build=lambda config, tiling, dtype: Llama(config, tiling or Tiling(), dtype=dtype),
+        from_hf_name=_llama_name,
+        tied=lambda config: config.tie_word_embeddings,
     ),
 }
 
@@ -176,7 +253,8 @@ def read_config(folder: str | os.PathLike) -> tuple[Architecture, Any]:
         names = ", ".join(map(str, hf.get("architectures") or []))
         raise ValueError(
             f"{path}: unsupported architecture {model_type!r}{f' ({names})' if names else ''}; "
-            f"numtile reads model_type {', '.join(sorted(ARCHITECTURES))}"
+            f"numtile reads model_type "
+            f"{', '.join(f'{a.model_type} ({a.hf_class})' for a in ARCHITECTURES.values())}"
         )
     arch = ARCHITECTURES[model_type]
     try:
@@ -237,6 +315,36 @@ def load_hf(folder: str | os.PathLike, *, dtype="float32", tiling: Tiling | None
     return model
 
 
+def check_tokenizer(folder: str | os.PathLike, config, data_dir: str, meta: dict) -> str | None:
+    """The ``tokenizer.json`` of model folder ``folder`` (None when it has none), checked
+    against the model's vocabulary and against the tokenizer that the data in ``data_dir``
+    was prepared with (``meta``, its ``meta.json``): ``ValueError`` naming both when they
+    do not belong together."""
+    folder = os.fspath(folder)
+    path = os.path.join(folder, TOKENIZER_FILE)
+    if not os.path.isfile(path):
+        return None
+    tokenizer = load_tokenizer(path)
+    size = tokenizer_vocab_size(tokenizer)
+    if size > config.vocab_size:
+        raise ValueError(
+            f"{path} has {size} tokens but the model in {folder} a vocabulary of "
+            f"{config.vocab_size}: they do not belong together"
+        )
+    used, used_size = meta.get("tokenizer", BYTE_LEVEL), meta.get("vocab_size")
+    same = used != BYTE_LEVEL and used_size == size
+    if same and os.path.isfile(used):
+        vocab = tokenizer.get_vocab(with_added_tokens=True)
+        same = load_tokenizer(used).get_vocab(with_added_tokens=True) == vocab
+    if not same:
+        raise ValueError(
+            f"the data in {data_dir} was tokenized with {used} ({used_size} tokens), not with "
+            f"{path} ({size} tokens): prepare it with `numtile prepare INPUT... --tokenizer "
+            f"{folder} --out DIR`"
+        )
+    return path
+
+
 # -- writing -----------------------------------------------------------------------------------
 
 
@@ -246,8 +354,10 @@ def save_hf(
     *,
     dtype=None,
     max_shard_size: int | str = files.DEFAULT_SHARD_SIZE,
+    tokenizer: str | os.PathLike | None = None,
 ) -> None:
-    """Write ``model`` as a Hugging Face folder that ``transformers`` loads.
+    """Write ``model`` as a Hugging Face folder that ``transformers`` loads (with a copy of
+    ``tokenizer``, a tokenizer.json file, as its ``tokenizer.json`` when given).
 
     ``dtype`` (``"float32"``, ``"float16"``, ``"bfloat16"``, ...) converts the weights on
     the way out (default: the model's). Above ``max_shard_size`` bytes (an int or "10MB")
@@ -273,6 +383,10 @@ def save_hf(
         **arch.config_to_hf(model.config),
         "dtype": name,
     }
-    files.write_folder(
-        folder, json.dumps(config, indent=2, sort_keys=True), tensors, name, max_shard_size
-    )
+    extra = ()
+    if tokenizer is not None:
+        tokenizer = tokenizer_file(tokenizer)
+        load_tokenizer(tokenizer)  # a readable tokenizer.json, checked before writing
+        extra = ((TOKENIZER_FILE, tokenizer),)
+    text = json.dumps(config, indent=2, sort_keys=True)
+    files.write_folder(folder, text, tensors, name, max_shard_size, extra_files=extra)

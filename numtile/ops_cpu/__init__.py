@@ -8,8 +8,8 @@ Modules: ``elementwise`` (unary, binary, compare, axpy) over ``scalar_math``; ``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
-``lu`` (getrf, laswp) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
-embedding); ``helpers``.
+``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``nn`` (attention, norm,
+loss, optim, embedding); ``helpers``.
 """
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
@@ -29,6 +29,7 @@ from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
+from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 from numtile.ops_cpu.structured import band, linspace_fill
 
@@ -52,6 +53,7 @@ __all__ = [
     "complex_reduce_accumulate",
     "complex_unary",
     "copy_strided",
+    "cross",
     "empty",
     "fill",
     "gemm",

@@ -14,8 +14,8 @@ with its ``Config`` when a CUDA node starts).
 
 Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
 ``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
-laswp), ``nn`` (attention, norm, loss, optim, embedding), and ``launch`` (settings, grid
-sizes, launch parameters).
+laswp), ``products`` (cross), ``nn`` (attention, norm, loss, optim, embedding), and
+``launch`` (settings, grid sizes, launch parameters).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
@@ -38,6 +38,7 @@ from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
 from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
+from numtile.ops_cuda.products import cross
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
 from numtile.ops_cuda.structured import band, linspace_fill
 
@@ -60,6 +61,7 @@ __all__ = [
     "complex_unary",
     "configure",
     "copy_strided",
+    "cross",
     "fill",
     "gemm",
     "gemm_batched",

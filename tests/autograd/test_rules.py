@@ -125,7 +125,9 @@ FUNCTIONS = {
     "triu": lambda x, y: nt.triu(x),
     "unstack": lambda x, y: nt.unstack(x, axis=1)[2],
     "from_dlpack": lambda x, y: nt.from_dlpack(x, copy=True),
-    "linalg.cholesky": lambda x, y: nt.linalg.cholesky(_spd()),
+    "tensordot": lambda x, y: nt.tensordot(x, y, axes=2),
+    "vecdot": lambda x, y: nt.vecdot(x, y, axis=-2),
+    "linalg.cholesky": lambda x, y: nt.linalg.cholesky(_square(x, y)),
     "linalg.matmul": lambda x, y: nt.linalg.matmul(x, y, transpose_b=True),
     "linalg.matrix_norm": lambda x, y: nt.linalg.matrix_norm(x),
     "linalg.matrix_transpose": lambda x, y: nt.linalg.matrix_transpose(x),
@@ -135,6 +137,14 @@ FUNCTIONS = {
     "linalg.solve": lambda x, y: nt.linalg.solve(_square(x, y), nt.ones((3,), tile_shape=2)),
     "linalg.solve_triangular": lambda x, y: nt.linalg.solve_triangular(_spd(), nt.ones((3,))),
     "linalg.vector_norm": lambda x, y: nt.linalg.vector_norm(x),
+    # products and diagonals (issue 14)
+    "linalg.cross": lambda x, y: nt.linalg.cross(x, y, axis=-2),
+    "linalg.diagonal": lambda x, y: nt.linalg.diagonal(x, offset=1),
+    "linalg.matrix_power": lambda x, y: nt.linalg.matrix_power(_square(x, y), -2),
+    "linalg.outer": lambda x, y: nt.linalg.outer(nt.sum(x, axis=0), nt.sum(y, axis=1)),
+    "linalg.tensordot": lambda x, y: nt.linalg.tensordot(x, y, axes=([0], [0])),
+    "linalg.trace": lambda x, y: nt.linalg.trace(x, offset=-1),
+    "linalg.vecdot": lambda x, y: nt.linalg.vecdot(x, y),
     "nn.linear": lambda x, y: F.linear(x, y.mT),
     "nn.embedding": lambda x, y: F.embedding(nt.from_numpy(np.array([2, 0])), x),
     "nn.layer_norm": lambda x, y: F.layer_norm(x, nt.ones((4,)).requires_grad_(), nt.zeros((4,))),
@@ -466,9 +476,9 @@ def test_method_records_a_node_is_constant_or_refuses(name):
 def test_the_error_names_the_op_and_the_way_out():
     x = _x()
     with pytest.raises(TypeError) as info:
-        nt.linalg.cholesky(_spd())
+        nt.linalg.solve_triangular(_spd(), nt.ones((3,)))
     assert str(info.value) == (
-        "numtile.linalg.cholesky has no gradient rule; its input requires grad "
+        "numtile.linalg.solve_triangular has no gradient rule; its input requires grad "
         "(use .detach() or nt.no_grad())"
     )
     with pytest.raises(NotImplementedError, match="TileTensor.__getitem__"):

@@ -111,3 +111,139 @@ def _check_symmetric(ops, *tiles_then_args):
 
 check_diagonal = Codelet("check_diagonal", kernel=_check_diagonal)
 check_symmetric = Codelet("check_symmetric", kernel=_check_symmetric)
+
+
+def _cross(ops, a, b, out, post):
+    ops.cross(a.reshape(-1), b.reshape(-1), out.reshape(-1), post)
+
+
+cross = Codelet("cross", kernel=_cross, flops=lambda a, b, out, post: 3.0 * math.prod(out))
+
+
+# --- stacks of matrices that fit one tile: one task per tile, a loop (or one batched LAPACK
+# call on a CPU) over the matrices inside it. ``first`` is the tile's first batch index and
+# ``shape`` the whole stack's, for messages naming the failing member.
+
+
+def _shape(tile) -> tuple[int, ...]:
+    # a plain tuple: the CUDA simulator's device-array shapes take no negative index
+    return tuple(tile.shape)
+
+
+def _member(first, tile_batch, k) -> tuple[int, ...]:
+    local = np.unravel_index(k, tile_batch) if tile_batch else ()
+    return tuple(int(f + i) for f, i in zip(first, local))
+
+
+def _matrices(tile):
+    shape = _shape(tile)
+    return tile.reshape((math.prod(shape[:-2]),) + shape[-2:])
+
+
+def _check_finite(ops, a, first, shape):
+    host = ops.to_host(a)
+    bad = ~np.isfinite(_matrices(host)).all(axis=(1, 2))
+    if bad.any():
+        member = _member(first, _shape(a)[:-2], int(np.argmax(bad)))
+        raise ValueError(
+            f"linalg: matrix {member} of the stack of shape {shape} contains infs or NaNs"
+        )
+
+
+def _singular(first, a, k, shape):
+    return np.linalg.LinAlgError(
+        f"singular matrix: matrix {_member(first, _shape(a)[:-2], k)} of the stack of shape "
+        f"{shape} has an exactly zero pivot in its LU factorisation"
+    )
+
+
+def _cholesky_stack(ops, a, first, shape):
+    for k, matrix in enumerate(_matrices(a)):
+        if ops.potrf(matrix) > 0:
+            raise np.linalg.LinAlgError(
+                f"matrix {_member(first, _shape(a)[:-2], k)} of the stack of shape {shape} is "
+                f"not positive definite"
+            )
+
+
+def _cholesky_stack_cpu(ops, a, first, shape):
+    try:
+        a[...] = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        _cholesky_stack(ops, a, first, shape)  # names the first member that fails
+
+
+def _lu_stack(ops, a, k, pivots, info, first, shape, singular_raises=True):
+    ops.getrf(_matrices(a)[k], pivots, info)
+    if singular_raises and int(ops.to_host(info)[0]):
+        raise _singular(first, a, k, shape)
+
+
+def _solve_stack(ops, a, b, first, shape, identity):
+    # a: a scratch copy of the matrices, b: the right-hand sides, solved in place (set to
+    # identities first for an inverse)
+    _check_finite(ops, a, first, shape)
+    n = _shape(a)[-1]
+    pivots, info = ops.empty(n, np.int64), ops.empty(1, np.int32)
+    for k, (matrix, rhs) in enumerate(zip(_matrices(a), _matrices(b))):
+        if identity:
+            flat = rhs.reshape(-1)
+            ops.fill(flat, 0)
+            ops.fill(flat[:: n + 1], 1)
+        _lu_stack(ops, a, k, pivots, info, first, shape)
+        ops.laswp(rhs, pivots)
+        ops.trsm(matrix, rhs, True, True, False, True, 1.0)
+        ops.trsm(matrix, rhs, True, False, False, False, 1.0)
+
+
+def _solve_stack_cpu(ops, a, b, first, shape, identity):
+    _check_finite(ops, a, first, shape)
+    try:
+        b[...] = np.linalg.inv(a) if identity else np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        _solve_stack(ops, a, b, first, shape, identity)  # names the first singular member
+
+
+def _slogdet_stack(ops, a, sign, logabs, first, shape):
+    _check_finite(ops, a, first, shape)
+    n = _shape(a)[-1]
+    pivots, info = ops.empty(n, np.int64), ops.empty(1, np.int32)
+    signs, logs = sign.reshape(-1), logabs.reshape(-1)
+    for k in range(signs.shape[0]):
+        _lu_stack(ops, a, k, pivots, info, first, shape, singular_raises=False)
+        values = np.diagonal(ops.to_host(_matrices(a)[k])).astype(np.float64)
+        swaps = int(np.count_nonzero(ops.to_host(pivots) != np.arange(n)))
+        with np.errstate(divide="ignore"):
+            log = float(np.log(np.abs(values)).sum())
+        negative = (int(np.count_nonzero(values < 0)) + swaps) % 2
+        ops.fill(signs[k : k + 1], 0.0 if (values == 0).any() else (-1.0) ** negative)
+        ops.fill(logs[k : k + 1], log)
+
+
+def _slogdet_stack_cpu(ops, a, sign, logabs, first, shape):
+    _check_finite(ops, a, first, shape)
+    sign[...], logabs[...] = np.linalg.slogdet(a)
+
+
+def _stack_flops(a, *args) -> float:
+    return 2.0 / 3.0 * math.prod(a) * a[-1]
+
+
+cholesky_stack = Codelet(
+    "cholesky_stack",
+    kernel=_cholesky_stack,
+    implementations={"cpu": _cholesky_stack_cpu},
+    flops=lambda a, *args: math.prod(a) * a[-1] / 3.0,
+)
+solve_stack = Codelet(
+    "solve_stack",
+    kernel=_solve_stack,
+    implementations={"cpu": _solve_stack_cpu},
+    flops=_stack_flops,
+)
+slogdet_stack = Codelet(
+    "slogdet_stack",
+    kernel=_slogdet_stack,
+    implementations={"cpu": _slogdet_stack_cpu},
+    flops=_stack_flops,
+)

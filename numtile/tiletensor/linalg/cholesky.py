@@ -16,6 +16,7 @@ from numtile.tiletensor.codelets.linalg import (
 )
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype
+from numtile.tiletensor.linalg import batched
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands, guard, square_tiles
 from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.tensor import TileTensor
@@ -28,7 +29,8 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
     Right-looking tiled algorithm: POTRF on the diagonal tile, TRSM below it, then
     SYRK/GEMM updates of the trailing matrix, all independent updates in parallel. A matrix
     that is not positive definite raises ``numpy.linalg.LinAlgError`` when the result is
-    read. Only the lower triangle of ``x`` is used.
+    read. Only the lower triangle of ``x`` is used. A stack of matrices (..., M, M) gives the
+    stack of factors (see ``batched``).
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.array([[4.0, 2.0], [2.0, 5.0]]), tile_shape=(1, 1))
@@ -38,6 +40,18 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
     (x,), dtype = float_operands("cholesky", x)
     if dtype.kind != "f":
         (x,), dtype = [astype(x, np.float64)], np.dtype(np.float64)
+    if x.ndim > 2:
+        if x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"cholesky needs a stack of square matrices, got shape {x.shape}")
+        out = batched.cholesky(x, _cholesky_matrix)
+    else:
+        out = _cholesky_matrix(x)
+    return out.mT if upper else out
+
+
+def _cholesky_matrix(x: TileTensor) -> TileTensor:
+    """The lower Cholesky factor of one 2-d matrix (the tiled algorithm)."""
+    dtype = x.dtype
     x = square_tiles(x, "cholesky")
     out = astype(x, dtype, copy=True)
     n = out.grid[0]
@@ -71,7 +85,7 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
                     (False, True, -1.0, 1.0),
                     priority=(n - k) + (1 if j == k + 1 else 0),
                 )
-    return out.mT if upper else out
+    return out
 
 
 @dispatched(public="numtile.linalg.solve_triangular")
@@ -87,7 +101,8 @@ def solve_triangular(
     """Solve op(a) @ x = b for x with a triangular (``op`` transposes when ``trans``).
 
     Like ``scipy.linalg.solve_triangular`` (but ``lower`` defaults to True); ``b`` may be
-    1-D or 2-D. Tiles of x are solved with TRSM and the rest updated with GEMM.
+    1-D or 2-D, or, for a stack ``a`` (..., M, M), a stack (..., M, K) (each matrix in
+    turn). Tiles of x are solved with TRSM and the rest updated with GEMM.
 
     >>> import numtile as nt, numpy as np
     >>> L = nt.from_numpy(np.array([[2.0, 0.0], [1.0, 4.0]]), tile_shape=(1, 1))
@@ -98,6 +113,19 @@ def solve_triangular(
     (a, b), dtype = float_operands("solve_triangular", a, b)
     if dtype.kind != "f":
         (a, b), dtype = [astype(a, np.float64), astype(b, np.float64)], np.dtype(np.float64)
+    if a.ndim > 2 or b.ndim > 2:  # stacks: (..., M, M) and (M,) or (..., M, K), per matrix
+        vector = b.ndim == 1
+        if vector:
+            b = reshape(b, (b.shape[0], 1))
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2] or b.shape[-2] != a.shape[-1]:
+            raise ValueError(
+                f"solve_triangular: a has shape {a.shape} and b {b.shape}; expected a stack of "
+                f"square matrices (..., M, M) and b (M,) or (..., M, K)"
+            )
+        flags = {"lower": lower, "trans": trans, "unit_diagonal": unit_diagonal}
+        pair = batched.broadcast_pair(a, b, "solve_triangular")
+        x = batched.per_matrix(lambda m, r: solve_triangular(m, r, **flags), *pair)
+        return reshape(x, x.shape[:-1]) if vector else x
     a = square_tiles(a, "solve_triangular")
     vector = b.ndim == 1
     if vector:

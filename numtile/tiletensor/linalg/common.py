@@ -10,7 +10,16 @@ from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
-R, W, RW = Access.R, Access.W, Access.RW
+R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
+
+
+def real_kernels_only(name: str, dtype: np.dtype) -> None:
+    """Raise ``TypeError`` for a complex ``dtype``: the GEMM and LAPACK tile kernels are real."""
+    if dtype.kind == "c":
+        raise TypeError(
+            f"{name} of {dtype} tensors is not supported: the tiled matrix product and "
+            f"factorisation kernels are real (float32, float64)"
+        )
 
 
 def float_operands(name, *tensors):
@@ -20,6 +29,7 @@ def float_operands(name, *tensors):
     dtype = result_type(*(t.dtype for t in tensors))
     if dtype == bool_:
         raise TypeError(f"{name} of boolean tensors is not supported")
+    real_kernels_only(name, dtype)
     return [t if t.dtype == dtype else astype(t, dtype) for t in tensors], dtype
 
 
@@ -29,6 +39,20 @@ def float_matrices(name, *tensors):
     if dtype.kind != "f":
         tensors, dtype = [astype(t, np.float64) for t in tensors], np.dtype(np.float64)
     return tensors, dtype
+
+
+def broadcast_tiles(shape, tensors, trailing: int = 0) -> tuple[int, ...]:
+    """Tiles for the broadcast ``shape`` of ``tensors``' leading axes (all but their last
+    ``trailing``): per axis, the tile of the first tensor that spans it (1 where none does)."""
+    tiles = []
+    for axis in range(-len(shape), 0):
+        spanning = [
+            t.tile_shape[axis - trailing]
+            for t in tensors
+            if t.ndim - trailing >= -axis and t.shape[axis - trailing] == shape[axis] != 1
+        ]
+        tiles.append(spanning[0] if spanning else 1)
+    return tuple(tiles)
 
 
 def square_tiles(a: TileTensor, name: str) -> TileTensor:

@@ -25,6 +25,7 @@ from numtile.tiletensor.creation import zeros
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype, exp, multiply
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.linalg import batched
 from numtile.tiletensor.linalg.cholesky import solve_spd, solve_triangular
 from numtile.tiletensor.linalg.common import RW, R, W, float_matrices, square_tiles
 from numtile.tiletensor.manipulation import reshape, retile
@@ -37,6 +38,15 @@ def _matrix(a: TileTensor, name: str) -> TileTensor:
             f"{name}: expected a square 2-d matrix, got an array of shape {a.shape}"
         )
     return square_tiles(a, name)
+
+
+def _stacked(a: TileTensor, name: str) -> bool:
+    """Whether ``a`` is a stack of matrices (more than 2 axes); raise unless they are square."""
+    if a.ndim > 2 and a.shape[-1] != a.shape[-2]:
+        raise np.linalg.LinAlgError(
+            f"{name}: expected a stack of square matrices, got an array of shape {a.shape}"
+        )
+    return a.ndim > 2
 
 
 def lu_factor(a: TileTensor, singular_raises: bool = True) -> tuple[TileTensor, TileTensor]:
@@ -109,7 +119,8 @@ def solve(a: TileTensor, b: TileTensor, /, *, assume_a: str = "gen") -> TileTens
     default) or Cholesky for a symmetric positive definite ``a`` (``assume_a="pos"``, which
     fails x on a non-symmetric ``a``), as ``scipy.linalg.solve``. ``b`` is 1-d or 2-d. A
     singular ``a`` raises ``numpy.linalg.LinAlgError``, and one with infs or NaNs
-    ``ValueError``, when x is read.
+    ``ValueError``, when x is read. Stacks as the array API's ``solve``: ``a`` (..., M, M),
+    ``b`` (M,) or (..., M, K) with batch axes that broadcast against a's.
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.array([[1.0, 2.0], [3.0, 4.0]]), tile_shape=(1, 1))
@@ -120,6 +131,12 @@ def solve(a: TileTensor, b: TileTensor, /, *, assume_a: str = "gen") -> TileTens
     if assume_a not in ("gen", "pos"):
         raise ValueError(f"solve: assume_a must be 'gen' or 'pos', got {assume_a!r}")
     (a, b), _ = float_matrices("solve", a, b)
+    if _stacked(a, "solve") or b.ndim > 2:
+        return _solve_stack(a, b, assume_a)
+    return _solve_matrix(a, b, assume_a)
+
+
+def _solve_matrix(a: TileTensor, b: TileTensor, assume_a: str = "gen") -> TileTensor:
     a = _matrix(a, "solve")
     rhs = _right_hand_side(a, b)
     if assume_a == "pos":
@@ -129,7 +146,29 @@ def solve(a: TileTensor, b: TileTensor, /, *, assume_a: str = "gen") -> TileTens
     return reshape(x, (x.shape[0],)) if b.ndim == 1 else x
 
 
-def _eye(n: int, tile: int, dtype) -> TileTensor:
+def _solve_stack(a: TileTensor, b: TileTensor, assume_a: str) -> TileTensor:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise np.linalg.LinAlgError(
+            f"solve: expected a stack of square matrices, got an array of shape {a.shape}"
+        )
+    order = a.shape[-1]
+    vector = b.ndim == 1
+    if vector:  # (M,) -> (M, 1)
+        b = reshape(b, (b.shape[0], 1))
+    if b.shape[-2] != order:
+        raise ValueError(
+            f"solve: a has shape {a.shape} but b has shape {b.shape}; b must be (M,) or "
+            f"(..., M, K) with M = {order}"
+        )
+    if assume_a == "pos":  # keeps the symmetry check of the 2-d path
+        pair = batched.broadcast_pair(a, b, "solve")
+        x = batched.per_matrix(lambda m, r: _solve_matrix(m, r, "pos"), *pair)
+    else:
+        x = batched.solve(a, b, _solve_matrix)
+    return reshape(x, x.shape[:-1]) if vector else x  # (..., M, 1) -> (..., M)
+
+
+def identity_matrix(n: int, tile: int, dtype) -> TileTensor:
     """The n x n identity with square tiles of side ``tile``."""
     out = zeros((n, n), dtype, tile_shape=(tile, tile))
     runtime = get_runtime()
@@ -141,7 +180,8 @@ def _eye(n: int, tile: int, dtype) -> TileTensor:
 @dispatched(public="numtile.linalg.inv")
 def inv(x: TileTensor, /) -> TileTensor:
     """The inverse of a square matrix (LU, then a solve for the identity); a singular ``x``
-    raises ``numpy.linalg.LinAlgError`` when the result is read.
+    raises ``numpy.linalg.LinAlgError`` when the result is read. A stack (..., M, M) gives the
+    stack of inverses.
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.array([[2.0, 0.0], [0.0, 4.0]]), tile_shape=(1, 1))
@@ -149,8 +189,10 @@ def inv(x: TileTensor, /) -> TileTensor:
     [[0.5, 0.0], [0.0, 0.25]]
     """
     (x,), dtype = float_matrices("inv", x)
+    if _stacked(x, "inv"):
+        return batched.inv(x, inv)
     x = _matrix(x, "inv")
-    return lu_solve(*lu_factor(x), _eye(x.shape[0], x.tile_shape[0], dtype))
+    return lu_solve(*lu_factor(x), identity_matrix(x.shape[0], x.tile_shape[0], dtype))
 
 
 class SlogdetResult(NamedTuple):
@@ -163,7 +205,8 @@ class SlogdetResult(NamedTuple):
 @dispatched(public="numtile.linalg.slogdet")
 def slogdet(x: TileTensor, /) -> SlogdetResult:
     """Sign and natural log of the absolute value of the determinant of a square matrix,
-    from its LU factorisation; a singular ``x`` gives (0, -inf), as NumPy.
+    from its LU factorisation; a singular ``x`` gives (0, -inf), as NumPy. A stack
+    (..., M, M) gives two tensors of its batch shape.
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.array([[1.0, 2.0], [3.0, 4.0]]), tile_shape=(1, 1))
@@ -172,6 +215,8 @@ def slogdet(x: TileTensor, /) -> SlogdetResult:
     (-1.0, 2.0)
     """
     (x,), dtype = float_matrices("slogdet", x)
+    if _stacked(x, "slogdet"):
+        return SlogdetResult(*batched.slogdet(x, slogdet))
     x = _matrix(x, "slogdet")
     lu, pivots = lu_factor(x, singular_raises=False)
     n = lu.grid[0]
