@@ -194,6 +194,12 @@ def array_ufunc(x: TileTensor, ufunc, method: str, *inputs, **kwargs):
         return dispatch.call(name, *inputs)
     if method == "reduce" and ufunc.__name__ in REDUCTIONS:
         name = REDUCTIONS[ufunc.__name__]
+        unknown = set(kwargs) - {"axis", "keepdims", "dtype"}
+        if unknown:
+            raise TypeError(
+                f"numpy.{ufunc.__name__}.reduce(..., {sorted(unknown)[0]}=...) on a TileTensor: "
+                f"numtile's {name} takes axis, keepdims and dtype"
+            )
         keywords = {"axis": kwargs.get("axis", 0), "keepdims": kwargs.get("keepdims", False)}
         if kwargs.get("dtype") is not None:
             keywords["dtype"] = kwargs["dtype"]

@@ -91,6 +91,7 @@ def test_metadata_functions_need_no_task(t):
         (lambda x: np.allclose(x, x), "numpy.allclose"),
         (lambda x: np.linalg.eig(x), "numpy.linalg.eig"),
         (lambda x: np.add.accumulate(x), "numpy.add.accumulate"),
+        (lambda x: np.add.reduce(x, initial=1.0), r"numpy.add.reduce\(..., initial"),
         (lambda x: np.exp(x, out=np.empty((3, 4))), "numpy.exp"),
         (lambda x: np.sum(x, out=np.empty(())), "numpy.sum"),
         (lambda x: np.concatenate([x, x], casting="unsafe"), "casting"),
