@@ -119,6 +119,9 @@ from numtile.tiletensor.elementwise import (
     subtract,
     tanh,
 )
+
+# indexing, searching, sorting and set functions (array API 2023.12)
+from numtile.tiletensor.indexing import take
 from numtile.tiletensor.info import __array_namespace_info__
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg import matmul
@@ -134,6 +137,9 @@ from numtile.tiletensor.manipulation import (
     transpose,
 )
 from numtile.tiletensor.reduction import max, mean, min, prod, sum
+from numtile.tiletensor.searching import argmax, argmin, nonzero, searchsorted
+from numtile.tiletensor.sets import unique_all, unique_counts, unique_inverse, unique_values
+from numtile.tiletensor.sorting import argsort, sort
 from numtile.tiletensor.tensor import Device, TileTensor
 
 __version__ = "0.1.0"
@@ -266,4 +272,16 @@ __all__ = [
     "where",
     "zeros",
     "zeros_like",
+    # indexing, searching, sorting and set functions
+    "argmax",
+    "argmin",
+    "argsort",
+    "nonzero",
+    "searchsorted",
+    "sort",
+    "take",
+    "unique_all",
+    "unique_counts",
+    "unique_inverse",
+    "unique_values",
 ]

@@ -9,10 +9,14 @@ from numtile.tiletensor import (
     dispatch,
     elementwise,
     fused,
+    indexing,
     linalg,
     manipulation,
     random,
     reduction,
+    searching,
+    sets,
+    sorting,
 )
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
@@ -24,8 +28,12 @@ __all__ = [
     "dispatch",
     "elementwise",
     "fused",
+    "indexing",
     "linalg",
     "manipulation",
     "random",
     "reduction",
+    "searching",
+    "sets",
+    "sorting",
 ]
