@@ -69,7 +69,7 @@ def _is_array_key(k) -> bool:
     return isinstance(k, (list, np.ndarray, TileTensor))
 
 
-def _host_index_array(k) -> np.ndarray:
+def host_index_array(k) -> np.ndarray:
     """An array key as a host array (a TileTensor key is waited for)."""
     array = k.to_numpy() if isinstance(k, TileTensor) else np.asarray(k)
     if array.dtype == np.bool_ or array.dtype.kind in "iu":
@@ -194,7 +194,7 @@ def parse_key(x: TileTensor, key) -> Key:
     if not advanced:
         return Key("basic", basic=key)
     arrays = {
-        i: _host_index_array(entries[i]) if not _is_device_mask(entries[i]) else None
+        i: host_index_array(entries[i]) if not _is_device_mask(entries[i]) else None
         for i in advanced
     }
     masks = [i for i in advanced if arrays[i] is None or arrays[i].dtype == np.bool_]
@@ -545,7 +545,7 @@ def take(x: TileTensor, indices, /, *, axis: int | None = None) -> TileTensor:
     if not -x.ndim <= axis < x.ndim:
         raise ValueError(f"axis {axis} is out of bounds for a tensor with {x.ndim} axes")
     axis %= x.ndim
-    index = _host_index_array(indices)
+    index = host_index_array(indices)
     if index.ndim != 1 or index.dtype.kind not in "iu":
         raise TypeError(f"take needs 1-D integer indices, got {index.dtype} of shape {index.shape}")
     return take_positions(x, wrap_positions(index, x.shape[axis], axis), axis)
