@@ -52,9 +52,9 @@ def _merge_runs(ops, a, a_indices, b, b_indices, out, out_indices, begin, descen
 
 
 def _merge_values(ops, a, b, out, begin, descending):
+    kind = key_kind(a.dtype)
     a, b, out = bits(a), bits(b), bits(out)
     none = _no_indices(ops, a)
-    kind = key_kind(a.dtype)
     ops.merge_runs(a, none, b, none, out, _no_indices(ops, out), begin, kind, descending)
 
 
