@@ -1,8 +1,9 @@
 """Sorting: ``sort`` and ``argsort`` as a parallel tiled merge sort.
 
-Along the sorted axis (moved last when it is not), each tile is sorted on its own (one task
-per tile: a stable radix sort of every row); then sorted runs are merged pairwise, one task
-per pair, until two runs are left; the last merge runs as one task per output tile, each
+Along the sorted axis (moved last when it is not), each group of consecutive tiles is
+sorted as one run (one task per group; as many groups as keep every CPU worker busy, one
+tile per group at the least); then sorted runs are merged pairwise, one task per pair, until
+two runs are left; the last merge runs as one task per output tile, each
 finding where its slice of the merged order starts (a binary search, the "merge path") and
 merging only that slice, so the widest level is as parallel as the first. Merges are stable
 (ties: the earlier run first) and NaNs sort last (first when ``descending``), as NumPy and the
@@ -12,6 +13,7 @@ array API order them.
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 
 import numpy as np
@@ -67,6 +69,14 @@ def _merge_pair(runtime, a: _Run, b: _Run, lead, dtype, descending, with_indices
     return _Run(values, None, length)
 
 
+def _groups(tiles: int, rows: int, workers: int) -> list[range]:
+    """Split a row of ``tiles`` tiles into consecutive groups sorted as one run each: as few
+    as keep every worker busy (rows of tiles are sorted in parallel already)."""
+    count = max(1, min(tiles, -(-workers // max(rows, 1))))
+    bounds = [tiles * g // count for g in range(count + 1)]
+    return [range(bounds[g], bounds[g + 1]) for g in range(count)]
+
+
 def _sort_last_axis(x: TileTensor, descending: bool, with_indices: bool):
     """(values, indices or None) of ``x`` sorted along its last axis, tiled like ``x``."""
     runtime = get_runtime()
@@ -75,27 +85,26 @@ def _sort_last_axis(x: TileTensor, descending: bool, with_indices: bool):
     indices_out = TileTensor(layout, int64) if with_indices else None
     grid = layout.grid
     starts = layout.starts[-1]
-    for lead_index in itertools.product(*(range(g) for g in grid[:-1])):
+    leads = list(itertools.product(*(range(g) for g in grid[:-1])))
+    for lead_index in leads:
         tiles = [lead_index + (k,) for k in range(grid[-1])]
         lead = layout.tile_shape_at(tiles[0])[:-1]
-        final = len(tiles) == 1
+        groups = _groups(len(tiles), len(leads), runtime.config.ncpu)
         runs = []
-        for k, index in enumerate(tiles):
-            src = x.tile(index)
-            length = src.shape[-1]
-            values = values_out.tile(index) if final else DataHandle(src.shape, x.dtype)
-            if with_indices:
-                indices = indices_out.tile(index) if final else DataHandle(src.shape, int64)
-                runtime.submit(
-                    codelets.sorting.sort_runs,
-                    [(src, R), (values, W), (indices, W)],
-                    (starts[k], descending),
-                )
+        for group in groups:
+            length = starts[group.stop] - starts[group.start]
+            if len(tiles) == 1:
+                values, indices = values_out.tile(tiles[0]), None
+                indices = indices_out.tile(tiles[0]) if with_indices else None
             else:
-                indices = None
-                runtime.submit(codelets.sorting.sort_values, [(src, R), (values, W)], (descending,))
+                values = DataHandle((*lead, length), x.dtype)
+                indices = DataHandle((*lead, length), int64) if with_indices else None
+            accesses = [(x.tile(tiles[k]), R) for k in group] + [(values, W)]
+            accesses += [(indices, W)] if with_indices else []
+            args = (len(group), starts[group.start], descending, with_indices)
+            runtime.submit(codelets.sorting.sort_group, accesses, args)
             runs.append(_Run(values, indices, length))
-        if final:
+        if len(tiles) == 1:
             continue
         while len(runs) > 2:
             merged = [
@@ -103,6 +112,13 @@ def _sort_last_axis(x: TileTensor, descending: bool, with_indices: bool):
                 for a, b in zip(runs[0::2], runs[1::2])
             ]
             runs = merged + runs[len(merged) * 2 :]
+        if len(runs) == 1:  # one run: cut it into the output tiles
+            (run,) = runs
+            for k, index in enumerate(tiles):
+                _copy_columns(runtime, run.values, values_out.tile(index), starts[k])
+                if with_indices:
+                    _copy_columns(runtime, run.indices, indices_out.tile(index), starts[k])
+            continue
         a, b = runs
         for k, index in enumerate(tiles):  # the last merge: one task per output tile
             if with_indices:
@@ -113,6 +129,19 @@ def _sort_last_axis(x: TileTensor, descending: bool, with_indices: bool):
                 accesses = [(a.values, R), (b.values, R), (values_out.tile(index), W)]
                 runtime.submit(codelets.sorting.merge_values, accesses, (starts[k], descending))
     return values_out, indices_out
+
+
+def _copy_columns(runtime, run: DataHandle, tile: DataHandle, first: int) -> None:
+    """Copy columns [first, first + tile width) of the rows of ``run`` into ``tile``."""
+    rows, width, total = math.prod(tile.shape[:-1]), tile.shape[-1], run.shape[-1]
+    args = (
+        first,
+        np.array([total, 1], np.int64),
+        0,
+        np.array([width, 1], np.int64),
+        np.array([rows, width], np.int64),
+    )
+    runtime.submit(codelets.copy.copy_strided, [(run, R), (tile, W)], args)
 
 
 def sorted_with_indices(x: TileTensor, axis: int = -1, descending: bool = False, indices=True):

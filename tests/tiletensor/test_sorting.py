@@ -25,18 +25,28 @@ def test_sort_matches_array_api_strict(name, data):
     assert_same(getattr(nt, name)(x, axis=axis, descending=descending), expected, exact=True)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 5])
+@pytest.mark.parametrize("shape", [(3, 1000), (1500,)])
 @pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8])
-def test_sort_of_many_tiles_is_numpy_stable_sort(dtype):
+def test_sort_of_many_tiles_is_numpy_stable_sort(dtype, shape, workers):
+    # one group of tiles per worker: one run (cut into tiles), two (the last merge), five
+    # (merges of pairs of runs first)
+    nt.init(ncpu=workers)
     rng = np.random.default_rng(0)
-    data = (rng.standard_normal((3, 1000)) * 50).astype(dtype)
+    data = (rng.standard_normal(shape) * 50).astype(dtype)
     if dtype == np.float64:
-        data[:, ::13] = np.nan
-        data[:, ::17] = -0.0
-    x = nt.from_numpy(data, tile_shape=(2, 37))  # 28 tiles a row: several merge levels
+        data[..., ::13] = np.nan
+        data[..., ::17] = -0.0
+    x = nt.from_numpy(data, tile_shape=(2, 37)[-len(shape) :])  # 28 or 41 tiles a row
     np.testing.assert_array_equal(nt.argsort(x).to_numpy(), np.argsort(data, kind="stable"))
     values = nt.sort(x).to_numpy()
     np.testing.assert_array_equal(values, np.sort(data, kind="stable"))
     np.testing.assert_array_equal(np.signbit(values), np.signbit(np.sort(data, kind="stable")))
+    descending = nt.sort(x, descending=True).to_numpy()
+    np.testing.assert_array_equal(
+        descending, np.flip(np.sort(np.flip(data, -1), kind="stable"), -1)
+    )
+    nt.init()
 
 
 def test_sort_refuses_complex_and_0d():
