@@ -14,7 +14,7 @@ import numpy as np
 from numtile.opcodes import SORT_FLOAT, SORT_SIGNED
 from numtile.ops_cpu.helpers import inlined
 
-_DIGIT = 11  # bits per radix pass
+_DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
 _RADIX = 1 << _DIGIT
 _SMALL = 32  # rows up to this length are sorted by insertion
 
@@ -30,14 +30,12 @@ def sort_key(bits, kind, width, descending):
     elif kind == SORT_FLOAT:
         infinity = np.uint64(0x7FF0000000000000) if width == 64 else np.uint64(0x7F800000)
         magnitude = b & (mask ^ top)
-        if magnitude > infinity:  # NaN, whatever its sign and payload: after everything
-            b = mask
-        elif magnitude == np.uint64(0):  # -0.0 ties with +0.0
-            b = top
-        elif b & top:
-            b = ~b & mask
-        else:
-            b = b | top
+        # negative: every bit flipped, else the sign bit set (selects, not jumps: the sign
+        # of random data is unpredictable)
+        flip = ((np.uint64(0) - (b >> np.uint64(width - 1))) | top) & mask
+        b = b ^ flip
+        b = top if magnitude == np.uint64(0) else b  # -0.0 ties with +0.0
+        b = mask if magnitude > infinity else b  # NaN, whatever its sign and payload: last
     if descending:
         b = ~b & mask
     return b
@@ -149,21 +147,30 @@ def merge_runs(a, a_indices, b, b_indices, out, out_indices, begin, kind, descen
         ra, rb = a[r], b[r]
         i = co_rank(ra, rb, begin, kind, width, descending)
         j = begin - i
-        for q in range(m):
-            if i < na and (
-                j >= nb
-                or sort_key(ra[i], kind, width, descending)
-                <= sort_key(rb[j], kind, width, descending)
-            ):
-                out[r, q] = ra[i]
-                if with_indices:
-                    out_indices[r, q] = a_indices[r, i]
-                i += 1
-            else:
-                out[r, q] = rb[j]
-                if with_indices:
-                    out_indices[r, q] = b_indices[r, j]
-                j += 1
+        q = 0
+        # while both runs have elements: branch-free steps (a select, not a jump, per element)
+        while q < m and i < na and j < nb:
+            take_b = sort_key(rb[j], kind, width, descending) < sort_key(
+                ra[i], kind, width, descending
+            )
+            out[r, q] = rb[j] if take_b else ra[i]
+            if with_indices:
+                out_indices[r, q] = b_indices[r, j] if take_b else a_indices[r, i]
+            j += np.int64(take_b)
+            i += np.int64(not take_b)
+            q += 1
+        while q < m and i < na:
+            out[r, q] = ra[i]
+            if with_indices:
+                out_indices[r, q] = a_indices[r, i]
+            i += 1
+            q += 1
+        while q < m:
+            out[r, q] = rb[j]
+            if with_indices:
+                out_indices[r, q] = b_indices[r, j]
+            j += 1
+            q += 1
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
