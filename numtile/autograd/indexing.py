@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
-from numtile.tiletensor import indexing
+from numtile.tiletensor import assignment, indexing
 from numtile.tiletensor.creation import zeros
 
 
@@ -20,7 +20,7 @@ class GetItem(Function):
     @staticmethod
     def backward(ctx, g):
         grad = zeros(ctx.layout.shape, g.dtype, tile_shape=ctx.layout.tile_shape)
-        return indexing.assign(grad, ctx.parsed, g, accumulate=True), None
+        return assignment.assign(grad, ctx.parsed, g, accumulate=True), None
 
 
 gradient_rule("getitem")(GetItem.apply)

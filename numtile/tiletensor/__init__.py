@@ -5,6 +5,7 @@ soon as TileTensor can be used.
 """
 
 from numtile.tiletensor import (
+    assignment,
     creation,
     dispatch,
     elementwise,
@@ -22,6 +23,7 @@ from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
 
 __all__ = [
+    "assignment",
     "Layout",
     "TileTensor",
     "creation",

@@ -73,7 +73,8 @@ def argmax(x: TileTensor, /, *, axis: int | None = None, keepdims: bool = False)
     counts as the maximum, as in NumPy).
 
     >>> import numtile as nt
-    >>> nt.argmax(nt.from_numpy([[1, 5, 5], [7, 0, 7]], tile_shape=(1, 2)), axis=1).tolist()
+    >>> x = nt.from_numpy([[1, 5, 5], [7, 0, 7]], tile_shape=(1, 2))
+    >>> nt.argmax(x, axis=1).to_numpy().tolist()
     [1, 0]
     """
     return _arg_extremum(x, axis, keepdims, True, "argmax")
@@ -113,7 +114,7 @@ def nonzero(x: TileTensor, /) -> tuple[TileTensor, ...]:
     The output's size depends on the data: this waits for one count per tile of ``x``.
 
     >>> import numtile as nt
-    >>> rows, cols = nt.nonzero(nt.from_numpy([[0, 3], [4, 0]], tile_shape=1))
+    >>> rows, cols = nt.nonzero(nt.from_numpy([[0, 3], [4, 0]], tile_shape=(1, 1)))
     >>> rows.to_numpy().tolist(), cols.to_numpy().tolist()
     ([0, 1], [1, 0])
     """
