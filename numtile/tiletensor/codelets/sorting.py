@@ -33,16 +33,6 @@ def _no_indices(ops, like):
     return ops.empty((tuple(like.shape)[0], 0), np.int64)
 
 
-def _sort_runs(ops, x, values, indices, index_offset, descending):
-    kind = key_kind(x.dtype)
-    ops.sort_rows(bits(x), bits(values), rows(indices), index_offset, kind, descending)
-
-
-def _sort_values(ops, x, values, descending):
-    x = bits(x)
-    ops.sort_rows(x, bits(values), _no_indices(ops, x), 0, key_kind(values.dtype), descending)
-
-
 def _group(buffers):
     """(input tiles, outputs, args) of a group-sort task: ``count`` tiles, then the values
     (and indices) outputs, then (count, index_offset, descending, with_indices)."""
@@ -139,15 +129,13 @@ def _size(shape) -> int:
     return math.prod(shape)
 
 
-sort_runs = Codelet("sort:runs", kernel=_sort_runs, flops=lambda x, *_: 8 * _size(x))
-sort_values = Codelet("sort:values", kernel=_sort_values, flops=lambda x, *_: 8 * _size(x))
 sort_group = Codelet(
-    "sort:group",
+    "sort_group",
     kernel=_sort_group,
     implementations={"cpu": _sort_group_numpy},
     flops=lambda *shapes_and_args: 8 * _size(shapes_and_args[0]),
 )
-merge_runs = Codelet("sort:merge_runs", kernel=_merge_runs)
-merge_values = Codelet("sort:merge_values", kernel=_merge_values)
-count_before = Codelet("searchsorted", kernel=_count_before)
+merge_runs = Codelet("merge_runs", kernel=_merge_runs)
+merge_values = Codelet("merge_values", kernel=_merge_values)
+count_before = Codelet("count_before", kernel=_count_before)
 arg_reduce = Codelet("arg_reduce", kernel=_arg_reduce)
