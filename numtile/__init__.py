@@ -120,6 +120,9 @@ from numtile.tiletensor.elementwise import (
     subtract,
     tanh,
 )
+
+# indexing, searching, sorting and set functions (array API 2023.12)
+from numtile.tiletensor.indexing import take
 from numtile.tiletensor.info import __array_namespace_info__
 from numtile.tiletensor.joining import concat, repeat, stack, tile, unstack  # issue 13 (Q)
 from numtile.tiletensor.layout import Layout
@@ -137,6 +140,9 @@ from numtile.tiletensor.manipulation import (
 )
 from numtile.tiletensor.rearranging import broadcast_arrays, flip, moveaxis, roll  # 13 (Q)
 from numtile.tiletensor.reduction import max, mean, min, prod, sum
+from numtile.tiletensor.searching import argmax, argmin, nonzero, searchsorted
+from numtile.tiletensor.sets import unique_all, unique_counts, unique_inverse, unique_values
+from numtile.tiletensor.sorting import argsort, sort
 from numtile.tiletensor.structured import eye, linspace, meshgrid, tril, triu  # 13 (Q)
 from numtile.tiletensor.tensor import Device, TileTensor
 
@@ -289,4 +295,16 @@ __all__ = [
     "tril",
     "triu",
     "unstack",
+    # indexing, searching, sorting and set functions
+    "argmax",
+    "argmin",
+    "argsort",
+    "nonzero",
+    "searchsorted",
+    "sort",
+    "take",
+    "unique_all",
+    "unique_counts",
+    "unique_inverse",
+    "unique_values",
 ]

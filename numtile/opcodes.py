@@ -169,3 +169,9 @@ def op_name(table: dict[str, int], code: int) -> str:
         if value == code:
             return name
     raise KeyError(f"no op with code {code}")
+
+
+# how sorting kernels read the bits of a tile (viewed as unsigned integers of its width):
+# as unsigned integers (and booleans), two's-complement integers, or IEEE floats
+SORT_UNSIGNED, SORT_SIGNED, SORT_FLOAT = range(3)
+SORT_KEYS = {"unsigned": SORT_UNSIGNED, "signed": SORT_SIGNED, "float": SORT_FLOAT}

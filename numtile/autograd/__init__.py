@@ -4,7 +4,15 @@ Importing this package fills the tensor op table (``numtile.tiletensor.dispatch`
 gradient rules of ``rules.py``'s classes (``import numtile`` does).
 """
 
-from numtile.autograd import elementwise, linalg, logic, manipulation, reduction, rules
+from numtile.autograd import (
+    elementwise,
+    indexing,
+    linalg,
+    logic,
+    manipulation,
+    reduction,
+    rules,
+)
 from numtile.autograd.rules import NoGradientError
 from numtile.autograd.tape import (
     Context,
@@ -24,6 +32,7 @@ __all__ = [
     "backward",
     "elementwise",
     "enable_grad",
+    "indexing",
     "is_grad_enabled",
     "linalg",
     "logic",

@@ -66,6 +66,12 @@ CONSTANT = frozenset(
         "bitwise_left_shift",
         "bitwise_right_shift",
         "imag",
+        # indexing, searching, sorting: integer results
+        "argmax",
+        "argmin",
+        "argsort",
+        "nonzero",
+        "searchsorted",
     }
 )
 

@@ -8,8 +8,10 @@ Modules: ``elementwise`` (unary, binary, compare, axpy) over ``scalar_math``; ``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
-``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``nn`` (attention, norm,
-loss, optim, embedding); ``helpers``.
+``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
+linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, arg_reduce); ``indexing``
+(take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
+embedding); ``helpers``.
 """
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
@@ -26,11 +28,20 @@ from numtile.ops_cpu.copy import cast, copy_strided, fill
 from numtile.ops_cpu.elementwise import axpy, binary, compare, unary, unary_backward
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
+from numtile.ops_cpu.indexing import (
+    compact,
+    compact_positions,
+    count_nonzero,
+    group_starts,
+    running_count,
+    take_positions,
+)
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cpu.structured import band, linspace_fill
 
 
@@ -41,11 +52,14 @@ def to_host(array):
 
 __all__ = [
     "arange_fill",
+    "arg_reduce",
     "axpy",
     "band",
     "binary",
     "bitwise",
     "cast",
+    "compact",
+    "compact_positions",
     "compare",
     "complex_binary",
     "complex_compare",
@@ -54,21 +68,28 @@ __all__ = [
     "complex_unary",
     "copy_strided",
     "cross",
+    "count_before",
+    "count_nonzero",
     "empty",
     "fill",
     "gemm",
     "gemm_batched",
     "getrf",
+    "group_starts",
     "laswp",
     "linspace_fill",
+    "merge_runs",
     "nn",
     "potrf",
     "predicate",
     "random_fill",
     "reduce_accumulate",
+    "running_count",
     "softmax",
     "softmax_backward",
+    "sort_rows",
     "syrk",
+    "take_positions",
     "to_host",
     "trsm",
     "unary",

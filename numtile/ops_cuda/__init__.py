@@ -13,9 +13,9 @@ Launches use the block size and GEMM tile that ``configure()`` last set (the run
 with its ``Config`` when a CUDA node starts).
 
 Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
-``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
-laswp), ``products`` (cross), ``nn`` (attention, norm, loss, optim, embedding), and
-``launch`` (settings, grid sizes, launch parameters).
+``generate``, ``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
+``factorizations``, ``lu`` (getrf, laswp), ``products`` (cross), ``nn`` (attention, norm, loss,
+optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
@@ -34,12 +34,21 @@ from numtile.ops_cuda.copy import cast, copy_strided, fill
 from numtile.ops_cuda.elementwise import axpy, binary, compare, unary, unary_backward
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
+from numtile.ops_cuda.indexing import (
+    compact,
+    compact_positions,
+    count_nonzero,
+    group_starts,
+    running_count,
+    take_positions,
+)
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
 from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.products import cross
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cuda.structured import band, linspace_fill
 
 __all__ = [
@@ -47,12 +56,15 @@ __all__ = [
     "CudaUnavailableError",
     "LaunchSettings",
     "arange_fill",
+    "arg_reduce",
     "available",
     "axpy",
     "band",
     "binary",
     "bitwise",
     "cast",
+    "compact",
+    "compact_positions",
     "compare",
     "complex_binary",
     "complex_compare",
@@ -62,23 +74,30 @@ __all__ = [
     "configure",
     "copy_strided",
     "cross",
+    "count_before",
+    "count_nonzero",
     "fill",
     "gemm",
     "gemm_batched",
     "gemm_path",
     "getrf",
+    "group_starts",
     "laswp",
     "linspace_fill",
     "launch_settings",
+    "merge_runs",
     "nn",
     "potrf",
     "predicate",
     "random_fill",
     "reduce_accumulate",
     "require",
+    "running_count",
     "softmax",
     "softmax_backward",
+    "sort_rows",
     "syrk",
+    "take_positions",
     "trsm",
     "unary",
     "unary_backward",

@@ -5,10 +5,12 @@ soon as TileTensor can be used.
 """
 
 from numtile.tiletensor import (
+    assignment,
     creation,
     dispatch,
     elementwise,
     fused,
+    indexing,
     interop,
     joining,
     linalg,
@@ -16,12 +18,16 @@ from numtile.tiletensor import (
     random,
     rearranging,
     reduction,
+    searching,
+    sets,
+    sorting,
     structured,
 )
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
 
 __all__ = [
+    "assignment",
     "Layout",
     "TileTensor",
     "creation",
@@ -30,10 +36,14 @@ __all__ = [
     "fused",
     "interop",
     "joining",
+    "indexing",
     "linalg",
     "manipulation",
     "random",
     "rearranging",
     "reduction",
     "structured",
+    "searching",
+    "sets",
+    "sorting",
 ]

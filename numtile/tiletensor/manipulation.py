@@ -293,14 +293,14 @@ def _normalize_key(key, ndim):
     return key
 
 
-@dispatched(public="TileTensor.__getitem__ (indexing)")
-def getitem(x: TileTensor, key) -> TileTensor:
-    """Basic indexing: tile-aligned slices share tiles, any other slice copies.
+def basic_getitem(x: TileTensor, key) -> TileTensor:
+    """Basic indexing (the ``getitem`` op of ``indexing.py`` for keys of integers, slices,
+    None and ...): tile-aligned slices share tiles, any other slice copies.
 
     >>> import numtile as nt
     >>> x = nt.arange(10, tile_shape=4)
-    >>> x[4:].to_numpy().tolist(), x[::-3].to_numpy().tolist()
-    ([4, 5, 6, 7, 8, 9], [9, 6, 3, 0])
+    >>> basic_getitem(x, slice(4, None)).to_numpy().tolist()
+    [4, 5, 6, 7, 8, 9]
     """
     key = _normalize_key(key, x.ndim)
     axis_map, out_shape, out_tiles = [], [], []

@@ -336,6 +336,9 @@ class TileTensor:
     def __getitem__(self, key):
         return dispatch.call("getitem", self, key)
 
+    def __setitem__(self, key, value) -> None:
+        dispatch.call("setitem", self, key, value)
+
     def astype(self, dtype, /, *, copy: bool = True, device=None) -> TileTensor:
         return dispatch.call("astype", self, dtype, copy=copy, device=device)
 

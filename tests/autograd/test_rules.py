@@ -161,6 +161,18 @@ FUNCTIONS = {
     "nn.grouped_query_attention": lambda x, y: grouped_query_attention(
         *(nt.reshape(t.retile((3, 4)), (1, 3, 4)) for t in (x, y, y)), 2, 2
     ),
+    # indexing, searching, sorting and set functions
+    "argmax": lambda x, y: nt.argmax(x, axis=1),
+    "argmin": lambda x, y: nt.argmin(x),
+    "argsort": lambda x, y: nt.argsort(x, axis=0),
+    "nonzero": lambda x, y: nt.nonzero(x > 1)[1],
+    "searchsorted": lambda x, y: nt.searchsorted(nt.sort(x.detach()[0]), y),
+    "sort": lambda x, y: nt.sort(x),
+    "take": lambda x, y: nt.take(x, nt.asarray([2, 0, 2]), axis=1),
+    "unique_all": lambda x, y: nt.unique_all(x).values,
+    "unique_counts": lambda x, y: nt.unique_counts(x).counts,
+    "unique_inverse": lambda x, y: nt.unique_inverse(x).inverse_indices,
+    "unique_values": lambda x, y: nt.unique_values(x),
 }
 
 # TileTensor operators and methods that compute a tensor from the tensor
@@ -215,6 +227,7 @@ METHODS = {
     "__ilshift__": lambda x, y: x.__ilshift__(1),
     "__irshift__": lambda x, y: x.__irshift__(1),
     "__getitem__": lambda x, y: x[1:],
+    "__setitem__": lambda x, y: (x.__setitem__((0, 1), 1.0), x)[1],
     "astype": lambda x, y: x.astype("float32"),
     "retile": lambda x, y: x.retile((1, 1)),
     "reshape": lambda x, y: x.retile((1, 4)).reshape(12),
@@ -362,8 +375,9 @@ def test_every_registered_op_is_reachable_from_the_public_api():
     reached = {dispatch.dispatch_name(getattr(nt, n)) for n in nt.__all__} | {
         dispatch.dispatch_name(getattr(nt.linalg, n)) for n in nt.linalg.__all__
     }
-    # method-only ops: the tape's backward, x[key], and the in-place operators (x += y)
-    assert set(dispatch.PLAIN) - reached == {"backward", "getitem", "inplace"}
+    # method-only ops: the tape's backward, x[key], x[key] = value and the in-place
+    # operators (x += y)
+    assert set(dispatch.PLAIN) - reached == {"backward", "getitem", "setitem", "inplace"}
 
 
 def _treatment(name: str, function) -> str:
@@ -416,6 +430,7 @@ METHOD_OPS = {
     "__abs__": "abs",
     "__neg__": "negative",
     "__getitem__": "getitem",
+    "__setitem__": "setitem",
     "__and__": "bitwise_and",
     "__rand__": "bitwise_and",
     "__or__": "bitwise_or",
@@ -481,8 +496,8 @@ def test_the_error_names_the_op_and_the_way_out():
         "numtile.linalg.solve_triangular has no gradient rule; its input requires grad "
         "(use .detach() or nt.no_grad())"
     )
-    with pytest.raises(NotImplementedError, match="TileTensor.__getitem__"):
-        x[0]
+    with pytest.raises(NotImplementedError, match="TileTensor.__setitem__"):
+        x[0] = 1.0
     assert nt.prod(x.detach()).shape == ()  # a detached input is fine
 
 

@@ -24,7 +24,7 @@ from numtile.tiletensor.creation import full
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, broadcast_tiles
-from numtile.tiletensor.manipulation import broadcast_to, getitem, retile
+from numtile.tiletensor.manipulation import basic_getitem, broadcast_to, retile
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -50,7 +50,7 @@ def _whole_matrices(x: TileTensor) -> TileTensor:
 
 def matrices(x: TileTensor) -> list[TileTensor]:
     """The 2-d matrices of a stack, in C order of the batch axes."""
-    return [getitem(x, index) for index in np.ndindex(*x.shape[:-2])]
+    return [basic_getitem(x, index) for index in np.ndindex(*x.shape[:-2])]
 
 
 def stack(parts: list[TileTensor], batch: tuple[int, ...]) -> TileTensor:

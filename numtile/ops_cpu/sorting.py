@@ -1,0 +1,228 @@
+"""Sorting kernels on tiles read as rows: a stable sort of each row, the stable merge of two
+sorted runs, binary searches into a sorted run, and argmax/argmin partials.
+
+The sort, merge and search kernels take tiles as unsigned integers of their width (a codelet
+views float64 as uint64, int8 as uint8...) with a ``kind`` (``opcodes.SORT_KEYS``), so four
+compiled kernels serve every dtype. Each value maps to an order-preserving unsigned key: NaNs
+above +inf and all equal, -0.0 equal to +0.0; ``descending`` complements the key, so NaNs come
+first and equal values keep their order (the array API's stable descending sort).
+"""
+
+import numba
+import numpy as np
+
+from numtile.opcodes import SORT_FLOAT, SORT_SIGNED
+from numtile.ops_cpu.helpers import inlined
+
+_DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
+_RADIX = 1 << _DIGIT
+_SMALL = 32  # rows up to this length are sorted by insertion
+
+
+@inlined
+def sort_key(bits, kind, width, descending):
+    """The order-preserving uint64 key of the ``width``-bit pattern ``bits``."""
+    b = np.uint64(bits)
+    top = np.uint64(1) << np.uint64(width - 1)
+    mask = (top - np.uint64(1)) | top
+    if kind == SORT_SIGNED:
+        b = b ^ top
+    elif kind == SORT_FLOAT:
+        infinity = np.uint64(0x7FF0000000000000) if width == 64 else np.uint64(0x7F800000)
+        magnitude = b & (mask ^ top)
+        # negative: every bit flipped, else the sign bit set (selects, not jumps: the sign
+        # of random data is unpredictable)
+        flip = ((np.uint64(0) - (b >> np.uint64(width - 1))) | top) & mask
+        b = b ^ flip
+        b = top if magnitude == np.uint64(0) else b  # -0.0 ties with +0.0
+        b = mask if magnitude > infinity else b  # NaN, whatever its sign and payload: last
+    if descending:
+        b = ~b & mask
+    return b
+
+
+@inlined
+def co_rank(a, b, p, kind, width, descending):
+    """How many of the first ``p`` elements of the stable merge of sorted rows ``a`` and ``b``
+    come from ``a`` (ties: ``a`` first)."""
+    lo = max(0, p - b.size)
+    hi = min(p, a.size)
+    while lo < hi:
+        i = (lo + hi) // 2
+        if sort_key(a[i], kind, width, descending) <= sort_key(
+            b[p - i - 1], kind, width, descending
+        ):
+            lo = i + 1
+        else:
+            hi = i
+    return lo
+
+
+@inlined
+def _insertion_sort(keys, order, n):
+    for i in range(1, n):
+        key, origin = keys[i], order[i]
+        j = i - 1
+        while j >= 0 and keys[j] > key:
+            keys[j + 1] = keys[j]
+            order[j + 1] = order[j]
+            j -= 1
+        keys[j + 1] = key
+        order[j + 1] = origin
+
+
+@inlined
+def _radix_sort(keys, order, keys_tmp, order_tmp, counts, n, width):
+    """Stable LSD radix sort of (keys, order) pairs; returns the order array holding the
+    result (``order`` or ``order_tmp``)."""
+    passes = (width + _DIGIT - 1) // _DIGIT
+    digit_mask = np.uint64(_RADIX - 1)
+    counts[:passes, :] = 0
+    for i in range(n):
+        key = keys[i]
+        for p in range(passes):
+            counts[p, (key >> np.uint64(p * _DIGIT)) & digit_mask] += 1
+    src_keys, src_order, dst_keys, dst_order = keys, order, keys_tmp, order_tmp
+    for p in range(passes):
+        shift = np.uint64(p * _DIGIT)
+        histogram = counts[p]
+        if histogram.max() == n:  # every element has this digit: nothing moves
+            continue
+        total = 0
+        for d in range(_RADIX):
+            count = histogram[d]
+            histogram[d] = total
+            total += count
+        for i in range(n):
+            key = src_keys[i]
+            d = (key >> shift) & digit_mask
+            at = histogram[d]
+            histogram[d] = at + 1
+            dst_keys[at] = key
+            dst_order[at] = src_order[i]
+        src_keys, dst_keys = dst_keys, src_keys
+        src_order, dst_order = dst_order, src_order
+    return src_order
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def sort_rows(x, values, indices, index_offset, kind, descending):
+    """Each row of 2-D ``values`` is the row of ``x`` stably sorted; each row of ``indices``
+    (unless it has no columns) the positions, plus ``index_offset``, its elements came from."""
+    rows, n = x.shape
+    if n == 0:
+        return
+    width = x.itemsize * 8
+    with_indices = indices.shape[1] == n
+    keys, keys_tmp = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    order, order_tmp = np.empty(n, np.int64), np.empty(n, np.int64)
+    counts = np.empty(((width + _DIGIT - 1) // _DIGIT, _RADIX), np.int64)
+    for r in range(rows):
+        row = x[r]
+        for i in range(n):
+            keys[i] = sort_key(row[i], kind, width, descending)
+            order[i] = i
+        if n <= _SMALL:
+            _insertion_sort(keys, order, n)
+            result = order
+        else:
+            result = _radix_sort(keys, order, keys_tmp, order_tmp, counts, n, width)
+        for i in range(n):
+            values[r, i] = row[result[i]]
+        if with_indices:
+            for i in range(n):
+                indices[r, i] = result[i] + index_offset
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def merge_runs(a, a_indices, b, b_indices, out, out_indices, begin, kind, descending):
+    """Row by row, positions [begin, begin + out columns) of the stable merge of the sorted
+    rows of ``a`` and ``b`` (ties: ``a`` first) into ``out``, and their indices into
+    ``out_indices`` unless it has no columns."""
+    rows, m = out.shape
+    width = a.itemsize * 8
+    with_indices = out_indices.shape[1] == m
+    na, nb = a.shape[1], b.shape[1]
+    for r in range(rows):
+        ra, rb = a[r], b[r]
+        i = co_rank(ra, rb, begin, kind, width, descending)
+        j = begin - i
+        q = 0
+        # while both runs have elements: branch-free steps (a select, not a jump, per element)
+        while q < m and i < na and j < nb:
+            take_b = sort_key(rb[j], kind, width, descending) < sort_key(
+                ra[i], kind, width, descending
+            )
+            out[r, q] = rb[j] if take_b else ra[i]
+            if with_indices:
+                out_indices[r, q] = b_indices[r, j] if take_b else a_indices[r, i]
+            j += np.int64(take_b)
+            i += np.int64(not take_b)
+            q += 1
+        while q < m and i < na:
+            out[r, q] = ra[i]
+            if with_indices:
+                out_indices[r, q] = a_indices[r, i]
+            i += 1
+            q += 1
+        while q < m:
+            out[r, q] = rb[j]
+            if with_indices:
+                out_indices[r, q] = b_indices[r, j]
+            j += 1
+            q += 1
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def count_before(run, needles, counts, kind, right):
+    """counts[k] += how many elements of the sorted ``run`` order before ``needles[k]`` (or
+    before or with it when ``right``): ``searchsorted`` in one tile."""
+    width = run.itemsize * 8
+    n = run.size
+    for k in range(needles.size):
+        key = sort_key(needles[k], kind, width, False)
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            other = sort_key(run[mid], kind, width, False)
+            if other < key or (right and other == key):
+                lo = mid + 1
+            else:
+                hi = mid
+        counts[k] += lo
+
+
+@inlined
+def _better(value, best, find_max):
+    """Whether ``value`` beats ``best`` for argmax (``find_max``) or argmin: NaN beats all."""
+    if best != best:
+        return False
+    if value != value:
+        return True
+    return value > best if find_max else value < best
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def arg_reduce(x, values, indices, pre, n, post, shape, starts, strides, find_max):
+    """Fold the middle axis of flat ``x`` (pre, n, post) into the running (value, index)
+    pairs of ``values`` and ``indices`` (pre * post; index -1: empty): the first maximum (or
+    minimum; NaN first of all). Middle position k is element ``k`` of ``shape`` (C order),
+    whose global index is sum((starts[d] + k_d) * strides[d])."""
+    for p in range(pre):
+        for q in range(post):
+            o = p * post + q
+            best, best_index = values[o], indices[o]
+            for k in range(n):
+                value = x[(p * n + k) * post + q]
+                rest, position = k, 0
+                for d in range(shape.size - 1, -1, -1):
+                    position += (starts[d] + rest % shape[d]) * strides[d]
+                    rest //= shape[d]
+                tied = value == best or (value != value and best != best)
+                if (
+                    best_index < 0
+                    or _better(value, best, find_max)
+                    or (tied and position < best_index)
+                ):
+                    best, best_index = value, position
+            values[o], indices[o] = best, best_index

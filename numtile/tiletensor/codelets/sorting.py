@@ -1,0 +1,141 @@
+"""Codelets of sorting and searching: sorted runs per tile, stable merges of runs, binary
+searches into sorted tiles, and argmax/argmin partials.
+
+The sort, merge and search kernels get tiles as unsigned integers of their width with the
+dtype's key kind (``opcodes.SORT_KEYS``): four compiled kernels serve every real dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from numtile import opcodes
+from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.views import rows
+
+
+def key_kind(dtype) -> int:
+    """The ``opcodes.SORT_KEYS`` code of how a tile of ``dtype`` is ordered."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return opcodes.SORT_FLOAT
+    return opcodes.SORT_SIGNED if dtype.kind == "i" else opcodes.SORT_UNSIGNED
+
+
+def bits(tile):
+    """A tile as (rows, last axis) of unsigned integers of its width (a view)."""
+    return rows(tile).view(np.dtype(f"u{tile.dtype.itemsize}"))
+
+
+def _no_indices(ops, like):
+    return ops.empty((tuple(like.shape)[0], 0), np.int64)
+
+
+def _group(buffers):
+    """(input tiles, outputs, args) of a group-sort task: ``count`` tiles, then the values
+    (and indices) outputs, then (count, index_offset, descending, with_indices)."""
+    *tiles, count, index_offset, descending, with_indices = buffers
+    return tiles[:count], tiles[count:], index_offset, descending, with_indices
+
+
+def _sort_group(ops, *buffers):
+    """Sort the rows of a group of tiles (side by side along the last axis) as one run: the
+    tiles are copied next to each other, then sorted by the row-sort kernel."""
+    tiles, outs, index_offset, descending, with_indices = _group(buffers)
+    if len(tiles) == 1:
+        x = tiles[0]
+    else:
+        parts = [rows(t) for t in tiles]
+        count, total = tuple(parts[0].shape)[0], sum(tuple(p.shape)[1] for p in parts)
+        x = ops.empty((count, total), tiles[0].dtype)
+        begin = 0
+        for part in parts:
+            width = tuple(part.shape)[1]
+            ops.copy_strided(
+                part.reshape(-1),
+                0,
+                np.array([width, 1], np.int64),
+                x.reshape(-1),
+                begin,
+                np.array([total, 1], np.int64),
+                np.array([count, width], np.int64),
+            )
+            begin += width
+    indices = rows(outs[1]) if with_indices else _no_indices(ops, rows(x))
+    kind = key_kind(x.dtype)
+    ops.sort_rows(bits(x), bits(outs[0]), indices, index_offset, kind, descending)
+
+
+def _restore_ties(x, out, descending):
+    """Give the zeros and NaNs of sorted float rows ``out`` the signs and payloads they had in
+    ``x``, in their original order: what a stable sort leaves (NumPy's fast sort does not)."""
+    zeros, nans = x == 0, np.isnan(x)
+    raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+    odd = np.signbit(x[zeros]).any() or (nans.any() and (raw[nans] != raw[nans][0]).any())
+    if not odd:
+        return
+    for row, sorted_row, row_zeros, row_nans in zip(x, out, zeros, nans):
+        sorted_row[sorted_row == 0] = row[row_zeros]
+        sorted_row[np.isnan(sorted_row)] = row[row_nans]
+
+
+def _sort_group_numpy(ops, *buffers):
+    """The CPU form of ``_sort_group`` for values only: NumPy's (SIMD) sort of the group,
+    whose only unstable ties, zeros and NaNs, are put back in their original order."""
+    tiles, outs, index_offset, descending, with_indices = _group(buffers)
+    if with_indices:
+        return _sort_group(ops, *buffers)
+    x = np.concatenate([rows(t) for t in tiles], axis=1)
+    out = np.sort(x, axis=-1)
+    if descending:
+        out = out[:, ::-1]
+    if x.dtype.kind == "f":
+        out = np.ascontiguousarray(out)
+        _restore_ties(x, out, descending)
+    rows(outs[0])[...] = out
+
+
+def _merge_runs(ops, a, a_indices, b, b_indices, out, out_indices, begin, descending):
+    kind = key_kind(a.dtype)
+    a_indices, b_indices, out_indices = rows(a_indices), rows(b_indices), rows(out_indices)
+    ops.merge_runs(
+        bits(a), a_indices, bits(b), b_indices, bits(out), out_indices, begin, kind, descending
+    )
+
+
+def _merge_values(ops, a, b, out, begin, descending):
+    kind = key_kind(a.dtype)
+    a, b, out = bits(a), bits(b), bits(out)
+    none = _no_indices(ops, a)
+    ops.merge_runs(a, none, b, none, out, _no_indices(ops, out), begin, kind, descending)
+
+
+def _count_before(ops, run, needles, counts, right):
+    flat = run.reshape(-1).view(np.dtype(f"u{run.dtype.itemsize}"))
+    wanted = needles.reshape(-1).view(flat.dtype)
+    ops.count_before(flat, wanted, counts.reshape(-1), key_kind(run.dtype), right)
+
+
+def _arg_reduce(ops, x, values, indices, pre, n, post, shape, starts, strides, find_max):
+    x, values = x.reshape(-1), values.reshape(-1)
+    if x.dtype == np.bool_:
+        x, values = x.view(np.uint8), values.view(np.uint8)
+    ops.arg_reduce(x, values, indices.reshape(-1), pre, n, post, shape, starts, strides, find_max)
+
+
+def _size(shape) -> int:
+    return math.prod(shape)
+
+
+sort_group = Codelet(
+    "sort_group",
+    kernel=_sort_group,
+    implementations={"cpu": _sort_group_numpy},
+    flops=lambda *shapes_and_args: 8 * _size(shapes_and_args[0]),
+)
+merge_runs = Codelet("merge_runs", kernel=_merge_runs)
+merge_values = Codelet("merge_values", kernel=_merge_values)
+count_before = Codelet("count_before", kernel=_count_before)
+arg_reduce = Codelet("arg_reduce", kernel=_arg_reduce)

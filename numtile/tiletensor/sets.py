@@ -1,0 +1,148 @@
+"""Set functions: ``unique_all``, ``unique_counts``, ``unique_inverse``, ``unique_values``.
+
+Through the tiled sort: the flattened tensor is sorted (with its sorting indices when the
+result needs them), a task per tile flags where a group of equal values starts (each NaN is
+a group of its own, as the array API says), and the flagged values, positions and indices
+are compacted. The number of unique values depends on the data: every function waits for
+one count per tile.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from numtile.runtime import Access, get_runtime
+from numtile.tiletensor import codelets
+from numtile.tiletensor.dispatch import dispatched
+from numtile.tiletensor.dtypes import bool_, int64
+from numtile.tiletensor.indexing import compact_into, flatten, put_positions, tile_counts
+from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.manipulation import reshape
+from numtile.tiletensor.sorting import check_sortable, sorted_with_indices
+from numtile.tiletensor.tensor import TileTensor
+
+R, W = Access.R, Access.W
+
+
+class UniqueAllResult(NamedTuple):
+    values: TileTensor
+    indices: TileTensor
+    inverse_indices: TileTensor
+    counts: TileTensor
+
+
+class UniqueCountsResult(NamedTuple):
+    values: TileTensor
+    counts: TileTensor
+
+
+class UniqueInverseResult(NamedTuple):
+    values: TileTensor
+    inverse_indices: TileTensor
+
+
+def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False):
+    """(values, first indices, inverse indices, counts), the unasked ones None."""
+    check_sortable(x, name) if x.ndim else check_sortable(reshape(x, (1,)), name)
+    flat = flatten(x)
+    values, order = sorted_with_indices(flat, 0, False, indices=indices or inverse)
+    runtime = get_runtime()
+    flags = TileTensor(values.layout, bool_)
+    for i, (tile, out) in enumerate(zip(values.handles, flags.handles)):
+        previous = values.handles[i - 1] if i else tile
+        runtime.submit(
+            codelets.indexing.group_starts, [(tile, R), (previous, R), (out, W)], (i == 0,)
+        )
+    per_tile = tile_counts(flags)
+    total = int(per_tile.sum())
+
+    def compacted(source, dtype, codelet=codelets.indexing.compact, extra=lambda i: ()):
+        out = TileTensor(Layout((total,)), dtype)
+        if source is None:
+            sources = lambda i: ((flags.handles[i], R),)  # noqa: E731
+        else:
+            sources = lambda i: ((source.handles[i], R), (flags.handles[i], R))  # noqa: E731
+        compact_into(out, per_tile, sources, codelet, extra)
+        return out
+
+    unique = compacted(values, values.dtype)
+    first = compacted(order, int64) if indices else None
+    counted = None
+    if counts:
+        starts = values.layout.starts[0]
+        begins = compacted(None, int64, codelets.indexing.compact_positions, lambda i: (starts[i],))
+        ends = TileTensor(begins.layout, int64)
+        if total:
+            ends[:-1] = begins[1:]
+            ends[-1] = flat.size
+        counted = ends - begins
+    inverted = None
+    if inverse:
+        groups = TileTensor(values.layout, int64)
+        offsets = np.concatenate([[0], np.cumsum(per_tile)])
+        for i, (tile, out) in enumerate(zip(flags.handles, groups.handles)):
+            runtime.submit(
+                codelets.indexing.running_count, [(tile, R), (out, W)], (int(offsets[i]),)
+            )
+        inverted = TileTensor(flat.layout, int64)
+        if flat.size:  # the inverse permutation of the sort: waits for its indices
+            put_positions(inverted, order.to_numpy(), 0, groups)
+        inverted = reshape(inverted, x.shape)
+    return unique, first, inverted, counted
+
+
+@dispatched
+def unique_values(x: TileTensor, /) -> TileTensor:
+    """The sorted distinct values of ``x`` (flattened; every NaN is distinct).
+
+    Waits for one count per tile (the output's size depends on the data).
+
+    >>> import numtile as nt
+    >>> nt.unique_values(nt.from_numpy([3, 1, 3, 2, 1], tile_shape=2)).to_numpy().tolist()
+    [1, 2, 3]
+    """
+    return _unique(x, "unique_values")[0]
+
+
+@dispatched
+def unique_counts(x: TileTensor, /) -> UniqueCountsResult:
+    """The distinct values of ``x`` and how often each occurs (waits for one count per tile).
+
+    >>> import numtile as nt
+    >>> result = nt.unique_counts(nt.from_numpy([3, 1, 3, 2, 3], tile_shape=2))
+    >>> result.values.to_numpy().tolist(), result.counts.to_numpy().tolist()
+    ([1, 2, 3], [1, 1, 3])
+    """
+    values, _, _, counts = _unique(x, "unique_counts", counts=True)
+    return UniqueCountsResult(values, counts)
+
+
+@dispatched
+def unique_inverse(x: TileTensor, /) -> UniqueInverseResult:
+    """The distinct values of ``x`` and, in x's shape, the index of each element's value
+    among them (waits for one count per tile, and for the sorting indices).
+
+    >>> import numtile as nt
+    >>> nt.unique_inverse(nt.from_numpy([3, 1, 3])).inverse_indices.to_numpy().tolist()
+    [1, 0, 1]
+    """
+    values, _, inverse, _ = _unique(x, "unique_inverse", inverse=True)
+    return UniqueInverseResult(values, inverse)
+
+
+@dispatched
+def unique_all(x: TileTensor, /) -> UniqueAllResult:
+    """The distinct values, the index of each one's first occurrence in the flattened ``x``,
+    the inverse indices (in x's shape) and the counts.
+
+    >>> import numtile as nt
+    >>> result = nt.unique_all(nt.from_numpy([5, 4, 5, 4, 4], tile_shape=2))
+    >>> result.indices.to_numpy().tolist(), result.counts.to_numpy().tolist()
+    ([1, 0], [3, 2])
+    """
+    values, first, inverse, counts = _unique(
+        x, "unique_all", counts=True, indices=True, inverse=True
+    )
+    return UniqueAllResult(values, first, inverse, counts)

@@ -1,0 +1,92 @@
+"""unique_all/counts/inverse/values and nonzero against array_api_strict (each NaN is a
+distinct value) over dtype x shape x tile shape."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import numtile as nt
+from tests.tiletensor.test_array_api_hypothesis import (
+    SETTINGS,
+    SHAPES,
+    assert_same,
+    retiled,
+    strict,
+    xps,
+)
+
+xs = pytest.importorskip("array_api_strict")
+
+
+def _draw(data):
+    dtype = data.draw(xps.real_dtypes(), label="dtype")
+    elements = st.sampled_from([-1.5, 0.0, -0.0, 2.0, np.nan]) if dtype.kind == "f" else None
+    if dtype.kind in "iu":
+        elements = st.integers(0, 3)
+    return data.draw(retiled(data.draw(xps.arrays(dtype, SHAPES, elements=elements))), label="x")
+
+
+@SETTINGS
+@given(data=st.data())
+def test_unique_all_matches_array_api_strict(data):
+    x = _draw(data)
+    ours = nt.unique_all(x)
+    theirs = xs.unique_all(strict(x))
+    assert_same(ours.values, xs.sort(theirs.values), exact=True, signed_zeros=False)
+    order = np.argsort(np.asarray(theirs.values), kind="stable")
+    assert_same(ours.counts, xs.asarray(np.asarray(theirs.counts)[order]))
+    # first occurrences of each value, and the inverse maps every element to its value
+    values = ours.values.to_numpy()
+    flat = x.to_numpy().reshape(-1)
+    indices = ours.indices.to_numpy()
+    np.testing.assert_array_equal(flat[indices], values)
+    for value, first in zip(values, indices):
+        if value == value:
+            assert first == np.flatnonzero(flat == value)[0]
+    inverse = ours.inverse_indices.to_numpy()
+    assert inverse.shape == x.shape
+    np.testing.assert_array_equal(values[inverse].reshape(-1), flat)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_unique_counts_inverse_values(data):
+    x = _draw(data)
+    reference = np.asarray(xs.unique_values(strict(x)))
+    reference = np.sort(reference, kind="stable")
+    assert_same(nt.unique_values(x), xs.asarray(reference), exact=True, signed_zeros=False)
+    counts = nt.unique_counts(x)
+    assert int(nt.sum(counts.counts).item()) == x.size
+    assert counts.values.shape == reference.shape
+    inverse = nt.unique_inverse(x)
+    values = inverse.values.to_numpy()
+    np.testing.assert_array_equal(
+        values[inverse.inverse_indices.to_numpy()], x.to_numpy(), strict=False
+    )
+
+
+def test_every_nan_is_distinct():
+    x = nt.from_numpy(np.array([np.nan, 1.0, np.nan, 1.0, np.nan]), tile_shape=2)
+    result = nt.unique_all(x)
+    np.testing.assert_array_equal(result.values.to_numpy(), [1.0, np.nan, np.nan, np.nan])
+    np.testing.assert_array_equal(result.counts.to_numpy(), [2, 1, 1, 1])
+    np.testing.assert_array_equal(result.indices.to_numpy(), [1, 0, 2, 4])
+    np.testing.assert_array_equal(result.inverse_indices.to_numpy(), [1, 0, 2, 0, 3])
+
+
+@SETTINGS
+@given(data=st.data())
+def test_nonzero_matches_array_api_strict(data):
+    shapes = xps.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5)
+    x = data.draw(retiled(data.draw(xps.arrays(xps.scalar_dtypes(), shapes))), label="x")
+    ours = nt.nonzero(x)
+    theirs = xs.nonzero(strict(x))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert_same(a, b)
+
+
+def test_nonzero_of_0d_raises():
+    with pytest.raises(ValueError, match="at least one axis"):
+        nt.nonzero(nt.asarray(1))

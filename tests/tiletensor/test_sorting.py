@@ -1,0 +1,105 @@
+"""sort, argsort, argmax, argmin, searchsorted against NumPy and array_api_strict, with inputs
+drawn by hypothesis's array API strategies over dtype x shape x tile shape (tiles that divide
+nothing, one-element tiles, empty arrays, NaNs and signed zeros)."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import numtile as nt
+from tests.tiletensor.test_array_api_hypothesis import SETTINGS, assert_same, retiled, strict, xps
+
+xs = pytest.importorskip("array_api_strict")
+SHAPES = xps.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=6)
+
+
+@pytest.mark.parametrize("name", ["sort", "argsort"])
+@SETTINGS
+@given(data=st.data())
+def test_sort_matches_array_api_strict(name, data):
+    x = data.draw(retiled(data.draw(xps.arrays(xps.real_dtypes(), SHAPES))), label="x")
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1), label="axis")
+    descending = data.draw(st.booleans(), label="descending")
+    expected = getattr(xs, name)(strict(x), axis=axis, descending=descending)
+    assert_same(getattr(nt, name)(x, axis=axis, descending=descending), expected, exact=True)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+@pytest.mark.parametrize("shape", [(3, 1000), (1500,)])
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8])
+def test_sort_of_many_tiles_is_numpy_stable_sort(dtype, shape, workers):
+    # one group of tiles per worker: one run (cut into tiles), two (the last merge), five
+    # (merges of pairs of runs first)
+    nt.init(ncpu=workers)
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal(shape) * 50).astype(dtype)
+    if dtype == np.float64:
+        data[..., ::13] = np.nan
+        data[..., ::17] = -0.0
+    x = nt.from_numpy(data, tile_shape=(2, 37)[-len(shape) :])  # 28 or 41 tiles a row
+    np.testing.assert_array_equal(nt.argsort(x).to_numpy(), np.argsort(data, kind="stable"))
+    values = nt.sort(x).to_numpy()
+    np.testing.assert_array_equal(values, np.sort(data, kind="stable"))
+    np.testing.assert_array_equal(np.signbit(values), np.signbit(np.sort(data, kind="stable")))
+    descending = nt.sort(x, descending=True).to_numpy()
+    np.testing.assert_array_equal(
+        descending, np.flip(np.sort(np.flip(data, -1), kind="stable"), -1)
+    )
+    nt.init()
+
+
+def test_sort_refuses_complex_and_0d():
+    with pytest.raises(TypeError, match="real dtypes"):
+        nt.sort(nt.ones(3, dtype="complex64"))
+    with pytest.raises(ValueError, match="at least one axis"):
+        nt.argsort(nt.asarray(1.0))
+    with pytest.raises(ValueError, match="out of bounds"):
+        nt.sort(nt.ones(3), axis=1)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@SETTINGS
+@given(data=st.data())
+def test_argmax_argmin_match_array_api_strict(name, data):
+    shapes = xps.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=5)
+    x = data.draw(retiled(data.draw(xps.arrays(xps.real_dtypes(), shapes))), label="x")
+    axis = data.draw(st.none() | st.integers(-max(x.ndim, 1), max(x.ndim, 1) - 1), label="axis")
+    if x.ndim == 0 and axis is not None:
+        axis = None
+    keepdims = data.draw(st.booleans(), label="keepdims")
+    expected = getattr(xs, name)(strict(x), axis=axis, keepdims=keepdims)
+    assert_same(getattr(nt, name)(x, axis=axis, keepdims=keepdims), expected)
+
+
+def test_argmax_takes_the_first_nan_and_the_first_tie():
+    data = np.array([[1.0, 7.0, 7.0, np.nan, 2.0, np.nan], [3.0, 3.0, 1.0, 1.0, 3.0, 0.0]])
+    x = nt.from_numpy(data, tile_shape=(1, 2))
+    for axis in (None, 0, 1):
+        np.testing.assert_array_equal(nt.argmax(x, axis=axis).to_numpy(), np.argmax(data, axis))
+        np.testing.assert_array_equal(nt.argmin(x, axis=axis).to_numpy(), np.argmin(data, axis))
+    with pytest.raises(ValueError, match="empty axis"):
+        nt.argmax(nt.ones((0, 3)), axis=0)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_searchsorted_matches_numpy(data):
+    dtype = data.draw(xps.real_dtypes(), label="dtype")
+    x1 = np.sort(data.draw(xps.arrays(dtype, st.integers(0, 9))), kind="stable")
+    x2 = data.draw(retiled(data.draw(xps.arrays(dtype, SHAPES))), label="x2")
+    side = data.draw(st.sampled_from(["left", "right"]), label="side")
+    tile = data.draw(st.integers(1, 10), label="tile")
+    ours = nt.searchsorted(nt.from_numpy(x1, tile_shape=tile), x2, side=side)
+    np.testing.assert_array_equal(ours.to_numpy(), np.searchsorted(x1, x2.to_numpy(), side))
+    assert ours.dtype == np.int64
+
+
+def test_searchsorted_with_a_sorter():
+    data = np.array([5.0, 1.0, 3.0, np.nan, 2.0])
+    sorter = np.argsort(data)
+    x2 = np.array([0.0, 2.5, 5.0, np.nan])
+    ours = nt.searchsorted(
+        nt.from_numpy(data, tile_shape=2), nt.from_numpy(x2), sorter=nt.from_numpy(sorter)
+    )
+    np.testing.assert_array_equal(ours.to_numpy(), np.searchsorted(data, x2, sorter=sorter))
