@@ -133,6 +133,7 @@ from numtile.tiletensor.manipulation import (
     squeeze,
     transpose,
 )
+from numtile.tiletensor.redistribution import redistribute  # distributed tensors (issue 12)
 from numtile.tiletensor.reduction import max, mean, min, prod, sum
 from numtile.tiletensor.tensor import Device, TileTensor
 
@@ -266,4 +267,6 @@ __all__ = [
     "where",
     "zeros",
     "zeros_like",
+    # distributed tensors (issue 12)
+    "redistribute",
 ]

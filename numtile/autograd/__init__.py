@@ -4,7 +4,15 @@ Importing this package fills the tensor op table (``numtile.tiletensor.dispatch`
 gradient rules of ``rules.py``'s classes (``import numtile`` does).
 """
 
-from numtile.autograd import elementwise, linalg, logic, manipulation, reduction, rules
+from numtile.autograd import (
+    distribution,
+    elementwise,
+    linalg,
+    logic,
+    manipulation,
+    reduction,
+    rules,
+)
 from numtile.autograd.rules import NoGradientError
 from numtile.autograd.tape import (
     Context,
@@ -22,6 +30,7 @@ __all__ = [
     "Function",
     "NoGradientError",
     "backward",
+    "distribution",
     "elementwise",
     "enable_grad",
     "is_grad_enabled",

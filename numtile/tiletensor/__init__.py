@@ -12,6 +12,7 @@ from numtile.tiletensor import (
     linalg,
     manipulation,
     random,
+    redistribution,
     reduction,
 )
 from numtile.tiletensor.layout import Layout
@@ -27,5 +28,6 @@ __all__ = [
     "linalg",
     "manipulation",
     "random",
+    "redistribution",
     "reduction",
 ]

@@ -9,7 +9,7 @@ import numpy as np
 from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.runtime.distributed.distribution import ALL, as_distribution
 from numtile.runtime.distributed.front import place
-from numtile.tiletensor import codelets
+from numtile.tiletensor import codelets, placement
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import check_dtype, float64, int64
 from numtile.tiletensor.layout import Layout
@@ -57,7 +57,10 @@ def from_numpy(x, tile_shape=None, dtype=None, distribution=None) -> TileTensor:
         for handle in handles:
             handle.drop_replicas()  # alive, their memory and spill files go now
         raise
-    return TileTensor(layout, dt, handles)
+    out = TileTensor(layout, dt, handles)
+    if distribution is not None:
+        out.distribution = as_distribution(distribution)
+    return out
 
 
 asarray = from_numpy
@@ -67,7 +70,10 @@ def tile_owners(layout: Layout, distribution) -> tuple[list[int], int]:
     """The owner rank of each tile of ``layout`` under ``distribution``, and this rank."""
     front = get_runtime().distributed
     nranks, here = (1, 0) if front is None else (front.nranks, front.rank)
-    return as_distribution(distribution).owners(list(layout.indices()), nranks), here
+    owners = as_distribution(distribution).owners(list(layout.indices()), nranks)
+    if front is not None:
+        placement.activate()  # from now on, ops give their results their inputs' distribution
+    return owners, here
 
 
 def empty(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTensor:
@@ -82,6 +88,7 @@ def empty(shape, dtype=float64, tile_shape=None, *, distribution=None) -> TileTe
         owners, _ = tile_owners(out.layout, distribution)
         for handle, owner in zip(out.handles, owners):
             place(handle, owner)
+        out.distribution = as_distribution(distribution)
     return out
 
 

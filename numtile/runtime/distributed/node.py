@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import queue
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState
 if TYPE_CHECKING:
     from numtile.runtime.engine import Runtime
 
+CHECK_TAG = 0  # the submission checks of the waits (``sequence.py``): pickled, to every rank
 NOTICE_TAG = 1  # "a task failed on my rank": pickled text, to every other rank
 _IDLE_SLEEP = 1e-3  # seconds between polls with nothing in flight (notices only)
 _BUSY_SLEEP = 2e-5  # ... with requests in flight
@@ -80,6 +82,7 @@ class MpiNode:
         self.bytes_sent = 0
         self.bytes_received = 0
         self._notices: queue.SimpleQueue = queue.SimpleQueue()
+        self._exchanges: queue.SimpleQueue = queue.SimpleQueue()
         self.send = self.receive = None  # set by ``attach`` (they need the row's kind)
         if sys.excepthook is sys.__excepthook__:
             sys.excepthook = self._abort_on_uncaught
@@ -128,12 +131,14 @@ class MpiNode:
         ops = runtime.ops[worker]
         in_flight: list[_Transfer] = []
         notices: list = []
+        exchange = None
         while not runtime.closed:
             task = runtime.scheduler.try_pop(worker)
             if task is not None:
                 in_flight.append(self._post(runtime, worker, ops, task))
                 continue
             notices = self._relay_notices(runtime, notices)
+            exchange = self._progress_exchange(exchange)
             progressed = False
             for transfer in list(in_flight):
                 if transfer.test(self):
@@ -186,6 +191,40 @@ class MpiNode:
             error = TaskError(f"{task.describe()} raised {type(error).__name__}: {error}")
         runtime._complete(task, worker, error)
 
+    def exchange(self, payload, timeout: float) -> dict:
+        """Send ``payload`` to every other rank and return theirs, {rank: payload} (from the
+        program thread: the transfer loop does the MPI calls). ``TimeoutError`` naming the
+        ranks that sent nothing within ``timeout`` seconds."""
+        exchange = _Exchange(payload, [p for p in range(self.nranks) if p != self.rank])
+        self._exchanges.put(exchange)
+        if not exchange.done.wait(timeout):
+            missing = sorted(set(exchange.peers) - set(exchange.received))
+            raise TimeoutError(
+                f"rank {self.rank} waited {timeout:g} s at a wait for rank(s) "
+                f"{', '.join(map(str, missing))}, which did not reach it (did the ranks run "
+                f"different programs? NUMTILE_MPI_CHECK_TIMEOUT sets the limit)"
+            )
+        return exchange.received
+
+    def _progress_exchange(self, exchange: _Exchange | None) -> _Exchange | None:
+        """Post the next exchange and collect the peers' payloads (one exchange at a time)."""
+        if exchange is None:
+            try:
+                exchange = self._exchanges.get_nowait()
+            except queue.Empty:
+                return None
+            exchange.sends = [
+                self.comm.isend(exchange.payload, peer, CHECK_TAG) for peer in exchange.peers
+            ]
+        for peer in exchange.peers:
+            if peer not in exchange.received and self.comm.iprobe(peer, CHECK_TAG):
+                exchange.received[peer] = self.comm.recv(source=peer, tag=CHECK_TAG)
+        exchange.sends = [request for request in exchange.sends if not request.Test()]
+        if exchange.sends or len(exchange.received) < len(exchange.peers):
+            return exchange
+        exchange.done.set()
+        return None
+
     def _relay_notices(self, runtime: Runtime, sending: list) -> list:
         """Send this rank's failure notices; record the other ranks' as errors here."""
         while True:
@@ -204,6 +243,17 @@ class MpiNode:
                 runtime._errors.append(RemoteTaskError(text))
                 runtime._done.notify_all()
         return sending
+
+
+class _Exchange:
+    """One all-to-all exchange of small pickled payloads (the submission checks)."""
+
+    def __init__(self, payload, peers: list[int]) -> None:
+        self.payload = payload
+        self.peers = peers
+        self.sends: list = []
+        self.received: dict = {}
+        self.done = threading.Event()
 
 
 class _Transfer:
