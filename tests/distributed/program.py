@@ -243,6 +243,36 @@ def linear_algebra() -> None:
     print(f"CHOLESKY bytes received rank {nt.rank()}: {received} bound {bound}", flush=True)
 
 
+def observability() -> None:
+    """``nt.trace`` writes one Chrome trace on rank 0: a process per rank with its worker
+    rows and send/receive rows; ``runtime_summary`` names this rank's bytes."""
+    import io
+    import json
+    import os
+    import tempfile
+
+    path = os.environ.get("NUMTILE_TEST_TRACE") or os.path.join(
+        tempfile.gettempdir(), "numtile-mpi-trace.json"
+    )
+    a = np.arange(144.0).reshape(12, 12)  # 3 x 3 tiles: every rank computes some
+    x = nt.from_numpy(a, tile_shape=(4, 4), distribution=nt.distribution.block_cyclic())
+    with nt.trace(path):
+        np.testing.assert_allclose((x @ x).to_numpy(), a @ a)
+    text = nt.runtime_summary(file=io.StringIO())
+    assert f"mpi rank {nt.rank()} of {nt.nranks()}" in text and "sent" in text, text
+    if nt.rank() != 0:
+        return
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    names = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
+    for rank in range(nt.nranks()):
+        assert {(rank, "cpu0"), (rank, "mpi send"), (rank, "mpi receive")} <= names, names
+        ran = [e for e in events if e["ph"] == "X" and e["pid"] == rank]
+        assert any(e["name"] == "gemm" for e in ran), rank
+        assert any(e.get("cat") == "mpi" for e in ran), rank
+    os.remove(path)
+
+
 def sequence_mismatch() -> None:
     """A program that submits an extra task on rank 0: every rank's next wait raises
     ``SubmissionMismatchError`` naming the first task that differs, on both sides."""
@@ -272,6 +302,7 @@ CHECKS = {
     "accumulations": accumulations,
     "placement": placement,
     "linear_algebra": linear_algebra,
+    "observability": observability,
     "sequence_mismatch": sequence_mismatch,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }

@@ -81,6 +81,7 @@ class MpiNode:
         self.tag_pairs = (self.comm.Get_attr(MPI.TAG_UB) - 2) // 2
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.sends = self.receives = 0  # messages of tile data
         self._notices: queue.SimpleQueue = queue.SimpleQueue()
         self._exchanges: queue.SimpleQueue = queue.SimpleQueue()
         self.send = self.receive = None  # set by ``attach`` (they need the row's kind)
@@ -177,8 +178,10 @@ class MpiNode:
             return _Transfer(task, None, pins, None, exc)
         if sending:
             self.bytes_sent += handle.nbytes
+            self.sends += 1
         else:
             self.bytes_received += handle.nbytes
+            self.receives += 1
         return _Transfer(task, request, pins, None if sending else (peer, tag + 1), None)
 
     def _finish(self, runtime: Runtime, worker: int, transfer: _Transfer) -> None:
@@ -191,14 +194,21 @@ class MpiNode:
             error = TaskError(f"{task.describe()} raised {type(error).__name__}: {error}")
         runtime._complete(task, worker, error)
 
-    def exchange(self, payload, timeout: float) -> dict:
-        """Send ``payload`` to every other rank and return theirs, {rank: payload} (from the
-        program thread: the transfer loop does the MPI calls). ``TimeoutError`` naming the
-        ranks that sent nothing within ``timeout`` seconds."""
-        exchange = _Exchange(payload, [p for p in range(self.nranks) if p != self.rank])
+    def exchange(self, payload, timeout: float, root: int | None = None) -> dict:
+        """Send ``payload`` to every other rank and return theirs, {rank: payload}; with a
+        ``root``, only to it, which alone receives (a gather). From the program thread: the
+        transfer loop does the MPI calls. ``TimeoutError`` naming the ranks that sent
+        nothing within ``timeout`` seconds."""
+        others = [p for p in range(self.nranks) if p != self.rank]
+        if root is None:
+            exchange = _Exchange(payload, others, others)
+        elif root == self.rank:
+            exchange = _Exchange(payload, [], others)
+        else:
+            exchange = _Exchange(payload, [root], [])
         self._exchanges.put(exchange)
         if not exchange.done.wait(timeout):
-            missing = sorted(set(exchange.peers) - set(exchange.received))
+            missing = sorted(set(exchange.sources) - set(exchange.received))
             raise TimeoutError(
                 f"rank {self.rank} waited {timeout:g} s at a wait for rank(s) "
                 f"{', '.join(map(str, missing))}, which did not reach it (did the ranks run "
@@ -214,13 +224,13 @@ class MpiNode:
             except queue.Empty:
                 return None
             exchange.sends = [
-                self.comm.isend(exchange.payload, peer, CHECK_TAG) for peer in exchange.peers
+                self.comm.isend(exchange.payload, peer, CHECK_TAG) for peer in exchange.targets
             ]
-        for peer in exchange.peers:
+        for peer in exchange.sources:
             if peer not in exchange.received and self.comm.iprobe(peer, CHECK_TAG):
                 exchange.received[peer] = self.comm.recv(source=peer, tag=CHECK_TAG)
         exchange.sends = [request for request in exchange.sends if not request.Test()]
-        if exchange.sends or len(exchange.received) < len(exchange.peers):
+        if exchange.sends or len(exchange.received) < len(exchange.sources):
             return exchange
         exchange.done.set()
         return None
@@ -246,11 +256,12 @@ class MpiNode:
 
 
 class _Exchange:
-    """One all-to-all exchange of small pickled payloads (the submission checks)."""
+    """One exchange of pickled payloads (the submission checks, a trace's gather)."""
 
-    def __init__(self, payload, peers: list[int]) -> None:
+    def __init__(self, payload, targets: list[int], sources: list[int]) -> None:
         self.payload = payload
-        self.peers = peers
+        self.targets = targets
+        self.sources = sources
         self.sends: list = []
         self.received: dict = {}
         self.done = threading.Event()
