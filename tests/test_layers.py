@@ -37,6 +37,7 @@ ALLOWED = {
     "train": {
         "api",
         "train_config",
+        "train_distributed",
         "nn",
         "io",
         "autograd",
@@ -45,6 +46,7 @@ ALLOWED = {
         "config",
         "ops_cpu",
     },
+    "train_distributed": {"api", "io", "tiletensor", "runtime", "config"},
     "warmup": {"api", "config", "ops_cpu"},
     "cli": {"api", "train", "train_config", "warmup", "nn", "io", "runtime", "config"},
 }

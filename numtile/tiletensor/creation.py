@@ -22,8 +22,9 @@ def from_numpy(x, tile_shape=None, dtype=None, distribution=None) -> TileTensor:
     Under MPI, ``distribution`` (``nt.distribution.block_cyclic(grid)``, ``by_axis(axis)``,
     ``replicated``, or a function ``tile index -> rank``) names each tile's owner rank, which
     keeps the tile (the others drop their copy of ``x``'s part); without one, every rank
-    keeps every tile, until a task on one rank writes it. A rank that does not exist is a
-    ``ValueError``.
+    keeps every tile, until a task on one rank writes it (inside an op on distributed
+    tensors, it takes the op's distribution: ``tiletensor/placement.py``). A rank that does
+    not exist is a ``ValueError``.
 
     >>> import numtile as nt, numpy as np
     >>> nt.from_numpy(np.ones((3, 5), np.float32), tile_shape=(2, 2)).grid
@@ -42,6 +43,12 @@ def from_numpy(x, tile_shape=None, dtype=None, distribution=None) -> TileTensor:
     owners = here = None
     if distribution is not None:
         owners, here = tile_owners(layout, distribution)
+    elif placement.inherited() is not None:  # made inside an op on distributed tensors
+        try:
+            owners, here = tile_owners(layout, placement.inherited())
+            distribution = placement.inherited()
+        except Exception:  # it cannot place this tensor: held by every rank
+            owners = here = None
     handles = []
     try:
         for flat, index in enumerate(layout.indices()):

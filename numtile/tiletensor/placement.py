@@ -1,11 +1,13 @@
 """Which rank owns the tiles of the tensors an op makes, and ``redistribute``.
 
 The rule (under MPI; nothing changes on one process): **the new tensors an op makes take
-the distribution of its first tensor argument that has one** (positional arguments first,
-then keywords; a list or tuple of tensors counts, in order). A result of the same layout as
-that argument has each tile on the rank that owns the argument's tile of the same index, so
-element-wise chains never move a tile; ``A @ B`` over a 2-D block-cyclic ``A`` gives a
-block-cyclic result (tile ``(i, j)`` on the owner the grid gives it), whose tiles its
+the distribution of its first tensor argument that has one other than ``replicated``**
+(positional arguments first, then keywords; a list or tuple of tensors counts, in order;
+``replicated`` when every distributed argument is replicated: replicated inputs, such as
+the weights of a data-parallel model, do not say where the work runs). A result of the
+same layout as that argument has each tile on the rank that owns the argument's tile of the
+same index, so element-wise chains never move a tile; ``A @ B`` over a 2-D block-cyclic
+``A`` gives a block-cyclic result (tile ``(i, j)`` on the owner the grid gives it), whose tiles its
 owners compute. A distribution that cannot place a result (``by_axis(2)`` for a 2-D sum, a
 user function that raises or returns something else) leaves it without one: each of its
 tiles is then owned by the rank that first computes it (the owner of the first owned tile
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 
 from numtile.runtime import get_runtime
+from numtile.runtime.distributed.distribution import Replicated
 from numtile.runtime.distributed.front import place
 
 _CURRENT: list = []  # the distribution each running op gives its new tensors (innermost last)
@@ -32,16 +35,19 @@ def activate() -> None:
 
 
 def _first_distribution(args, kwargs):
+    """The first distribution among the tensors in ``args``/``kwargs`` that is not
+    ``replicated`` (replicated inputs do not say where work should run), else replicated."""
+    fallback = None
     for value in (*args, *kwargs.values()):
-        found = getattr(value, "distribution", None)
-        if found is None and isinstance(value, (list, tuple)):
-            found = next(
-                (v.distribution for v in value if getattr(v, "distribution", None) is not None),
-                None,
-            )
-        if found is not None:
-            return found
-    return None
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        for item in values:
+            found = getattr(item, "distribution", None)
+            if found is None:
+                continue
+            if not isinstance(found, Replicated):
+                return found
+            fallback = fallback or found
+    return fallback
 
 
 def run_placed(function, args, kwargs):

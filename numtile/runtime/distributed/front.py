@@ -25,6 +25,7 @@ submission sequence between the ranks (``sequence.py``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import TYPE_CHECKING
 
@@ -146,6 +147,16 @@ class Distributed:
                 reductions.flush(handle)
             self.bring(handle, self.everyone)
         self._wait_handles(handles)
+
+    @contextlib.contextmanager
+    def local_waits(self):
+        """Inside the block, ``wait_handles`` waits here only (the caller brought the tiles
+        to this rank; the others do not wait with it): one rank writing a checkpoint."""
+        self.runtime.wait_handles = self._wait_handles
+        try:
+            yield
+        finally:
+            self.runtime.wait_handles = self.wait_handles
 
     def wait_all(self) -> None:
         """Compare the submission sequences, then wait for every task here."""
