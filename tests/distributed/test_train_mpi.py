@@ -46,9 +46,7 @@ def _launch(nranks: int, data: str, checkpoint: str, mode: str) -> list[float]:
     return json.loads(found.group(1))
 
 
-def test_data_parallel_training_equals_one_process_and_resumes_on_other_ranks(
-    data_dir, tmp_path
-):
+def test_data_parallel_training_equals_one_process_and_resumes_on_other_ranks(data_dir, tmp_path):
     pytest.importorskip("mpi4py")
     trainer = Trainer(config(data_dir))
     expected = [trainer.train_step() for _ in range(4)]
