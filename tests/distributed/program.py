@@ -69,6 +69,20 @@ def tiled_ops() -> None:
             raise AssertionError("block_cyclic((2, 2)) on 3 ranks was accepted")
 
 
+def random_graphs_reduced() -> None:
+    """The random graphs again with their accumulation declared a sum: accumulations run
+    where their input lives and are reduced on the owner (or, for a replicated tile, on the
+    first contributor), interleaved at random with reads and writes of the same tiles."""
+    from numtile.runtime.distributed.reduce import ADDITIVE, register_additive
+
+    name = CODELETS["accumulate"].name
+    register_additive(name)
+    try:
+        random_graphs(seeds=12)
+    finally:
+        ADDITIVE.discard(name)
+
+
 def cached_transfers() -> None:
     """A tile read by several tasks of another rank travels once, and again once written:
     the bytes each rank receives are exactly that."""
@@ -297,6 +311,7 @@ def sequence_mismatch() -> None:
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
+    "random_graphs_reduced": random_graphs_reduced,
     "cached_transfers": cached_transfers,
     "limited_memory": limited_memory,
     "accumulations": accumulations,

@@ -71,8 +71,9 @@ class Distributed:
         task is returned), else only move what it must (None)."""
         if codelet.control:  # the runtime's own hints: every rank applies them to its replica
             for handle, mode in accesses:
-                if mode is W:
+                if mode is W:  # invalidate: the contents, partial sums included, are gone
                     handle.ranks = None
+                    self.reductions.open.pop(handle.id, None)
             return self._submit(codelet, accesses, args, priority, name)
         self.tasks += 1
         self.log.record(codelet, accesses)
