@@ -15,6 +15,7 @@ that raises also sends a notice to every other rank, so their next wait raises t
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 CHECK_TAG = 0  # the submission checks of the waits (``sequence.py``): pickled, to every rank
 NOTICE_TAG = 1  # "a task failed on my rank": pickled text, to every other rank
 _IDLE_SLEEP = 1e-3  # seconds between polls with nothing in flight (notices only)
-_BUSY_SLEEP = 2e-5  # ... with requests in flight
+_BUSY_SLEEP = 2e-5  # ... with requests in flight, growing by as much per idle poll
+_MAX_BUSY_SLEEP = float(os.environ.get("NUMTILE_MPI_MAX_POLL", "2e-4"))  # ... up to this
 
 
 class RemoteTaskError(TaskError):
@@ -133,10 +135,12 @@ class MpiNode:
         in_flight: list[_Transfer] = []
         notices: list = []
         exchange = None
+        idle = 0  # polls in a row that completed nothing
         while not runtime.closed:
             task = runtime.scheduler.try_pop(worker)
             if task is not None:
                 in_flight.append(self._post(runtime, worker, ops, task))
+                idle = 0
                 continue
             notices = self._relay_notices(runtime, notices)
             exchange = self._progress_exchange(exchange)
@@ -146,8 +150,11 @@ class MpiNode:
                     in_flight.remove(transfer)
                     self._finish(runtime, worker, transfer)
                     progressed = True
-            if not progressed:
-                time.sleep(_BUSY_SLEEP if in_flight else _IDLE_SLEEP)
+            if progressed:
+                idle = 0
+            else:  # back off while transfers are in flight: the cores are the workers'
+                idle += 1
+                time.sleep(min(_BUSY_SLEEP * idle, _MAX_BUSY_SLEEP) if in_flight else _IDLE_SLEEP)
         for transfer in in_flight:
             transfer.error = transfer.error or TaskCancelled(
                 f"{transfer.task.describe()} cancelled by runtime shutdown"
