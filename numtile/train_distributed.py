@@ -12,14 +12,15 @@ FSDP; its readers get it once per step, cached until the next update). The losse
 single-process losses up to float32 reduction order.
 
 Checkpoints stay one HDF5 file: the tiles travel to rank 0, the one writer, which writes
-them tile by tile; the other ranks go on. ``--resume`` reads the file on every rank, so a
-run resumes on any number of ranks.
+them tile by tile; the other ranks wait for it to finish. ``--resume`` reads the file on
+every rank, so a run resumes on any number of ranks.
 """
 
 from __future__ import annotations
 
 import numtile as nt
 from numtile.io import save_checkpoint
+from numtile.runtime.distributed.sequence import check_timeout
 from numtile.tiletensor import placement
 
 WRITER = 0  # the rank that writes checkpoints
@@ -47,11 +48,14 @@ def save_distributed_checkpoint(path, tensors, attrs, **options) -> bool:
         if front.reductions.open and front.reductions.pending(handle):
             front.reductions.flush(handle)
         front.bring(handle, (WRITER,))
-    if front.rank != WRITER:
-        return False
-    with front.local_waits():  # the tiles come to this rank only: no wait is collective
-        save_checkpoint(path, tensors, attrs, **options)
-    return True
+    wrote = front.rank == WRITER
+    if wrote:
+        with front.local_waits():  # the tiles come to this rank only: no wait is collective
+            save_checkpoint(path, tensors, attrs, **options)
+    # the others wait for the file (a run that stops after a save finds it complete), and do
+    # not run ahead into the next step while the writer writes
+    front.node.exchange(("saved", path), check_timeout())
+    return wrote
 
 
 __all__ = ["WRITER", "data_parallel", "save_distributed_checkpoint"]
