@@ -139,6 +139,7 @@ from numtile.tiletensor.manipulation import (
     transpose,
 )
 from numtile.tiletensor.rearranging import broadcast_arrays, flip, moveaxis, roll  # 13 (Q)
+from numtile.tiletensor.redistribution import redistribute  # distributed tensors (issue 12)
 from numtile.tiletensor.reduction import max, mean, min, prod, sum
 from numtile.tiletensor.searching import argmax, argmin, nonzero, searchsorted
 from numtile.tiletensor.sets import unique_all, unique_counts, unique_inverse, unique_values
@@ -307,4 +308,6 @@ __all__ = [
     "unique_counts",
     "unique_inverse",
     "unique_values",
+    # distributed tensors (issue 12)
+    "redistribute",
 ]

@@ -16,6 +16,7 @@ from numtile.runtime.distributed.distribution import (
     Replicated,
     as_distribution,
 )
+from numtile.tiletensor.redistribution import redistribute
 
 replicated = Replicated()
 
@@ -50,5 +51,6 @@ __all__ = [
     "as_distribution",
     "block_cyclic",
     "by_axis",
+    "redistribute",
     "replicated",
 ]

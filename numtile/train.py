@@ -153,6 +153,10 @@ class Trainer:
             )
         else:
             self.model = build_model(self.config, tiling, seed=cfg.seed, seq_len=cfg.seq_len)
+        if nt.nranks() > 1:  # under mpiexec: data-parallel (numtile/train_distributed.py)
+            from numtile.train_distributed import data_parallel
+
+            data_parallel(self.model)
         self.step = 0
         self.saved_step: int | None = None  # step of the last checkpoint this run wrote
         if cfg.resume:
@@ -197,7 +201,12 @@ class Trainer:
             "train_sampler": self.train_data.state_dict(),
             "val_sampler": self.val_data.state_dict(),
         }
-        save_checkpoint(path, self._tensors(), attrs, check_finite=True)
+        if nt.nranks() > 1:  # the tiles go to one writer, rank 0
+            from numtile.train_distributed import save_distributed_checkpoint
+
+            save_distributed_checkpoint(path, self._tensors(), attrs, check_finite=True)
+        else:
+            save_checkpoint(path, self._tensors(), attrs, check_finite=True)
         if path == self.cfg.checkpoint:
             self.saved_step = self.step
 

@@ -40,6 +40,7 @@ ALLOWED = {
         "api",
         "train_config",
         "train_logs",
+        "train_distributed",
         "nn",
         "io",
         "autograd",
@@ -48,6 +49,7 @@ ALLOWED = {
         "config",
         "ops_cpu",
     },
+    "train_distributed": {"api", "io", "tiletensor", "runtime", "config"},
     "warmup": {"api", "config", "ops_cpu"},
     "cli": {"api", "train", "train_config", "warmup", "nn", "io", "runtime", "config"},
 }

@@ -5,6 +5,7 @@ gradient rules of ``rules.py``'s classes (``import numtile`` does).
 """
 
 from numtile.autograd import (
+    distribution,
     elementwise,
     indexing,
     linalg,
@@ -30,6 +31,7 @@ __all__ = [
     "Function",
     "NoGradientError",
     "backward",
+    "distribution",
     "elementwise",
     "enable_grad",
     "indexing",

@@ -129,7 +129,12 @@ def trace(path: str) -> Iterator[Tracer]:
         runtime.tracer = None
         if runtime.manager is not None:
             runtime.manager.tracer = None
-        tracer.write(path)
+        if runtime.distributed is not None:  # one file for every rank, written by rank 0
+            from numtile.runtime.distributed.observe import write_trace
+
+            write_trace(runtime.distributed, tracer, path)
+        else:
+            tracer.write(path)
 
 
 @atexit.register

@@ -137,6 +137,10 @@ def summary(runtime: Runtime) -> str:
         lines.append(f"{codelet.name:<22}{codelet.calls:>9}{codelet.seconds:>10.3f}{rate_text}")
     if runtime.manager is not None:
         lines.append(memory_summary(runtime.manager.counters()))
+    if runtime.distributed is not None:  # this rank's MPI traffic
+        from numtile.runtime.distributed.observe import summary_line
+
+        lines.append(summary_line(runtime.distributed))
     return "\n".join(lines)
 
 

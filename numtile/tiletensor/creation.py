@@ -9,7 +9,7 @@ import numpy as np
 from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.runtime.distributed.distribution import ALL, as_distribution
 from numtile.runtime.distributed.front import place
-from numtile.tiletensor import codelets
+from numtile.tiletensor import codelets, placement
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import check_dtype, float64, int64
 from numtile.tiletensor.layout import Layout
@@ -28,8 +28,9 @@ def from_numpy(x, tile_shape=None, dtype=None, distribution=None) -> TileTensor:
     Under MPI, ``distribution`` (``nt.distribution.block_cyclic(grid)``, ``by_axis(axis)``,
     ``replicated``, or a function ``tile index -> rank``) names each tile's owner rank, which
     keeps the tile (the others drop their copy of ``x``'s part); without one, every rank
-    keeps every tile, until a task on one rank writes it. A rank that does not exist is a
-    ``ValueError``.
+    keeps every tile, until a task on one rank writes it (inside an op on distributed
+    tensors, it takes the op's distribution: ``tiletensor/placement.py``). A rank that does
+    not exist is a ``ValueError``.
 
     >>> import numtile as nt, numpy as np
     >>> nt.from_numpy(np.ones((3, 5), np.float32), tile_shape=(2, 2)).grid
@@ -56,6 +57,12 @@ def _from_array(array: np.ndarray, tile_shape, distribution) -> TileTensor:
     owners = here = None
     if distribution is not None:
         owners, here = tile_owners(layout, distribution)
+    elif placement.inherited() is not None:  # made inside an op on distributed tensors
+        try:
+            owners, here = tile_owners(layout, placement.inherited())
+            distribution = placement.inherited()
+        except Exception:  # it cannot place this tensor: held by every rank
+            owners = here = None
     handles = []
     try:
         for flat, index in enumerate(layout.indices()):
@@ -71,7 +78,10 @@ def _from_array(array: np.ndarray, tile_shape, distribution) -> TileTensor:
         for handle in handles:
             handle.drop_replicas()  # alive, their memory and spill files go now
         raise
-    return TileTensor(layout, dt, handles)
+    out = TileTensor(layout, dt, handles)
+    if distribution is not None:
+        out.distribution = as_distribution(distribution)
+    return out
 
 
 def _shared(array: np.ndarray, tile_shape) -> TileTensor:
@@ -160,7 +170,10 @@ def tile_owners(layout: Layout, distribution) -> tuple[list[int], int]:
     """The owner rank of each tile of ``layout`` under ``distribution``, and this rank."""
     front = get_runtime().distributed
     nranks, here = (1, 0) if front is None else (front.nranks, front.rank)
-    return as_distribution(distribution).owners(list(layout.indices()), nranks), here
+    owners = as_distribution(distribution).owners(list(layout.indices()), nranks)
+    if front is not None:
+        placement.activate()  # from now on, ops give their results their inputs' distribution
+    return owners, here
 
 
 def empty(shape, dtype=None, tile_shape=None, *, device=None, distribution=None) -> TileTensor:
@@ -177,6 +190,7 @@ def empty(shape, dtype=None, tile_shape=None, *, device=None, distribution=None)
         owners, _ = tile_owners(out.layout, distribution)
         for handle, owner in zip(out.handles, owners):
             place(handle, owner)
+        out.distribution = as_distribution(distribution)
     return out
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from numtile.tiletensor import placement
+
 PLAIN: dict[str, Callable] = {}  # op name -> the plain tiled implementation
 TABLE: dict[str, Callable] = {}  # op name -> what a call runs (plain, or autograd's override)
 PUBLIC_NAMES: dict[str, str] = {}  # op name -> the name users call it by, for messages
@@ -36,6 +38,8 @@ def dispatched(plain: Callable | None = None, *, name: str | None = None, public
 
     @functools.wraps(plain)
     def op(*args, **kwargs):
+        if placement.ACTIVE[0]:  # under MPI: new tensors take their inputs' distribution
+            return placement.run_placed(TABLE[key], args, kwargs)
         return TABLE[key](*args, **kwargs)
 
     op.dispatch_name = key
@@ -44,6 +48,8 @@ def dispatched(plain: Callable | None = None, *, name: str | None = None, public
 
 def call(name: str, *args, **kwargs):
     """Run op ``name`` through the table (TileTensor's operators and methods use this)."""
+    if placement.ACTIVE[0]:
+        return placement.run_placed(TABLE[name], args, kwargs)
     return TABLE[name](*args, **kwargs)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from numtile.runtime import DataHandle, get_runtime
-from numtile.tiletensor import dispatch
+from numtile.tiletensor import dispatch, placement
 from numtile.tiletensor.dtypes import check_dtype
 from numtile.tiletensor.layout import Layout
 
@@ -105,16 +105,29 @@ class TileTensor:
     [[1.0, 3.0, 5.0], [7.0, 9.0, 11.0]]
     """
 
-    __slots__ = ("layout", "dtype", "handles", "requires_grad", "grad", "_node", "__weakref__")
+    __slots__ = (
+        "layout",
+        "dtype",
+        "handles",
+        "requires_grad",
+        "grad",
+        "_node",
+        "distribution",
+        "__weakref__",
+    )
     __array_priority__ = 100  # so ``ndarray op TileTensor`` defers to TileTensor
 
     def __init__(self, layout: Layout, dtype, handles: Sequence[DataHandle] | None = None):
         self.layout = layout
         self.dtype = check_dtype(dtype)
+        self.distribution = None  # the ranks owning the tiles, under MPI (placement.py)
         if handles is None:
             _check_tile_count(layout, self.dtype)
             dtype = self.dtype
             handles = [DataHandle(shape, dtype) for shape in layout.tile_shapes()]
+            distribution = placement.inherited()  # None unless an op on distributed tensors
+            if distribution is not None and placement.place_tiles(layout, handles, distribution):
+                self.distribution = distribution
         assert len(handles) == layout.ntiles
         self.handles = list(handles)
         self.requires_grad = False

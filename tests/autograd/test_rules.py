@@ -99,6 +99,7 @@ FUNCTIONS = {
     "remainder": lambda x, y: nt.remainder(x, y),
     "reshape": lambda x, y: nt.reshape(x, (1, 3, 4)),
     "retile": lambda x, y: nt.retile(x, (3, 1)),
+    "redistribute": lambda x, y: nt.redistribute(x, nt.distribution.replicated, (3, 1)),
     "sigmoid": lambda x, y: nt.sigmoid(x),
     "sign": lambda x, y: nt.sign(x),
     "silu": lambda x, y: nt.silu(x),

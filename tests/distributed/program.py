@@ -4,15 +4,18 @@ tests/distributed/test_mpi.py): each prints ``CHECK <name> ok`` or raises, so on
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
 
 import numtile as nt
-from numtile.runtime import DataHandle
+from numtile.runtime import Access, DataHandle
 from numtile.runtime.distributed.front import ALL, place
 from tests.faults.helpers import host_codelet
 from tests.faults.test_random_graphs import CODELETS, OPS, TILES, _random_graph, _replay
+
+ACC = Access.ACCUMULATE
 
 
 def random_graphs(seeds: int = 6) -> None:
@@ -65,6 +68,20 @@ def tiled_ops() -> None:
             assert "only 3 run" in str(error), error
         else:
             raise AssertionError("block_cyclic((2, 2)) on 3 ranks was accepted")
+
+
+def random_graphs_reduced() -> None:
+    """The random graphs again with their accumulation declared a sum: accumulations run
+    where their input lives and are reduced on the owner (or, for a replicated tile, on the
+    first contributor), interleaved at random with reads and writes of the same tiles."""
+    from numtile.runtime.distributed.reduce import ADDITIVE, register_additive
+
+    name = CODELETS["accumulate"].name
+    register_additive(name)
+    try:
+        random_graphs(seeds=12)
+    finally:
+        ADDITIVE.discard(name)
 
 
 def cached_transfers() -> None:
@@ -125,17 +142,196 @@ def failure() -> None:
         pass  # the notices of the failure, on the ranks that did not read it yet
 
 
+def accumulations() -> None:
+    """Gradient sums into a tile owned by rank 0 (and into a replicated tile) from tasks whose
+    inputs live on every rank: computed where the inputs are, reduced on the owner. Only the
+    partial sums travel, once per contributing rank, and the values equal NumPy."""
+    runtime = nt.get_runtime()
+    node = runtime.distributed.node
+    ranks = nt.nranks()
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4 * ranks, 6))
+    x = nt.from_numpy(a, tile_shape=(2, 6), distribution=nt.distribution.by_axis(0))
+    runtime.wait_all()
+    before = node.bytes_received, node.bytes_sent
+    total = nt.sum(x, axis=0)  # one output tile, owned by rank 0 (by_axis(0) of tile (0,))
+    np.testing.assert_allclose(total.to_numpy(), a.sum(axis=0))
+    runtime.wait_all()  # the sends of the result, too
+    received = node.bytes_received - before[0]
+    sent = node.bytes_sent - before[1]
+    tile = 6 * 8
+    # rank 0 receives a partial from each other rank; then the result goes to every rank
+    expected_received = (ranks - 1) * tile if nt.rank() == 0 else tile
+    expected_sent = (ranks - 1) * tile if nt.rank() == 0 else tile
+    assert (received, sent) == (expected_received, expected_sent), (received, sent)
+    # a replicated target, two accumulation groups with a read in between, and grads
+    axpy = nt.tiletensor.codelets.elementwise.axpy
+    target = nt.from_numpy(np.zeros(6), tile_shape=6, distribution=nt.distribution.replicated)
+    rows = nt.redistribute(x, nt.distribution.by_axis(0), tile_shape=(1, 6))
+    for round_ in range(2):
+        for i in range(rows.grid[0]):
+            handle = rows.tile((i, 0))
+            flat = DataHandle((6,), np.float64)
+            place(flat, handle.owner)
+            runtime.submit(
+                nt.tiletensor.codelets.copy.cast, [(handle, nt.Access.R), (flat, nt.Access.W)]
+            )
+            runtime.submit(axpy, [(flat, nt.Access.R), (target.handles[0], ACC)], (1.0,))
+        np.testing.assert_allclose(target.to_numpy(), (round_ + 1) * a.sum(axis=0))
+    w = nt.from_numpy(np.ones((6, 3)), tile_shape=(6, 3), distribution=lambda index: 0)
+    w.requires_grad_()
+    loss = nt.sum(nt.matmul(x, w))  # dw = x^T @ ones: the sum over every rank's rows
+    loss.backward()
+    np.testing.assert_allclose(w.grad.to_numpy(), a.sum(axis=0)[:, None] * np.ones((1, 3)))
+
+
+def placement() -> None:
+    """Results take their first input's distribution (so a block-cyclic A @ B is
+    block-cyclic); ``redistribute`` changes owners and tiles; a wrong rank is refused."""
+    d = nt.distribution
+    grid = d.block_cyclic()
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((9, 7)), rng.standard_normal((7, 8))
+    x = nt.from_numpy(a, tile_shape=(2, 2), distribution=grid)
+    y = nt.from_numpy(b, tile_shape=(2, 3), distribution=d.by_axis(1))
+    for result in (x + 1, nt.exp(x), x @ y):
+        assert result.distribution is grid, result.distribution
+        for index, handle in zip(result.layout.indices(), result.handles):
+            assert handle.owner == grid.owner(index), (index, handle.owner)
+    assert (y * 2).distribution.axis == 1
+    np.testing.assert_allclose((x @ y).to_numpy(), a @ b)
+    z = nt.redistribute(x @ y, d.by_axis(0), tile_shape=(4, 5))
+    assert z.tile_shape == (4, 5) and [h.owner for h in z.handles][::2] == [
+        i % nt.nranks() for i in range(3)
+    ]
+    np.testing.assert_allclose(z.to_numpy(), a @ b)
+    np.testing.assert_allclose(nt.redistribute(z, d.replicated).to_numpy(), a @ b)
+    try:
+        nt.redistribute(z, lambda index: nt.nranks())
+    except ValueError as error:
+        assert f"rank {nt.nranks()}" in str(error), error
+    else:
+        raise AssertionError("a distribution naming a missing rank was accepted")
+
+
+def linear_algebra() -> None:
+    """Matmul, Cholesky and the SPD solve over 2-D block-cyclic tensors equal SciPy; the
+    bytes each rank receives for the Cholesky equal the 2-D block-cyclic lower bound (each
+    tile once per rank that needs it and does not own it), within 1.2x."""
+    import scipy.linalg
+
+    runtime = nt.get_runtime()
+    node = runtime.distributed.node
+    ranks = nt.nranks()
+    grid = nt.distribution.block_cyclic((2, ranks // 2) if ranks % 2 == 0 else (1, ranks))
+    rng = np.random.default_rng(5)
+    n, tile = 22, 4  # 6 x 6 tiles, the last one smaller
+    m = rng.standard_normal((n, n))
+    spd = m @ m.T + n * np.eye(n)
+    rhs = rng.standard_normal((n, 3))
+    a = nt.from_numpy(spd, tile_shape=(tile, tile), distribution=grid)
+    b = nt.from_numpy(rhs, tile_shape=(tile, 3), distribution=grid)
+    np.testing.assert_allclose((a @ b).to_numpy(), spd @ rhs, rtol=1e-12, atol=1e-12)
+    runtime.wait_all()
+    before = node.bytes_received
+    factor = nt.linalg.cholesky(a)
+    runtime.wait_all()
+    received = node.bytes_received - before
+    np.testing.assert_allclose(
+        factor.to_numpy(), scipy.linalg.cholesky(spd, lower=True), rtol=1e-10, atol=1e-12
+    )
+    solution = nt.linalg.solve(a, b, assume_a="pos")
+    np.testing.assert_allclose(
+        solution.to_numpy(), scipy.linalg.solve(spd, rhs, assume_a="pos"), rtol=1e-10
+    )
+    # the lower bound: for each tile of L, the ranks whose tasks read it, less its owner
+    tiles = factor.grid[0]
+    needed = set()
+    for k in range(tiles):
+        for i in range(k + 1, tiles):
+            needed.add(((k, k), grid.owner((i, k))))  # TRSM of (i, k) reads L(k, k)
+            for j in range(k + 1, i + 1):  # SYRK / GEMM of (i, j) read L(i, k), L(j, k)
+                needed.add(((i, k), grid.owner((i, j))))
+                needed.add(((j, k), grid.owner((i, j))))
+    bound = sum(factor.tile(t).nbytes for t, r in needed if r == nt.rank() and grid.owner(t) != r)
+    assert bound <= received <= 1.2 * bound, (received, bound)
+    print(f"CHOLESKY bytes received rank {nt.rank()}: {received} bound {bound}", flush=True)
+
+
+def observability() -> None:
+    """``nt.trace`` writes one Chrome trace on rank 0: a process per rank with its worker
+    rows and send/receive rows; ``runtime_summary`` names this rank's bytes."""
+    import io
+    import json
+    import os
+    import tempfile
+
+    path = os.environ.get("NUMTILE_TEST_TRACE") or os.path.join(
+        tempfile.gettempdir(), "numtile-mpi-trace.json"
+    )
+    a = np.arange(144.0).reshape(12, 12)  # 3 x 3 tiles: every rank computes some
+    x = nt.from_numpy(a, tile_shape=(4, 4), distribution=nt.distribution.block_cyclic())
+    with nt.trace(path):
+        np.testing.assert_allclose((x @ x).to_numpy(), a @ a)
+    text = nt.runtime_summary(file=io.StringIO())
+    assert f"mpi rank {nt.rank()} of {nt.nranks()}" in text and "sent" in text, text
+    if nt.rank() != 0:
+        return
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    names = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
+    for rank in range(nt.nranks()):
+        assert {(rank, "cpu0"), (rank, "mpi send"), (rank, "mpi receive")} <= names, names
+        ran = [e for e in events if e["ph"] == "X" and e["pid"] == rank]
+        assert any(e["name"] == "gemm" for e in ran), rank
+        assert any(e.get("cat") == "mpi" for e in ran), rank
+    os.remove(path)
+
+
+def sequence_mismatch() -> None:
+    """A program that submits an extra task on rank 0: every rank's next wait raises
+    ``SubmissionMismatchError`` naming the first task that differs, on both sides."""
+    from numtile.runtime.distributed.sequence import SubmissionMismatchError
+
+    x = nt.from_numpy(np.ones((4, 4)), tile_shape=(2, 2), distribution=lambda index: 0)
+    nt.wait_all()
+    if nt.rank() == 0:  # what a program must not do
+        x = x * 3
+    y = nt.exp(x)
+    try:
+        y.to_numpy()
+    except SubmissionMismatchError as error:
+        text = str(error)
+        assert "different task sequences" in text and "task #" in text, text
+        assert "'unary:exp" in text and "'binary_scalar:multiply" in text, text
+    else:
+        raise AssertionError("the diverging sequences were not detected")
+    nt.init(ncpu=1)  # the ranks' records differ now: start afresh
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
+    "random_graphs_reduced": random_graphs_reduced,
     "cached_transfers": cached_transfers,
     "limited_memory": limited_memory,
+    "accumulations": accumulations,
+    "placement": placement,
+    "linear_algebra": linear_algebra,
+    "observability": observability,
+    "sequence_mismatch": sequence_mismatch,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }
 
 if __name__ == "__main__":
     nt.init(ncpu=1)
     assert nt.nranks() > 1, "run under mpiexec -n P, P > 1"
+    # mpiexec forwards each rank's output in chunks that may split a line and interleave with
+    # another rank's: the test reads the passed checks from one file per rank instead
+    record = os.environ.get("NUMTILE_TEST_CHECKS_DIR")
     for name in sys.argv[1:] or CHECKS:
         CHECKS[name]()
         print(f"CHECK {name} ok rank {nt.rank()}", flush=True)
+        if record:
+            with open(os.path.join(record, f"rank{nt.rank()}"), "a") as f:
+                f.write(f"{name}\n")

@@ -17,21 +17,28 @@ record alone, without any message, each rank decides the same things:
 
 The other ranks skip the task itself. ``wait_handles`` (what ``to_numpy`` and every host
 read call) first brings the tiles to every rank, so results read the same everywhere.
+
+Two refinements: accumulations that are sums run where their inputs are and are reduced
+on the tile's owner (``reduce.py``); and each wait first compares a checksum of the
+submission sequence between the ranks (``sequence.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES, Access
+from numtile.runtime.distributed.reduce import ADDITIVE, Reductions
+from numtile.runtime.distributed.sequence import SubmissionLog, check_timeout
 from numtile.runtime.handle import DataHandle
 
 if TYPE_CHECKING:
     from numtile.runtime.distributed.node import MpiNode
     from numtile.runtime.engine import Runtime
 
-R, W = Access.R, Access.W
+R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 ALL = -1  # the owner of a replicated tile
 
 
@@ -47,20 +54,38 @@ class Distributed:
         self.everyone = tuple(range(node.nranks))
         self.transfers = itertools.count()
         self.tasks = 0  # tasks of the program seen (run here or skipped)
+        self.log = SubmissionLog()
+        self.reductions = Reductions(self)
+        self.closing = False
         self._submit = runtime.submit
         self._wait_handles = runtime.wait_handles
-        runtime.submit = self.submit  # the instance attribute shadows the method
+        self._wait_all = runtime.wait_all
+        self._shutdown = runtime.shutdown
+        runtime.submit = self.submit  # the instance attributes shadow the methods
         runtime.wait_handles = self.wait_handles
+        runtime.wait_all = self.wait_all
+        runtime.shutdown = self.shutdown
 
     def submit(self, codelet, accesses, args=(), priority=0, name=None):
         """``Runtime.submit`` on every rank: run here if this rank computes the task (its
         task is returned), else only move what it must (None)."""
         if codelet.control:  # the runtime's own hints: every rank applies them to its replica
             for handle, mode in accesses:
-                if mode is W:
+                if mode is W:  # invalidate: the contents, partial sums included, are gone
                     handle.ranks = None
+                    self.reductions.open.pop(handle.id, None)
             return self._submit(codelet, accesses, args, priority, name)
         self.tasks += 1
+        self.log.record(codelet, accesses)
+        reductions = self.reductions
+        contributor = reductions.contributor(codelet, accesses)
+        if reductions.open:  # a tile read or written otherwise ends its accumulations
+            additive = codelet.name in ADDITIVE
+            for handle, mode in accesses:
+                if (mode is not ACC or not additive) and reductions.pending(handle):
+                    reductions.flush(handle)
+        if contributor is not None:
+            return reductions.contribute(contributor, codelet, accesses, args, priority, name)
         running = self.executors(accesses)
         for handle, mode in accesses:
             if READS[mode]:
@@ -116,9 +141,48 @@ class Distributed:
     def wait_handles(self, handles) -> None:
         """Bring ``handles`` to every rank, then wait for them here (every rank calls it)."""
         handles = list(handles)
+        self.check_sequence()
+        reductions = self.reductions
         for handle in handles:
+            if reductions.open and reductions.pending(handle):
+                reductions.flush(handle)
             self.bring(handle, self.everyone)
         self._wait_handles(handles)
+
+    @contextlib.contextmanager
+    def local_waits(self):
+        """Inside the block, ``wait_handles`` waits here only (the caller brought the tiles
+        to this rank; the others do not wait with it): one rank writing a checkpoint."""
+        self.runtime.wait_handles = self._wait_handles
+        try:
+            yield
+        finally:
+            self.runtime.wait_handles = self.wait_handles
+
+    def wait_all(self) -> None:
+        """Compare the submission sequences, then wait for every task here."""
+        if not self.closing:
+            self.check_sequence()
+        self._wait_all()
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.closing = True  # ranks may stop in different places (an exception unwinding)
+        self._shutdown(wait)
+
+    def check_sequence(self) -> None:
+        """Every rank submitted the same tasks so far, or ``SubmissionMismatchError`` naming
+        the first that differs (on every rank); a rank that never comes: ``TimeoutError``."""
+        if self.nranks == 1 or self.log.count == self.log.agreed and self.log.count:
+            return
+        timeout = check_timeout()
+        mine = self.log.state()
+        theirs = self.node.exchange(mine, timeout)
+        if all(state == mine for state in theirs.values()):
+            self.log.agree()
+            return
+        recent = self.node.exchange(self.log.recent, timeout)
+        differing = {peer: recent[peer] for peer, state in theirs.items() if state != mine}
+        raise self.log.report(self.rank, differing)
 
 
 def place(handle: DataHandle, owner: int) -> None:

@@ -15,8 +15,10 @@ that raises also sends a notice to every other rank, so their next wait raises t
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -30,9 +32,11 @@ from numtile.runtime.task import Task, TaskCancelled, TaskError, TaskState
 if TYPE_CHECKING:
     from numtile.runtime.engine import Runtime
 
+CHECK_TAG = 0  # the submission checks of the waits (``sequence.py``): pickled, to every rank
 NOTICE_TAG = 1  # "a task failed on my rank": pickled text, to every other rank
 _IDLE_SLEEP = 1e-3  # seconds between polls with nothing in flight (notices only)
-_BUSY_SLEEP = 2e-5  # ... with requests in flight
+_BUSY_SLEEP = 2e-5  # ... with requests in flight, growing by as much per idle poll
+_MAX_BUSY_SLEEP = float(os.environ.get("NUMTILE_MPI_MAX_POLL", "2e-4"))  # ... up to this
 
 
 class RemoteTaskError(TaskError):
@@ -79,7 +83,9 @@ class MpiNode:
         self.tag_pairs = (self.comm.Get_attr(MPI.TAG_UB) - 2) // 2
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.sends = self.receives = 0  # messages of tile data
         self._notices: queue.SimpleQueue = queue.SimpleQueue()
+        self._exchanges: queue.SimpleQueue = queue.SimpleQueue()
         self.send = self.receive = None  # set by ``attach`` (they need the row's kind)
         if sys.excepthook is sys.__excepthook__:
             sys.excepthook = self._abort_on_uncaught
@@ -128,20 +134,27 @@ class MpiNode:
         ops = runtime.ops[worker]
         in_flight: list[_Transfer] = []
         notices: list = []
+        exchange = None
+        idle = 0  # polls in a row that completed nothing
         while not runtime.closed:
             task = runtime.scheduler.try_pop(worker)
             if task is not None:
                 in_flight.append(self._post(runtime, worker, ops, task))
+                idle = 0
                 continue
             notices = self._relay_notices(runtime, notices)
+            exchange = self._progress_exchange(exchange)
             progressed = False
             for transfer in list(in_flight):
                 if transfer.test(self):
                     in_flight.remove(transfer)
                     self._finish(runtime, worker, transfer)
                     progressed = True
-            if not progressed:
-                time.sleep(_BUSY_SLEEP if in_flight else _IDLE_SLEEP)
+            if progressed:
+                idle = 0
+            else:  # back off while transfers are in flight: the cores are the workers'
+                idle += 1
+                time.sleep(min(_BUSY_SLEEP * idle, _MAX_BUSY_SLEEP) if in_flight else _IDLE_SLEEP)
         for transfer in in_flight:
             transfer.error = transfer.error or TaskCancelled(
                 f"{transfer.task.describe()} cancelled by runtime shutdown"
@@ -172,8 +185,10 @@ class MpiNode:
             return _Transfer(task, None, pins, None, exc)
         if sending:
             self.bytes_sent += handle.nbytes
+            self.sends += 1
         else:
             self.bytes_received += handle.nbytes
+            self.receives += 1
         return _Transfer(task, request, pins, None if sending else (peer, tag + 1), None)
 
     def _finish(self, runtime: Runtime, worker: int, transfer: _Transfer) -> None:
@@ -185,6 +200,47 @@ class MpiNode:
         if error is not None and not isinstance(error, TaskError):
             error = TaskError(f"{task.describe()} raised {type(error).__name__}: {error}")
         runtime._complete(task, worker, error)
+
+    def exchange(self, payload, timeout: float, root: int | None = None) -> dict:
+        """Send ``payload`` to every other rank and return theirs, {rank: payload}; with a
+        ``root``, only to it, which alone receives (a gather). From the program thread: the
+        transfer loop does the MPI calls. ``TimeoutError`` naming the ranks that sent
+        nothing within ``timeout`` seconds."""
+        others = [p for p in range(self.nranks) if p != self.rank]
+        if root is None:
+            exchange = _Exchange(payload, others, others)
+        elif root == self.rank:
+            exchange = _Exchange(payload, [], others)
+        else:
+            exchange = _Exchange(payload, [root], [])
+        self._exchanges.put(exchange)
+        if not exchange.done.wait(timeout):
+            missing = sorted(set(exchange.sources) - set(exchange.received))
+            raise TimeoutError(
+                f"rank {self.rank} waited {timeout:g} s at a wait for rank(s) "
+                f"{', '.join(map(str, missing))}, which did not reach it (did the ranks run "
+                f"different programs? NUMTILE_MPI_CHECK_TIMEOUT sets the limit)"
+            )
+        return exchange.received
+
+    def _progress_exchange(self, exchange: _Exchange | None) -> _Exchange | None:
+        """Post the next exchange and collect the peers' payloads (one exchange at a time)."""
+        if exchange is None:
+            try:
+                exchange = self._exchanges.get_nowait()
+            except queue.Empty:
+                return None
+            exchange.sends = [
+                self.comm.isend(exchange.payload, peer, CHECK_TAG) for peer in exchange.targets
+            ]
+        for peer in exchange.sources:
+            if peer not in exchange.received and self.comm.iprobe(peer, CHECK_TAG):
+                exchange.received[peer] = self.comm.recv(source=peer, tag=CHECK_TAG)
+        exchange.sends = [request for request in exchange.sends if not request.Test()]
+        if exchange.sends or len(exchange.received) < len(exchange.sources):
+            return exchange
+        exchange.done.set()
+        return None
 
     def _relay_notices(self, runtime: Runtime, sending: list) -> list:
         """Send this rank's failure notices; record the other ranks' as errors here."""
@@ -204,6 +260,18 @@ class MpiNode:
                 runtime._errors.append(RemoteTaskError(text))
                 runtime._done.notify_all()
         return sending
+
+
+class _Exchange:
+    """One exchange of pickled payloads (the submission checks, a trace's gather)."""
+
+    def __init__(self, payload, targets: list[int], sources: list[int]) -> None:
+        self.payload = payload
+        self.targets = targets
+        self.sources = sources
+        self.sends: list = []
+        self.received: dict = {}
+        self.done = threading.Event()
 
 
 class _Transfer:

@@ -1,0 +1,150 @@
+"""Accumulate-mode writes from several ranks into one tile, reduced on its owner.
+
+A gradient tile ``g`` owned by rank 0 that tasks on ranks 1 and 2 accumulate into
+(``g += f(x_r)`` with ``x_r`` their own batch tiles) would, by owner-computes alone, bring
+every ``x_r`` to rank 0. For a codelet whose accumulation is a sum (``ADDITIVE``), the task
+runs instead where its first owned input lives, into a zero-filled *partial* tile of that
+rank; the contributions of the owner itself go straight into ``g``. The group ends at the
+next access to ``g`` that is not such an accumulation (a read, a write, a wait): each
+contributing rank then sends its partial to the owner, which adds it into ``g`` (accumulate
+mode again, so the additions run in any order). A replicated tile (owner ``ALL``) is reduced
+on the first rank that contributed, and read from there, like any tile with one holder.
+
+Every rank keeps the same record (which ranks contributed to which tile) from the task
+sequence alone, so the sends and receives match without a message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtile.runtime.access import READS, WRITES, Access
+from numtile.runtime.codelet import Codelet
+from numtile.runtime.handle import DataHandle
+
+R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
+ALL = -1
+
+# the codelets whose accumulate-mode outputs are sums (``out += f(inputs)``), so that a
+# zero-filled partial per rank, summed afterwards, gives the same result; ``register_additive``
+# adds others (by name: codelets are redefined by tests and notebooks)
+ADDITIVE = {
+    "axpy",  # gradient sums (autograd's accumulate)
+    "reduce:sum",
+    "embedding_scatter",
+    "layer_norm_param_grad",
+    "rms_norm_param_grad",
+}
+
+
+def register_additive(*names: str) -> None:
+    """Declare codelets (by name) whose accumulate-mode outputs are plain sums."""
+    ADDITIVE.update(names)
+
+
+def add_codelet(kind: str) -> Codelet:
+    """``out += partial`` on the host kind ``kind``: what the owner runs per received partial."""
+    return Codelet(
+        "mpi_reduce_add",
+        implementations={kind: lambda ops, partial, out: np.add(out, partial, out=out)},
+    )
+
+
+class Reduction:
+    """One tile's open group of accumulations: its reducing rank and the partials."""
+
+    __slots__ = ("handle", "root", "partials")
+
+    def __init__(self, handle: DataHandle, root: int) -> None:
+        self.handle = handle
+        self.root = root
+        self.partials: dict[int, DataHandle | None] = {}  # rank -> its partial (here only)
+
+
+class Reductions:
+    """The open reductions of a ``Distributed`` front, keyed by handle id."""
+
+    def __init__(self, front) -> None:
+        self.front = front
+        self.open: dict[int, Reduction] = {}
+        self.add = add_codelet(front.runtime.host_kind)
+
+    def contributor(self, codelet: Codelet, accesses) -> int | None:
+        """The rank that computes this accumulation locally, or None (owner computes)."""
+        if codelet.name not in ADDITIVE:
+            return None
+        rank = None
+        targets = []
+        for handle, mode in accesses:
+            if WRITES[mode]:
+                if mode is not ACC:
+                    return None
+                owner = getattr(handle, "owner", None)
+                if owner is None:
+                    return None
+                targets.append(owner)
+            elif rank is None:
+                owner = getattr(handle, "owner", None)
+                if owner is not None and owner != ALL:
+                    rank = owner
+        if rank is None or all(owner == rank for owner in targets):
+            return None
+        return rank
+
+    def contribute(self, rank: int, codelet, accesses, args, priority, name):
+        """Submit an accumulation that ``rank`` computes into its partials (or the tile)."""
+        front = self.front
+        local = []
+        for handle, mode in accesses:
+            if mode is not ACC:
+                if READS[mode]:
+                    front.bring(handle, (rank,))
+                local.append((handle, mode))
+                continue
+            reduction = self.open.get(handle.id)
+            if reduction is None:
+                root = rank if handle.owner == ALL else handle.owner
+                reduction = self.open[handle.id] = Reduction(handle, root)
+            if rank == reduction.root:
+                front.bring(handle, (rank,))
+                local.append((handle, ACC))
+                continue
+            partial = reduction.partials.get(rank)
+            if partial is None and front.rank == rank:
+                zeros = np.zeros(handle.shape, handle.dtype)
+                partial = DataHandle(handle.shape, handle.dtype, zeros)
+            reduction.partials[rank] = partial
+            local.append((partial, ACC))
+        if front.rank == rank:
+            return front._submit(codelet, local, args, priority, name)
+        return None
+
+    def pending(self, handle: DataHandle) -> bool:
+        return handle.id in self.open
+
+    def flush(self, handle: DataHandle) -> None:
+        """End ``handle``'s group: the partials travel to the reducing rank and are added."""
+        reduction = self.open.pop(handle.id)
+        front = self.front
+        root = reduction.root
+        front.bring(handle, (root,))
+        for rank in sorted(reduction.partials):
+            tag, _ = front.node.tags(next(front.transfers))
+            if front.rank == rank:
+                front._submit(
+                    front.node.send,
+                    [(reduction.partials[rank], R)],
+                    (root, tag),
+                    name=f"send partial sum to rank {root}",
+                )
+            elif front.rank == root:
+                received = DataHandle(handle.shape, handle.dtype)
+                front._submit(
+                    front.node.receive,
+                    [(received, W)],
+                    (rank, tag),
+                    name=f"receive partial sum from {rank}",
+                )
+                front._submit(self.add, [(received, R), (handle, ACC)])
+        handle.ranks = frozenset((root,))
+        handle.holder = root

@@ -1,0 +1,95 @@
+"""Which rank owns the tiles of the tensors an op makes, and ``redistribute``.
+
+The rule (under MPI; nothing changes on one process): **the new tensors an op makes take
+the distribution of its first tensor argument that has one other than ``replicated``**
+(positional arguments first, then keywords; a list or tuple of tensors counts, in order;
+``replicated`` when every distributed argument is replicated: replicated inputs, such as
+the weights of a data-parallel model, do not say where the work runs). A result of the
+same layout as that argument has each tile on the rank that owns the argument's tile of the
+same index, so element-wise chains never move a tile; ``A @ B`` over a 2-D block-cyclic
+``A`` gives a block-cyclic result (tile ``(i, j)`` on the owner the grid gives it), whose tiles its
+owners compute. A distribution that cannot place a result (``by_axis(2)`` for a 2-D sum, a
+user function that raises or returns something else) leaves it without one: each of its
+tiles is then owned by the rank that first computes it (the owner of the first owned tile
+that task touches). Tensors made without a distribution (``from_numpy(x)`` alone) are held
+by every rank until a task writes them. ``tensor.distribution`` says what a tensor has.
+
+``redistribute(x, distribution, tile_shape=None)`` (``redistribution.py``) copies ``x`` to a
+new distribution and tiling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from numtile.runtime import get_runtime
+from numtile.runtime.distributed.distribution import Replicated
+from numtile.runtime.distributed.front import place
+
+_CURRENT: list = []  # the distribution each running op gives its new tensors (innermost last)
+ACTIVE = [False]  # set once a distributed tensor exists under MPI: ops look for distributions
+
+
+def activate() -> None:
+    ACTIVE[0] = True
+
+
+def _first_distribution(args, kwargs):
+    """The first distribution among the tensors in ``args``/``kwargs`` that is not
+    ``replicated`` (replicated inputs do not say where work should run), else replicated."""
+    fallback = None
+    for value in (*args, *kwargs.values()):
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        for item in values:
+            found = getattr(item, "distribution", None)
+            if found is None:
+                continue
+            if not isinstance(found, Replicated):
+                return found
+            fallback = fallback or found
+    return fallback
+
+
+def run_placed(function, args, kwargs):
+    """Run an op so the tensors it makes take the first distribution among its arguments."""
+    distribution = _first_distribution(args, kwargs)
+    if distribution is None:
+        return function(*args, **kwargs)
+    _CURRENT.append(distribution)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _CURRENT.pop()
+
+
+@contextlib.contextmanager
+def placing(distribution):
+    """Tensors made inside the ``with`` block take ``distribution``."""
+    _CURRENT.append(distribution)
+    try:
+        yield
+    finally:
+        _CURRENT.pop()
+
+
+def inherited():
+    """The distribution a tensor made now takes (None outside ops on distributed tensors)."""
+    return _CURRENT[-1] if _CURRENT else None
+
+
+def place_tiles(layout, handles, distribution):
+    """Give ``handles`` (new, empty) owners by ``distribution``; False if it cannot place
+    them (the tiles stay without an owner)."""
+    front = get_runtime().distributed
+    nranks = 1 if front is None else front.nranks
+    try:
+        owners = distribution.owners(list(layout.indices()), nranks)
+    except Exception:  # a by_axis axis this tensor lacks, a user function that fails
+        return False
+    if front is not None:
+        for handle, owner in zip(handles, owners):
+            place(handle, owner)
+    return True
+
+
+__all__ = ["activate", "inherited", "place_tiles", "placing", "run_placed"]

@@ -1,0 +1,52 @@
+"""Data-parallel training on every rank of an ``mpiexec -n P`` launch (from
+tests/distributed/test_train_mpi.py): ``fresh`` trains 4 steps and saves a checkpoint at
+step 2; ``resume`` resumes that checkpoint (written by any number of ranks) to step 4. Each
+rank writes the losses it read as JSON next to the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numtile as nt
+from numtile.train import TrainConfig, Trainer
+
+TINY = json.dumps(dict(vocab_size=256, n_positions=16, n_embd=16, n_layer=2, n_head=2))
+
+
+def config(data: str, **overrides) -> TrainConfig:
+    base = dict(
+        model=TINY,
+        data=data,
+        steps=4,
+        batch=4,
+        seq_len=16,
+        batch_tile=1,
+        seq_tile=8,
+        lr=3e-3,
+        warmup=2,
+        eval_every=100,
+        eval_batches=1,
+        checkpoint=None,
+        sample_tokens=0,
+    )
+    return TrainConfig(**{**base, **overrides})
+
+
+def main(data: str, checkpoint: str, mode: str) -> None:
+    nt.init(ncpu=1)
+    if mode == "fresh":
+        trainer = Trainer(config(data))
+        losses = [trainer.train_step() for _ in range(2)]
+        trainer.save(checkpoint)
+        losses += [trainer.train_step() for _ in range(2)]
+    else:
+        trainer = Trainer(config(data, resume=checkpoint))
+        losses = [trainer.train_step() for _ in range(4 - trainer.step)]
+    # one file per rank: mpiexec may split and interleave the ranks' output lines
+    with open(f"{checkpoint}.{mode}.rank{nt.rank()}.json", "w") as f:
+        json.dump(losses, f)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
