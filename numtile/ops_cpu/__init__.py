@@ -4,7 +4,8 @@ A kernel knows nothing about tiles, tasks or the runtime: inputs first, prealloc
 after, then scalars. ``ops_cpu`` is the reference backend that defines the semantics; the op
 codes its kernels take live in ``numtile.opcodes``.
 
-Modules: ``elementwise`` (unary, binary, compare, axpy) over ``scalar_math``; ``logic``
+Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scalar_math``
+(and ``fastmath``: vectorisable exp and log); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
@@ -23,7 +24,14 @@ from numtile.ops_cpu.complex import (
     complex_unary,
 )
 from numtile.ops_cpu.copy import cast, copy_strided, fill
-from numtile.ops_cpu.elementwise import axpy, binary, compare, unary, unary_backward
+from numtile.ops_cpu.elementwise import (
+    axpy,
+    binary,
+    binary_math,
+    compare,
+    unary,
+    unary_backward,
+)
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.logic import bitwise, predicate, where
@@ -41,6 +49,7 @@ __all__ = [
     "arange_fill",
     "axpy",
     "binary",
+    "binary_math",
     "bitwise",
     "cast",
     "compare",

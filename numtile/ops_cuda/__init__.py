@@ -31,7 +31,14 @@ from numtile.ops_cuda.complex import (
     complex_unary,
 )
 from numtile.ops_cuda.copy import cast, copy_strided, fill
-from numtile.ops_cuda.elementwise import axpy, binary, compare, unary, unary_backward
+from numtile.ops_cuda.elementwise import (
+    axpy,
+    binary,
+    binary_math,
+    compare,
+    unary,
+    unary_backward,
+)
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
@@ -48,6 +55,7 @@ __all__ = [
     "available",
     "axpy",
     "binary",
+    "binary_math",
     "bitwise",
     "cast",
     "compare",
