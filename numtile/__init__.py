@@ -119,6 +119,34 @@ from numtile.tiletensor.elementwise import (
     subtract,
     tanh,
 )
+
+# element-wise functions and statistics of the array API (wave 3, issue 13)
+from numtile.tiletensor.elementwise_math import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    clip,
+    copysign,
+    cosh,
+    e,
+    hypot,
+    inf,
+    log2,
+    log10,
+    logaddexp,
+    logical_xor,
+    nan,
+    pi,
+    positive,
+    round,
+    sinh,
+    tan,
+    trunc,
+)
 from numtile.tiletensor.info import __array_namespace_info__
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg import matmul
@@ -134,6 +162,7 @@ from numtile.tiletensor.manipulation import (
     transpose,
 )
 from numtile.tiletensor.reduction import max, mean, min, prod, sum
+from numtile.tiletensor.statistics import cumulative_sum, std, var
 from numtile.tiletensor.tensor import Device, TileTensor
 
 __version__ = "0.1.0"
@@ -266,4 +295,34 @@ __all__ = [
     "where",
     "zeros",
     "zeros_like",
+]
+# element-wise functions, statistics and constants of the array API (wave 3, issue 13)
+__all__ += [
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "clip",
+    "copysign",
+    "cosh",
+    "cumulative_sum",
+    "e",
+    "hypot",
+    "inf",
+    "log10",
+    "log2",
+    "logaddexp",
+    "logical_xor",
+    "nan",
+    "pi",
+    "positive",
+    "round",
+    "sinh",
+    "std",
+    "tan",
+    "trunc",
+    "var",
 ]

@@ -4,7 +4,16 @@ Importing this package fills the tensor op table (``numtile.tiletensor.dispatch`
 gradient rules of ``rules.py``'s classes (``import numtile`` does).
 """
 
-from numtile.autograd import elementwise, linalg, logic, manipulation, reduction, rules
+from numtile.autograd import (  # noqa: F401  (wave 3: issue 13)
+    elementwise,
+    elementwise_math,
+    linalg,
+    logic,
+    manipulation,
+    reduction,
+    rules,
+    statistics,
+)
 from numtile.autograd.rules import NoGradientError
 from numtile.autograd.tape import (
     Context,

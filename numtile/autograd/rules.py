@@ -30,6 +30,8 @@ from numtile.tiletensor import dispatch
 RULES: dict[str, Callable] = {}
 COMPOSITE = frozenset(
     {"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze", "conj", "real"}
+    # element-wise functions and statistics of issue 13 (wave 3)
+    | {"clip", "positive", "var", "std"}
 )
 CONSTANT = frozenset(
     {
@@ -63,6 +65,10 @@ CONSTANT = frozenset(
         "bitwise_left_shift",
         "bitwise_right_shift",
         "imag",
+        # element-wise functions of issue 13 (wave 3)
+        "trunc",
+        "round",
+        "logical_xor",
     }
 )
 

@@ -38,6 +38,7 @@ from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cpu.scan import add_carry, cumulative_sum, scan_carry
 
 
 def to_host(array):
@@ -46,6 +47,7 @@ def to_host(array):
 
 
 __all__ = [
+    "add_carry",
     "arange_fill",
     "axpy",
     "binary",
@@ -59,6 +61,7 @@ __all__ = [
     "complex_reduce_accumulate",
     "complex_unary",
     "copy_strided",
+    "cumulative_sum",
     "empty",
     "fill",
     "gemm",
@@ -70,6 +73,7 @@ __all__ = [
     "predicate",
     "random_fill",
     "reduce_accumulate",
+    "scan_carry",
     "softmax",
     "softmax_backward",
     "syrk",

@@ -46,11 +46,13 @@ from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cuda.scan import add_carry, cumulative_sum, scan_carry
 
 __all__ = [
     "SIMULATOR",
     "CudaUnavailableError",
     "LaunchSettings",
+    "add_carry",
     "arange_fill",
     "available",
     "axpy",
@@ -66,6 +68,7 @@ __all__ = [
     "complex_unary",
     "configure",
     "copy_strided",
+    "cumulative_sum",
     "fill",
     "gemm",
     "gemm_batched",
@@ -78,6 +81,7 @@ __all__ = [
     "predicate",
     "random_fill",
     "reduce_accumulate",
+    "scan_carry",
     "require",
     "softmax",
     "softmax_backward",

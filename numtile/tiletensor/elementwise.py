@@ -25,7 +25,7 @@ from numtile.tiletensor.tensor import TileTensor
 R, W = Access.R, Access.W
 
 
-def _make_unary(name: str, float_only: bool = True):
+def make_unary(name: str, float_only: bool = True):
     def function(x: TileTensor) -> TileTensor:
         return unary_op(x, name, float_only)
 
@@ -40,25 +40,25 @@ def _make_unary(name: str, float_only: bool = True):
     return dispatched(function)
 
 
-negative = _make_unary("negative", float_only=False)
-abs = _make_unary("abs", float_only=False)  # noqa: A001  (array API name)
-exp = _make_unary("exp")
-log = _make_unary("log")
-sqrt = _make_unary("sqrt")
-tanh = _make_unary("tanh")
-sin = _make_unary("sin")
-cos = _make_unary("cos")
-expm1 = _make_unary("expm1")
-log1p = _make_unary("log1p")
-floor = _make_unary("floor")
-ceil = _make_unary("ceil")
-sign = _make_unary("sign", float_only=False)
-square = _make_unary("square", float_only=False)
-reciprocal = _make_unary("reciprocal")
-relu = _make_unary("relu")
-gelu_tanh = _make_unary("gelu_tanh")
-silu = _make_unary("silu")
-sigmoid = _make_unary("sigmoid")
+negative = make_unary("negative", float_only=False)
+abs = make_unary("abs", float_only=False)  # noqa: A001  (array API name)
+exp = make_unary("exp")
+log = make_unary("log")
+sqrt = make_unary("sqrt")
+tanh = make_unary("tanh")
+sin = make_unary("sin")
+cos = make_unary("cos")
+expm1 = make_unary("expm1")
+log1p = make_unary("log1p")
+floor = make_unary("floor")
+ceil = make_unary("ceil")
+sign = make_unary("sign", float_only=False)
+square = make_unary("square", float_only=False)
+reciprocal = make_unary("reciprocal")
+relu = make_unary("relu")
+gelu_tanh = make_unary("gelu_tanh")
+silu = make_unary("silu")
+sigmoid = make_unary("sigmoid")
 
 
 @dispatched
@@ -109,7 +109,7 @@ def inplace(x: TileTensor, name: str, other) -> TileTensor:
     return binary_op(x, other, name, family, out=x)
 
 
-def _make_binary(name: str, family: str = "binary"):
+def make_binary(name: str, family: str = "binary"):
     def function(x, y, /) -> TileTensor:
         return binary_op(x, y, name, family)
 
@@ -127,29 +127,29 @@ def _make_binary(name: str, family: str = "binary"):
     return dispatched(function)
 
 
-add = _make_binary("add")
-subtract = _make_binary("subtract")
-multiply = _make_binary("multiply")
-divide = _make_binary("divide")
-maximum = _make_binary("maximum")
-minimum = _make_binary("minimum")
-power = _make_binary("power")
+add = make_binary("add")
+subtract = make_binary("subtract")
+multiply = make_binary("multiply")
+divide = make_binary("divide")
+maximum = make_binary("maximum")
+minimum = make_binary("minimum")
+power = make_binary("power")
 pow = power  # noqa: A001  (the array API name)
-floor_divide = _make_binary("floor_divide")
-remainder = _make_binary("remainder")
-equal = _make_binary("equal", "compare")
-not_equal = _make_binary("not_equal", "compare")
-less = _make_binary("less", "compare")
-less_equal = _make_binary("less_equal", "compare")
-greater = _make_binary("greater", "compare")
-greater_equal = _make_binary("greater_equal", "compare")
-logical_and = _make_binary("logical_and", "compare")
-logical_or = _make_binary("logical_or", "compare")
-bitwise_and = _make_binary("bitwise_and", "bitwise")
-bitwise_or = _make_binary("bitwise_or", "bitwise")
-bitwise_xor = _make_binary("bitwise_xor", "bitwise")
-bitwise_left_shift = _make_binary("bitwise_left_shift", "bitwise")
-bitwise_right_shift = _make_binary("bitwise_right_shift", "bitwise")
+floor_divide = make_binary("floor_divide")
+remainder = make_binary("remainder")
+equal = make_binary("equal", "compare")
+not_equal = make_binary("not_equal", "compare")
+less = make_binary("less", "compare")
+less_equal = make_binary("less_equal", "compare")
+greater = make_binary("greater", "compare")
+greater_equal = make_binary("greater_equal", "compare")
+logical_and = make_binary("logical_and", "compare")
+logical_or = make_binary("logical_or", "compare")
+bitwise_and = make_binary("bitwise_and", "bitwise")
+bitwise_or = make_binary("bitwise_or", "bitwise")
+bitwise_xor = make_binary("bitwise_xor", "bitwise")
+bitwise_left_shift = make_binary("bitwise_left_shift", "bitwise")
+bitwise_right_shift = make_binary("bitwise_right_shift", "bitwise")
 
 
 @dispatched

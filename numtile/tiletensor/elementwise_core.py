@@ -172,14 +172,18 @@ def check_operands(x, y, name: str) -> tuple[bool, bool]:
     return x_scalar, y_scalar
 
 
+# binary ops of floats: integer operands are promoted to float64, as for divide
+_FLOAT_FUNCTIONS = tuple(opcodes.op_name(opcodes.BINARY_OPS, c) for c in opcodes.BINARY_MATH)
+
+
 def _operation_dtype(x, y, name: str, family: str, y_scalar: bool) -> np.dtype:
     """The dtype both operands are cast to before op ``name`` of ``family`` runs."""
     dtype = result_type(x, y)
-    if name == "divide" and dtype.kind not in "fc":
+    if (name == "divide" or name in _FLOAT_FUNCTIONS) and dtype.kind not in "fc":
         dtype = float64
     if dtype.kind == "c" and name not in opcodes.COMPLEX_BINARY + opcodes.COMPLEX_COMPARE:
         raise TypeError(f"{name} does not support complex tensors (got {dtype.name})")
-    if name in ("logical_and", "logical_or"):
+    if name in ("logical_and", "logical_or", "logical_xor"):
         dtype = bool_
     if dtype == bool_ and family == "binary":
         raise TypeError(f"{name} of boolean tensors: use logical_and/logical_or, or astype")
