@@ -121,6 +121,34 @@ from numtile.tiletensor.elementwise import (
     tanh,
 )
 
+# element-wise functions and statistics of the array API (wave 3, issue 13)
+from numtile.tiletensor.elementwise_math import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    clip,
+    copysign,
+    cosh,
+    e,
+    hypot,
+    inf,
+    log2,
+    log10,
+    logaddexp,
+    logical_xor,
+    nan,
+    pi,
+    positive,
+    round,
+    sinh,
+    tan,
+    trunc,
+)
+
 # indexing, searching, sorting and set functions (array API 2023.12)
 from numtile.tiletensor.indexing import take
 from numtile.tiletensor.info import __array_namespace_info__
@@ -144,6 +172,7 @@ from numtile.tiletensor.reduction import max, mean, min, prod, sum
 from numtile.tiletensor.searching import argmax, argmin, nonzero, searchsorted
 from numtile.tiletensor.sets import unique_all, unique_counts, unique_inverse, unique_values
 from numtile.tiletensor.sorting import argsort, sort
+from numtile.tiletensor.statistics import cumulative_sum, std, var
 from numtile.tiletensor.structured import eye, linspace, meshgrid, tril, triu  # 13 (Q)
 from numtile.tiletensor.tensor import Device, TileTensor
 
@@ -310,4 +339,34 @@ __all__ = [
     "unique_values",
     # distributed tensors (issue 12)
     "redistribute",
+]
+# element-wise functions, statistics and constants of the array API (wave 3, issue 13)
+__all__ += [
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "clip",
+    "copysign",
+    "cosh",
+    "cumulative_sum",
+    "e",
+    "hypot",
+    "inf",
+    "log10",
+    "log2",
+    "logaddexp",
+    "logical_xor",
+    "nan",
+    "pi",
+    "positive",
+    "round",
+    "sinh",
+    "std",
+    "tan",
+    "trunc",
+    "var",
 ]

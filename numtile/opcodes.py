@@ -47,6 +47,37 @@ UNARY_OPS = {
     "ceil": CEIL,
     "sign": SIGN,
 }
+# the rest of the array API's element-wise functions (appended: codes never change)
+(
+    ACOS,
+    ACOSH,
+    ASIN,
+    ASINH,
+    ATAN,
+    ATANH,
+    COSH,
+    SINH,
+    TAN,
+    LOG2,
+    LOG10,
+    TRUNC,
+    ROUND,
+) = range(19, 32)
+UNARY_OPS.update(
+    acos=ACOS,
+    acosh=ACOSH,
+    asin=ASIN,
+    asinh=ASINH,
+    atan=ATAN,
+    atanh=ATANH,
+    cosh=COSH,
+    sinh=SINH,
+    tan=TAN,
+    log2=LOG2,
+    log10=LOG10,
+    trunc=TRUNC,
+    round=ROUND,
+)
 
 (
     RELU_BACKWARD,
@@ -81,6 +112,10 @@ BINARY_OPS = {
     "floor_divide": FLOOR_DIVIDE,
     "remainder": REMAINDER,
 }
+ATAN2, COPYSIGN, HYPOT, LOGADDEXP = range(9, 13)
+BINARY_OPS.update(atan2=ATAN2, copysign=COPYSIGN, hypot=HYPOT, logaddexp=LOGADDEXP)
+# the codes of BINARY_OPS that the ``binary_math`` kernel runs (floats only), not ``binary``
+BINARY_MATH = (ATAN2, COPYSIGN, HYPOT, LOGADDEXP)
 
 EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, LOGICAL_AND, LOGICAL_OR = range(8)
 COMPARE_OPS = {
@@ -93,6 +128,8 @@ COMPARE_OPS = {
     "logical_and": LOGICAL_AND,
     "logical_or": LOGICAL_OR,
 }
+LOGICAL_XOR = 8
+COMPARE_OPS.update(logical_xor=LOGICAL_XOR)
 
 SUM, MAX, MIN, PROD, SUMSQ, SUMABS, MAXABS = range(7)
 REDUCE_OPS = {

@@ -38,6 +38,19 @@ UNARY = {
     "floor": np.floor,
     "ceil": np.ceil,
     "sign": np.sign,
+    "acos": np.arccos,
+    "acosh": np.arccosh,
+    "asin": np.arcsin,
+    "asinh": np.arcsinh,
+    "atan": np.arctan,
+    "atanh": np.arctanh,
+    "cosh": np.cosh,
+    "sinh": np.sinh,
+    "tan": np.tan,
+    "log2": np.log2,
+    "log10": np.log10,
+    "trunc": np.trunc,
+    "round": np.round,
 }
 
 BINARY = {
@@ -50,6 +63,10 @@ BINARY = {
     "power": np.power,
     "floor_divide": np.floor_divide,
     "remainder": np.remainder,
+    "atan2": np.arctan2,
+    "copysign": np.copysign,
+    "hypot": np.hypot,
+    "logaddexp": np.logaddexp,
 }
 
 COMPARE = {
@@ -61,6 +78,7 @@ COMPARE = {
     "greater_equal": np.greater_equal,
     "logical_and": np.logical_and,
     "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
 }
 
 # (reduce over axis 1, combine with the existing out) for each op of REDUCE_OPS

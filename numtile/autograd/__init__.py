@@ -7,12 +7,14 @@ gradient rules of ``rules.py``'s classes (``import numtile`` does).
 from numtile.autograd import (
     distribution,
     elementwise,
+    elementwise_math,
     indexing,
     linalg,
     logic,
     manipulation,
     reduction,
     rules,
+    statistics,
 )
 from numtile.autograd.rules import NoGradientError
 from numtile.autograd.tape import (
@@ -33,6 +35,7 @@ __all__ = [
     "backward",
     "distribution",
     "elementwise",
+    "elementwise_math",
     "enable_grad",
     "indexing",
     "is_grad_enabled",
@@ -42,4 +45,5 @@ __all__ = [
     "no_grad",
     "reduction",
     "rules",
+    "statistics",
 ]

@@ -249,9 +249,11 @@ DERIVATIVES = {
 }
 
 
-def _composed_rule(name: str) -> type[Function]:
-    """The rule of a unary op whose derivative is a product of tiled ops (``DERIVATIVES``)."""
-    plain, derivative = getattr(elementwise, name), DERIVATIVES[name]
+def composed_rule(name: str, plain=None, derivative=None) -> type[Function]:
+    """The rule of a unary op whose derivative is a product of tiled ops (``DERIVATIVES``,
+    or ``derivative(x, y)`` of the op ``plain``)."""
+    plain = plain or getattr(elementwise, name)
+    derivative = derivative or DERIVATIVES[name]
 
     def forward(ctx, x):
         x = _float(x)
@@ -271,7 +273,7 @@ def _composed_rule(name: str) -> type[Function]:
 
 
 UNARY_FUNCTIONS = {name: _kernel_rule(name) for name in elementwise.FUSED_BACKWARD}
-UNARY_FUNCTIONS.update({name: _composed_rule(name) for name in DERIVATIVES})
+UNARY_FUNCTIONS.update({name: composed_rule(name) for name in DERIVATIVES})
 for _name, _function in UNARY_FUNCTIONS.items():
     gradient_rule(_name)(_function.apply)
 

@@ -33,6 +33,8 @@ COMPOSITE = frozenset(
     # numtile.linalg products built from differentiable tiled ops (issue 14)
     | {"trace", "outer", "vecdot", "tensordot", "matrix_power", "matrix_norm"}
     | {"stack", "tile", "moveaxis", "broadcast_arrays", "meshgrid"}  # issue 13 (Q)
+    # element-wise functions and statistics of issue 13 (wave 3)
+    | {"clip", "positive", "var", "std"}
 )
 CONSTANT = frozenset(
     {
@@ -72,6 +74,10 @@ CONSTANT = frozenset(
         "argsort",
         "nonzero",
         "searchsorted",
+        # element-wise functions of issue 13 (wave 3)
+        "trunc",
+        "round",
+        "logical_xor",
     }
 )
 

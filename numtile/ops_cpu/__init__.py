@@ -4,7 +4,8 @@ A kernel knows nothing about tiles, tasks or the runtime: inputs first, prealloc
 after, then scalars. ``ops_cpu`` is the reference backend that defines the semantics; the op
 codes its kernels take live in ``numtile.opcodes``.
 
-Modules: ``elementwise`` (unary, binary, compare, axpy) over ``scalar_math``; ``logic``
+Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scalar_math``
+(and ``fastmath``: vectorisable exp and log); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
@@ -25,7 +26,14 @@ from numtile.ops_cpu.complex import (
     complex_unary,
 )
 from numtile.ops_cpu.copy import cast, copy_strided, fill
-from numtile.ops_cpu.elementwise import axpy, binary, compare, unary, unary_backward
+from numtile.ops_cpu.elementwise import (
+    axpy,
+    binary,
+    binary_math,
+    compare,
+    unary,
+    unary_backward,
+)
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
@@ -41,6 +49,7 @@ from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cpu.scan import add_carry, cumulative_sum, scan_carry
 from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cpu.structured import band, linspace_fill
 
@@ -51,11 +60,13 @@ def to_host(array):
 
 
 __all__ = [
+    "add_carry",
     "arange_fill",
     "arg_reduce",
     "axpy",
     "band",
     "binary",
+    "binary_math",
     "bitwise",
     "cast",
     "compact",
@@ -70,6 +81,7 @@ __all__ = [
     "cross",
     "count_before",
     "count_nonzero",
+    "cumulative_sum",
     "empty",
     "fill",
     "gemm",
@@ -85,6 +97,7 @@ __all__ = [
     "random_fill",
     "reduce_accumulate",
     "running_count",
+    "scan_carry",
     "softmax",
     "softmax_backward",
     "sort_rows",

@@ -18,9 +18,18 @@ from numtile.ops_cpu.helpers import (
 )
 from numtile.ops_cpu.scalar_math import (
     _abs,
+    _acos,
+    _acosh,
     _add,
+    _asin,
+    _asinh,
+    _atan,
+    _atan2,
+    _atanh,
     _ceil,
+    _copysign,
     _cos,
+    _cosh,
     _divide,
     _equal,
     _exp,
@@ -32,13 +41,18 @@ from numtile.ops_cpu.scalar_math import (
     _gelu_tanh_backward,
     _greater,
     _greater_equal,
+    _hypot,
     _less,
     _less_equal,
     _log,
     _log1p,
+    _log2,
+    _log10,
     _log_backward,
+    _logaddexp,
     _logical_and,
     _logical_or,
+    _logical_xor,
     _maximum,
     _minimum,
     _multiply,
@@ -49,18 +63,22 @@ from numtile.ops_cpu.scalar_math import (
     _relu,
     _relu_backward,
     _remainder,
+    _round,
     _sigmoid,
     _sigmoid_backward,
     _sign,
     _silu,
     _silu_backward,
     _sin,
+    _sinh,
     _sqrt,
     _sqrt_backward,
     _square,
     _subtract,
+    _tan,
     _tanh,
     _tanh_backward,
+    _trunc,
 )
 
 # --- generic loops -------------------------------------------------------------------------------
@@ -154,6 +172,32 @@ def unary(x, out, op):
         _map(_ceil, x, out)
     elif op == opcodes.SIGN:
         _map(_sign, x, out)
+    elif op == opcodes.ACOS:
+        _map(_acos, x, out)
+    elif op == opcodes.ACOSH:
+        _map(_acosh, x, out)
+    elif op == opcodes.ASIN:
+        _map(_asin, x, out)
+    elif op == opcodes.ASINH:
+        _map(_asinh, x, out)
+    elif op == opcodes.ATAN:
+        _map(_atan, x, out)
+    elif op == opcodes.ATANH:
+        _map(_atanh, x, out)
+    elif op == opcodes.COSH:
+        _map(_cosh, x, out)
+    elif op == opcodes.SINH:
+        _map(_sinh, x, out)
+    elif op == opcodes.TAN:
+        _map(_tan, x, out)
+    elif op == opcodes.LOG2:
+        _map(_log2, x, out)
+    elif op == opcodes.LOG10:
+        _map(_log10, x, out)
+    elif op == opcodes.TRUNC:
+        _map(_trunc, x, out)
+    elif op == opcodes.ROUND:
+        _map(_round, x, out)
     else:
         raise ValueError("unary: unknown op code")
 
@@ -209,6 +253,23 @@ def binary(a, a_strides, b, b_strides, out, shape, op):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
+def binary_math(a, a_strides, b, b_strides, out, shape, op):
+    """out = op(a, b) broadcast over ``shape`` for the floating-point functions of two
+    arguments (atan2, copysign, hypot, logaddexp: codes of BINARY_MATH). A kernel of its own:
+    ``binary`` compiles for every dtype, and these only for floats, when first used."""
+    if op == opcodes.ATAN2:
+        _broadcast(_atan2, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.COPYSIGN:
+        _broadcast(_copysign, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.HYPOT:
+        _broadcast(_hypot, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.LOGADDEXP:
+        _broadcast(_logaddexp, a, a_strides, b, b_strides, out, shape)
+    else:
+        raise ValueError("binary_math: unknown op code")
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def compare(a, a_strides, b, b_strides, out, shape, op):
     """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS)."""
     if op == opcodes.EQUAL:
@@ -227,6 +288,8 @@ def compare(a, a_strides, b, b_strides, out, shape, op):
         _broadcast(_logical_and, a, a_strides, b, b_strides, out, shape)
     elif op == opcodes.LOGICAL_OR:
         _broadcast(_logical_or, a, a_strides, b, b_strides, out, shape)
+    elif op == opcodes.LOGICAL_XOR:
+        _broadcast(_logical_xor, a, a_strides, b, b_strides, out, shape)
     else:
         raise ValueError("compare: unknown op code")
 

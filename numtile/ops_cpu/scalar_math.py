@@ -11,6 +11,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
+from numtile.ops_cpu.fastmath import exp_of, log_of
 from numtile.ops_cpu.helpers import as_type_of, inlined
 
 
@@ -126,8 +127,8 @@ _GELU_CUBIC = 0.044715
 
 _negative = inlined(lambda v: -v)
 _abs = inlined(lambda v: abs(v))
-_exp = inlined(lambda v: np.exp(v))
-_log = inlined(lambda v: np.log(v))
+_exp = inlined(lambda v: exp_of(v))
+_log = inlined(lambda v: log_of(v))
 _sqrt = inlined(lambda v: np.sqrt(v))
 # A select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0).
 _relu = inlined(lambda v: as_type_of(0, v) if v < 0 else v)
@@ -139,6 +140,20 @@ _expm1 = inlined(lambda v: np.expm1(v))
 _log1p = inlined(lambda v: np.log1p(v))
 _floor = inlined(lambda v: np.floor(v))
 _ceil = inlined(lambda v: np.ceil(v))
+_acos = inlined(lambda v: np.arccos(v))
+_acosh = inlined(lambda v: np.arccosh(v))
+_asin = inlined(lambda v: np.arcsin(v))
+_asinh = inlined(lambda v: np.arcsinh(v))
+_atan = inlined(lambda v: np.arctan(v))
+_atanh = inlined(lambda v: np.arctanh(v))
+_cosh = inlined(lambda v: np.cosh(v))
+_sinh = inlined(lambda v: np.sinh(v))
+_tan = inlined(lambda v: np.tan(v))
+_log2 = inlined(lambda v: np.log2(v))
+_log10 = inlined(lambda v: np.log10(v))
+_trunc = inlined(lambda v: np.trunc(v))
+# rint: half to even in the default rounding mode, as the standard's round
+_round = inlined(lambda v: np.rint(v))
 
 
 @inlined
@@ -171,7 +186,7 @@ def _sign(v):
 # --- derivatives: grad_out * f'(x) -------------------------------------------------------------
 
 _relu_backward = inlined(lambda v, grad: grad if v > 0 else as_type_of(0, grad))
-_exp_backward = inlined(lambda v, grad: grad * np.exp(v))
+_exp_backward = inlined(lambda v, grad: grad * exp_of(v))
 _log_backward = inlined(lambda v, grad: grad / v)
 _sqrt_backward = inlined(lambda v, grad: grad / (as_type_of(2, v) * np.sqrt(v)))
 
@@ -305,6 +320,23 @@ _minimum = inlined(lambda a, b: _llvm_minimum(a, b))
 _power = inlined(lambda a, b: a**b)
 _floor_divide = inlined(lambda a, b: _floor_divide_scalar(a, b))
 _remainder = inlined(lambda a, b: _remainder_scalar(a, b))
+_atan2 = inlined(lambda a, b: np.arctan2(a, b))
+_copysign = inlined(lambda a, b: np.copysign(a, b))
+_hypot = inlined(lambda a, b: np.hypot(a, b))
+
+
+@inlined
+def _logaddexp(a, b):
+    # npy_logaddexp: equal arguments (infinities of one sign too) give a + log(2)
+    if a == b:
+        return a + as_type_of(0.6931471805599453, a)
+    difference = a - b
+    if difference > 0:
+        return a + np.log1p(exp_of(-difference))
+    if difference <= 0:
+        return b + np.log1p(exp_of(difference))
+    return difference  # NaN
+
 
 _equal = inlined(lambda a, b: a == b)
 _not_equal = inlined(lambda a, b: a != b)
@@ -314,3 +346,4 @@ _greater = inlined(lambda a, b: a > b)
 _greater_equal = inlined(lambda a, b: a >= b)
 _logical_and = inlined(lambda a, b: (a != 0) & (b != 0))
 _logical_or = inlined(lambda a, b: (a != 0) | (b != 0))
+_logical_xor = inlined(lambda a, b: (a != 0) ^ (b != 0))

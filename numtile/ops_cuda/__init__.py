@@ -31,7 +31,14 @@ from numtile.ops_cuda.complex import (
     complex_unary,
 )
 from numtile.ops_cuda.copy import cast, copy_strided, fill
-from numtile.ops_cuda.elementwise import axpy, binary, compare, unary, unary_backward
+from numtile.ops_cuda.elementwise import (
+    axpy,
+    binary,
+    binary_math,
+    compare,
+    unary,
+    unary_backward,
+)
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
@@ -48,6 +55,7 @@ from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.products import cross
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cuda.scan import add_carry, cumulative_sum, scan_carry
 from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cuda.structured import band, linspace_fill
 
@@ -55,12 +63,14 @@ __all__ = [
     "SIMULATOR",
     "CudaUnavailableError",
     "LaunchSettings",
+    "add_carry",
     "arange_fill",
     "arg_reduce",
     "available",
     "axpy",
     "band",
     "binary",
+    "binary_math",
     "bitwise",
     "cast",
     "compact",
@@ -76,6 +86,7 @@ __all__ = [
     "cross",
     "count_before",
     "count_nonzero",
+    "cumulative_sum",
     "fill",
     "gemm",
     "gemm_batched",
@@ -91,6 +102,7 @@ __all__ = [
     "predicate",
     "random_fill",
     "reduce_accumulate",
+    "scan_carry",
     "require",
     "running_count",
     "softmax",

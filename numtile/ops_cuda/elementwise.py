@@ -28,7 +28,7 @@ from numtile.ops_cuda.launch import (
 )
 from numtile.ops_cuda.scalar_math import maximum, minimum, scalar_math
 
-__all__ = ["axpy", "binary", "compare", "unary", "unary_backward"]
+__all__ = ["axpy", "binary", "binary_math", "compare", "unary", "unary_backward"]
 
 # How a broadcasting kernel reads an operand: a[i] (C-contiguous, full size), a[0] (one
 # element), a scalar kernel argument (the operand was a host scalar), or a[offset(i)].
@@ -65,6 +65,9 @@ def _unary_kernel(dtype: np.dtype):
     exp, expm1, log, log1p, sqrt = m.exp, m.expm1, m.log, m.log1p, m.sqrt
     sin, cos, tanh, floor, ceil, sign = m.sin, m.cos, m.tanh, m.floor, m.ceil, m.sign
     sigmoid, gelu_tanh = m.sigmoid, m.gelu_tanh
+    acos, acosh, asin, asinh, atan, atanh = m.acos, m.acosh, m.asin, m.asinh, m.atan, m.atanh
+    cosh, sinh, tan, log2, log10 = m.cosh, m.sinh, m.tan, m.log2, m.log10
+    trunc, round_half_even = m.trunc, m.round_half_even
     one, zero = m.one, m.zero
 
     @cuda.jit
@@ -110,6 +113,32 @@ def _unary_kernel(dtype: np.dtype):
                 out[i] = ceil(v)
             elif op == opcodes.SIGN:
                 out[i] = sign(v)
+            elif op == opcodes.ACOS:
+                out[i] = acos(v)
+            elif op == opcodes.ACOSH:
+                out[i] = acosh(v)
+            elif op == opcodes.ASIN:
+                out[i] = asin(v)
+            elif op == opcodes.ASINH:
+                out[i] = asinh(v)
+            elif op == opcodes.ATAN:
+                out[i] = atan(v)
+            elif op == opcodes.ATANH:
+                out[i] = atanh(v)
+            elif op == opcodes.COSH:
+                out[i] = cosh(v)
+            elif op == opcodes.SINH:
+                out[i] = sinh(v)
+            elif op == opcodes.TAN:
+                out[i] = tan(v)
+            elif op == opcodes.LOG2:
+                out[i] = log2(v)
+            elif op == opcodes.LOG10:
+                out[i] = log10(v)
+            elif op == opcodes.TRUNC:
+                out[i] = trunc(v)
+            elif op == opcodes.ROUND:
+                out[i] = round_half_even(v)
 
     return kernel
 
@@ -182,6 +211,30 @@ def _binary_kernel(dtype: np.dtype):
     return kernel
 
 
+@functools.cache
+def _binary_math_kernel(dtype: np.dtype):
+    m = scalar_math(dtype)
+    atan2, copysign, hypot, logaddexp = m.atan2, m.copysign, m.hypot, m.logaddexp
+
+    @cuda.jit
+    def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
+        strided = a_kind == _STRIDED or b_kind == _STRIDED
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            x, y = _operands(
+                i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
+            )
+            if op == opcodes.ATAN2:
+                out[i] = atan2(x, y)
+            elif op == opcodes.COPYSIGN:
+                out[i] = copysign(x, y)
+            elif op == opcodes.HYPOT:
+                out[i] = hypot(x, y)
+            elif op == opcodes.LOGADDEXP:
+                out[i] = logaddexp(x, y)
+
+    return kernel
+
+
 @cuda.jit
 def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
     strided = a_kind == _STRIDED or b_kind == _STRIDED
@@ -205,6 +258,8 @@ def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
             out[i] = x != 0 and y != 0
         elif op == opcodes.LOGICAL_OR:
             out[i] = x != 0 or y != 0
+        elif op == opcodes.LOGICAL_XOR:
+            out[i] = (x != 0) != (y != 0)
 
 
 @cuda.jit
@@ -307,9 +362,30 @@ def binary(
     """out = op(a, b) broadcast over ``shape`` (a code of opcodes.BINARY_OPS; strides 0 on broadcast
     axes); either operand may be a host scalar or one-element host array."""
     op = _check_op(op, opcodes.BINARY_OPS, "binary")
+    if op in opcodes.BINARY_MATH:
+        raise ValueError("binary: unknown op code (binary_math runs it)")
     _broadcast(
         _binary_kernel(_operand_dtype(a, b)), a, a_strides, b, b_strides, out, shape, op, stream
     )
+
+
+def binary_math(
+    a: DeviceArray,
+    a_strides,
+    b: DeviceArray,
+    b_strides,
+    out: DeviceArray,
+    shape,
+    op: int,
+    *,
+    stream=0,
+) -> None:
+    """out = op(a, b) broadcast over ``shape`` for atan2, copysign, hypot, logaddexp (codes of
+    opcodes.BINARY_MATH) of floats; either operand may be a host scalar."""
+    if int(op) not in opcodes.BINARY_MATH:
+        raise ValueError("binary_math: unknown op code")
+    kernel = _binary_math_kernel(_operand_dtype(a, b))
+    _broadcast(kernel, a, a_strides, b, b_strides, out, shape, int(op), stream)
 
 
 def compare(

@@ -24,6 +24,8 @@ _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_CUBIC = 0.044715
 # exp overflows float64 above this (and float32 far below it): larger inputs give inf
 _EXP_LIMIT = 709.782712893384
+# cosh and sinh overflow float64 above this
+_COSH_LIMIT = 710.4758600739439
 _INT64_MIN = np.int64(np.iinfo(np.int64).min)
 
 
@@ -82,6 +84,8 @@ def scalar_math(dtype: np.dtype):
     sqrt_2_over_pi, gelu_cubic = dtype.type(_SQRT_2_OVER_PI), dtype.type(_GELU_CUBIC)
     inf, nan = ftype(np.inf), ftype(np.nan)
     exp_limit = ftype(_EXP_LIMIT)
+    cosh_limit = ftype(_COSH_LIMIT)
+    ln2 = ftype(np.log(2.0))
     big = ftype(2.0**52)  # every float at least this large is an integer
 
     @cuda.jit(device=True)
@@ -135,6 +139,94 @@ def scalar_math(dtype: np.dtype):
         return real(math.tanh(v))
 
     @cuda.jit(device=True)
+    def acos(v):
+        if abs(v) > one:
+            return nan
+        return real(math.acos(v))
+
+    @cuda.jit(device=True)
+    def asin(v):
+        if abs(v) > one:
+            return nan
+        return real(math.asin(v))
+
+    @cuda.jit(device=True)
+    def acosh(v):
+        if v < one:
+            return nan
+        return real(math.acosh(v))
+
+    @cuda.jit(device=True)
+    def asinh(v):
+        return real(math.asinh(v))
+
+    @cuda.jit(device=True)
+    def atan(v):
+        return real(math.atan(v))
+
+    @cuda.jit(device=True)
+    def atanh(v):
+        if abs(v) > one:
+            return nan
+        if abs(v) == one:
+            return real(math.copysign(inf, v))
+        return real(math.atanh(v))
+
+    @cuda.jit(device=True)
+    def cosh(v):
+        if abs(v) > cosh_limit:
+            return inf
+        return real(math.cosh(v))
+
+    @cuda.jit(device=True)
+    def sinh(v):
+        if abs(v) > cosh_limit:
+            return real(math.copysign(inf, v))
+        return real(math.sinh(v))
+
+    @cuda.jit(device=True)
+    def tan(v):
+        if math.isinf(v):
+            return nan
+        return real(math.tan(v))
+
+    @cuda.jit(device=True)
+    def log2(v):
+        if v < zero:
+            return nan
+        if v == zero:
+            return -inf
+        return real(math.log2(v))
+
+    @cuda.jit(device=True)
+    def log10(v):
+        if v < zero:
+            return nan
+        if v == zero:
+            return -inf
+        return real(math.log10(v))
+
+    @cuda.jit(device=True)
+    def atan2(a, b):
+        return real(math.atan2(a, b))
+
+    @cuda.jit(device=True)
+    def hypot(a, b):
+        return real(math.hypot(a, b))
+
+    @cuda.jit(device=True)
+    def logaddexp(a, b):
+        # npy_logaddexp, as the CPU twin: equal arguments (infinities too) give a + log(2)
+        if a == b:
+            return a + ln2
+        difference = a - b
+        if difference > zero:
+            return a + log1p(exp(-difference))
+        if difference <= zero:
+            return b + log1p(exp(difference))
+        return difference
+
+    @cuda.jit(device=True)
     def fmod(a, b):
         if math.isinf(a) or b == zero:
             return nan
@@ -160,6 +252,22 @@ def scalar_math(dtype: np.dtype):
                 return v
             whole = real(math.copysign(v - real(math.fmod(v, one)), v))
             return whole + one if whole < v else whole
+
+        @cuda.jit(device=True)
+        def trunc(v):
+            if not v < big or not v > -big or v == zero:
+                return v
+            return real(math.copysign(v - real(math.fmod(v, one)), v))
+
+        @cuda.jit(device=True)
+        def round_half_even(v):
+            if not v < big or not v > -big or v == zero:
+                return v
+            whole = floor(v)
+            fraction = v - whole
+            if fraction > half or fraction == half and real(math.fmod(whole, two)) != zero:
+                whole += one
+            return real(math.copysign(whole, v))
 
         @cuda.jit(device=True)
         def floor_divide(a, b):
@@ -197,7 +305,7 @@ def scalar_math(dtype: np.dtype):
         def floor(v):
             return real(v)  # NumPy's floor of an integer is the float of it
 
-        ceil = floor
+        ceil = trunc = round_half_even = floor
 
         @cuda.jit(device=True)
         def floor_divide(a, b):

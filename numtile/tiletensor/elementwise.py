@@ -1,9 +1,7 @@
-"""Elementwise ops on TileTensors: unary math, binary arithmetic with broadcasting, comparisons."""
+"""Elementwise ops on TileTensors: unary math, binary arithmetic with broadcasting, comparisons,
+bitwise ops, in-place operators (the engine they share is ``elementwise_core``)."""
 
 from __future__ import annotations
-
-import functools
-import numbers
 
 import numpy as np
 
@@ -12,118 +10,24 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import bool_, check_dtype, float64, result_type
-from numtile.tiletensor.layout import Layout
-from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.dtypes import bool_
+from numtile.tiletensor.elementwise_core import (  # noqa: F401  (astype... are used from here)
+    astype,
+    binary_op,
+    copy_into,
+    real_dtype,
+    refuse_complex,
+    unary_op,
+)
+from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
 R, W = Access.R, Access.W
 
 
-@functools.lru_cache(maxsize=4096)
-def _strides(tile_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> np.ndarray:
-    """Element strides of a C-ordered tile read as ``out_shape``: 0 on broadcast axes."""
-    strides = np.zeros(len(out_shape), np.int64)
-    step = 1
-    for axis in range(len(tile_shape) - 1, -1, -1):
-        if tile_shape[axis] != 1 or out_shape[axis] == 1:
-            strides[axis] = step
-        step *= tile_shape[axis]
-    strides.flags.writeable = False
-    return strides
-
-
-@functools.lru_cache(maxsize=4096)
-def _shape_array(shape: tuple[int, ...]) -> np.ndarray:
-    array = np.array(shape, np.int64)
-    array.flags.writeable = False
-    return array
-
-
-def _is_scalar(value) -> bool:
-    return isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, TileTensor)
-
-
-def check_device(device) -> None:
-    """Accept ``device`` (None, ``"cpu"`` or a ``numtile.Device``): numtile's one device is
-    the runtime, which places tiles on CPUs and GPUs itself."""
-    if device is not None and str(device) != "cpu":
-        raise ValueError(f"unknown device {device!r}; numtile has one device, 'cpu'")
-
-
-@dispatched
-def astype(x: TileTensor, dtype, /, *, copy: bool = True, device=None) -> TileTensor:
-    """``x`` converted to ``dtype`` (NumPy's ``astype`` rules); with ``copy=False``, ``x``
-    itself when it already has ``dtype``. Complex to real raises ``TypeError`` (take
-    ``real`` or ``abs`` first), as the array API says.
-
-    >>> import numtile as nt
-    >>> nt.arange(3).astype("float32").dtype
-    dtype('float32')
-    """
-    if not isinstance(x, TileTensor):
-        raise TypeError(f"astype expects a TileTensor, got {type(x).__name__}")
-    dtype = check_dtype(dtype)
-    check_device(device)
-    if x.dtype.kind == "c" and dtype.kind != "c":
-        raise TypeError(
-            f"astype from {x.dtype.name} to {dtype.name} would drop the imaginary part; "
-            f"use nt.real or nt.abs first"
-        )
-    if dtype == x.dtype and not copy:
-        return x
-    out = TileTensor(x.layout, dtype)
-    runtime = get_runtime()
-    for src, dst in zip(x.handles, out.handles):
-        if dtype != x.dtype:
-            runtime.submit(codelets.copy.cast, [(src, R), (dst, W)])
-        else:
-            shape = _shape_array(src.shape)
-            strides = _strides(src.shape, src.shape)
-            args = (0, strides, 0, strides, shape)
-            runtime.submit(codelets.copy.copy_strided, [(src, R), (dst, W)], args)
-    return out
-
-
-def real_dtype(dtype: np.dtype) -> np.dtype:
-    """The real dtype of a complex one's components (a real dtype itself otherwise)."""
-    return (
-        np.dtype(np.float32 if dtype == np.complex64 else np.float64)
-        if dtype.kind == "c"
-        else dtype
-    )
-
-
-def refuse_complex(x: TileTensor, name: str) -> None:
-    """Raise ``TypeError`` naming op ``name`` when ``x`` is complex (op without complex
-    kernels yet, or without complex meaning)."""
-    if x.dtype.kind == "c":
-        raise TypeError(f"{name} does not support complex tensors (got {x.dtype.name})")
-
-
-def _unary(x: TileTensor, name: str, float_only: bool = True) -> TileTensor:
-    if not isinstance(x, TileTensor):
-        raise TypeError(f"{name} expects a TileTensor, got {type(x).__name__}")
-    if x.dtype.kind == "c":
-        if name not in opcodes.COMPLEX_UNARY_OPS:
-            refuse_complex(x, name)
-        parts = ("abs", "real", "imag")
-        out = TileTensor(x.layout, real_dtype(x.dtype) if name in parts else x.dtype)
-        codelet = codelets.elementwise.complex_unary[name]
-    else:
-        if x.dtype == bool_ or (float_only and x.dtype.kind != "f"):
-            x = astype(x, float64 if float_only else np.int64)
-        out = TileTensor(x.layout, x.dtype)
-        codelet = codelets.elementwise.unary[name]
-    runtime = get_runtime()
-    for src, dst in zip(x.handles, out.handles):
-        runtime.submit(codelet, [(src, R), (dst, W)])
-    return out
-
-
-def _make_unary(name: str, float_only: bool = True):
+def make_unary(name: str, float_only: bool = True):
     def function(x: TileTensor) -> TileTensor:
-        return _unary(x, name, float_only)
+        return unary_op(x, name, float_only)
 
     function.__name__ = name
     function.__qualname__ = name
@@ -136,25 +40,25 @@ def _make_unary(name: str, float_only: bool = True):
     return dispatched(function)
 
 
-negative = _make_unary("negative", float_only=False)
-abs = _make_unary("abs", float_only=False)  # noqa: A001  (array API name)
-exp = _make_unary("exp")
-log = _make_unary("log")
-sqrt = _make_unary("sqrt")
-tanh = _make_unary("tanh")
-sin = _make_unary("sin")
-cos = _make_unary("cos")
-expm1 = _make_unary("expm1")
-log1p = _make_unary("log1p")
-floor = _make_unary("floor")
-ceil = _make_unary("ceil")
-sign = _make_unary("sign", float_only=False)
-square = _make_unary("square", float_only=False)
-reciprocal = _make_unary("reciprocal")
-relu = _make_unary("relu")
-gelu_tanh = _make_unary("gelu_tanh")
-silu = _make_unary("silu")
-sigmoid = _make_unary("sigmoid")
+negative = make_unary("negative", float_only=False)
+abs = make_unary("abs", float_only=False)  # noqa: A001  (array API name)
+exp = make_unary("exp")
+log = make_unary("log")
+sqrt = make_unary("sqrt")
+tanh = make_unary("tanh")
+sin = make_unary("sin")
+cos = make_unary("cos")
+expm1 = make_unary("expm1")
+log1p = make_unary("log1p")
+floor = make_unary("floor")
+ceil = make_unary("ceil")
+sign = make_unary("sign", float_only=False)
+square = make_unary("square", float_only=False)
+reciprocal = make_unary("reciprocal")
+relu = make_unary("relu")
+gelu_tanh = make_unary("gelu_tanh")
+silu = make_unary("silu")
+sigmoid = make_unary("sigmoid")
 
 
 @dispatched
@@ -165,7 +69,7 @@ def conj(x: TileTensor, /) -> TileTensor:
     >>> nt.conj(nt.asarray([1 + 2j])).to_numpy().tolist()
     [(1-2j)]
     """
-    return _unary(x, "conj") if x.dtype.kind == "c" else astype(x, x.dtype)
+    return unary_op(x, "conj") if x.dtype.kind == "c" else astype(x, x.dtype)
 
 
 @dispatched
@@ -176,7 +80,7 @@ def real(x: TileTensor, /) -> TileTensor:
     >>> nt.real(nt.asarray([1 + 2j])).to_numpy().tolist()
     [1.0]
     """
-    return _unary(x, "real") if x.dtype.kind == "c" else astype(x, x.dtype)
+    return unary_op(x, "real") if x.dtype.kind == "c" else astype(x, x.dtype)
 
 
 @dispatched
@@ -188,161 +92,8 @@ def imag(x: TileTensor, /) -> TileTensor:
     [2.0]
     """
     if x.dtype.kind == "c":
-        return _unary(x, "imag")
+        return unary_op(x, "imag")
     return fill_tiles(TileTensor(x.layout, x.dtype), 0)
-
-
-def _align(x: TileTensor, y: TileTensor) -> tuple[TileTensor, TileTensor, Layout]:
-    """Broadcast ``x`` and ``y`` to one shape; retile ``y`` where tilings of an axis differ."""
-    try:
-        shape = np.broadcast_shapes(x.shape, y.shape)
-    except ValueError:
-        raise ValueError(f"shapes {x.shape} and {y.shape} cannot be broadcast together") from None
-    ndim = len(shape)
-    if x.ndim < ndim:
-        x = reshape(x, (1,) * (ndim - x.ndim) + x.shape)
-    if y.ndim < ndim:
-        y = reshape(y, (1,) * (ndim - y.ndim) + y.shape)
-    tile_shape = []
-    y_tiles = list(y.tile_shape)
-    for axis in range(ndim):
-        tx, ty = x.tile_shape[axis], y.tile_shape[axis]
-        if x.shape[axis] == shape[axis] and shape[axis] != 1:
-            tile_shape.append(tx)
-            if y.shape[axis] == shape[axis] and ty != tx:
-                y_tiles[axis] = tx
-        else:
-            tile_shape.append(ty)
-    if tuple(y_tiles) != y.tile_shape:
-        y = retile(y, tuple(y_tiles))
-    return x, y, Layout(shape, tuple(tile_shape))
-
-
-def _source_tile(operand: TileTensor, out_index: tuple[int, ...]):
-    index = tuple(0 if g == 1 else i for g, i in zip(operand.grid, out_index))
-    return operand.tile(index)
-
-
-def _check_operands(x, y, name: str) -> tuple[bool, bool]:
-    """(x is a scalar, y is a scalar); raise ``TypeError`` unless one is a TileTensor and the
-    other a TileTensor or a scalar."""
-    x_scalar, y_scalar = _is_scalar(x), _is_scalar(y)
-    if x_scalar and y_scalar:
-        raise TypeError(f"{name} needs at least one TileTensor")
-    for operand in (x, y):
-        if not (_is_scalar(operand) or isinstance(operand, TileTensor)):
-            if isinstance(operand, np.ndarray):
-                raise TypeError(
-                    f"{name}: mixing a TileTensor with a NumPy array is ambiguous; "
-                    f"convert it with nt.from_numpy(array, tile_shape=...)"
-                )
-            raise TypeError(f"{name}: unsupported operand type {type(operand).__name__}")
-    return x_scalar, y_scalar
-
-
-def _operation_dtype(x, y, name: str, family: str, y_scalar: bool) -> np.dtype:
-    """The dtype both operands are cast to before op ``name`` of ``family`` runs."""
-    dtype = result_type(x, y)
-    if name == "divide" and dtype.kind not in "fc":
-        dtype = float64
-    if dtype.kind == "c" and name not in opcodes.COMPLEX_BINARY + opcodes.COMPLEX_COMPARE:
-        raise TypeError(f"{name} does not support complex tensors (got {dtype.name})")
-    if name in ("logical_and", "logical_or"):
-        dtype = bool_
-    if dtype == bool_ and family == "binary":
-        raise TypeError(f"{name} of boolean tensors: use logical_and/logical_or, or astype")
-    if family == "bitwise" and (dtype.kind not in "biu" or dtype == bool_ and "shift" in name):
-        raise TypeError(
-            f"{name} needs integer{'' if 'shift' in name else ' or boolean'} "
-            f"tensors, got {dtype.name}"
-        )
-    if name == "power" and dtype.kind == "i" and y_scalar and y < 0:
-        raise ValueError(f"integers to negative integer powers are not allowed (exponent {y})")
-    return dtype
-
-
-def _binary(x, y, name: str, family: str = "binary", out: TileTensor | None = None):
-    """Op ``name`` of ``family`` (binary, compare, bitwise) on x and y broadcast together;
-    with ``out`` (which is ``x``), the result overwrites x's tiles in place (RW tasks)."""
-    x_scalar, y_scalar = _check_operands(x, y, name)
-    dtype = _operation_dtype(x, y, name, family, y_scalar)
-    out_dtype = bool_ if family == "compare" else dtype
-    if out is not None and out_dtype != out.dtype:
-        raise TypeError(
-            f"in-place {name} would change the dtype of a {out.dtype.name} tensor to "
-            f"{out_dtype.name} (the array API forbids it; use the out-of-place form)"
-        )
-    runtime = get_runtime()
-    families = codelets.elementwise.FAMILIES[family]
-    if x_scalar or y_scalar:
-        tensor, scalar = (y, x) if x_scalar else (x, y)
-        if tensor.dtype != dtype:
-            tensor = astype(tensor, dtype)
-        scalar_array = np.full(1, scalar, dtype)
-        if out is None:
-            out = TileTensor(tensor.layout, out_dtype)
-            codelet, access = families["scalar"][name], None
-        else:
-            codelet, access = families["scalar_inplace"][name], Access.RW
-        args_by_shape = {}  # tiles of one shape share their kernel arguments
-        for src, dst in zip(tensor.handles, out.handles):
-            shape = src.shape
-            args = args_by_shape.get(shape)
-            if args is None:
-                args = args_by_shape[shape] = (
-                    scalar_array,
-                    _strides(shape, shape),
-                    _strides((1,) * len(shape), shape),
-                    _shape_array(shape),
-                    x_scalar,
-                )
-            handles = [(src, R), (dst, W)] if access is None else [(dst, access)]
-            runtime.submit(codelet, handles, args)
-        return out
-    if x.dtype != dtype:
-        x = astype(x, dtype)
-    if y.dtype != dtype:
-        y = astype(y, dtype)
-    x, y, layout = _align(x, y)
-    if out is not None:
-        if layout.shape != out.shape:
-            raise ValueError(
-                f"in-place {name}: the result's shape {layout.shape} is not the tensor's "
-                f"{out.shape}"
-            )
-        if layout.tile_shape != out.tile_shape or set(y.handles) & set(out.handles):
-            # y reads out's own tiles (x += x) or tiles differently: compute, then copy
-            copy_into(out, _binary(x, y, name, family))
-            return out
-        codelet = families["inplace"][name]
-        for index, dst in zip(layout.indices(), out.handles):
-            b = _source_tile(y, index)
-            shape = dst.shape
-            args = (_strides(shape, shape), _strides(b.shape, shape), _shape_array(shape))
-            runtime.submit(codelet, [(dst, Access.RW), (b, R)], args)
-        return out
-    out = TileTensor(layout, out_dtype)
-    codelet = families["tensor"][name]
-    for index, dst in zip(layout.indices(), out.handles):
-        a, b = _source_tile(x, index), _source_tile(y, index)
-        shape = dst.shape
-        args = (_strides(a.shape, shape), _strides(b.shape, shape), _shape_array(shape))
-        runtime.submit(codelet, [(a, R), (b, R), (dst, W)], args)
-    return out
-
-
-def copy_into(target: TileTensor, source: TileTensor) -> None:
-    """Overwrite ``target``'s tiles with ``source`` (same shape and dtype), retiled if needed."""
-    assert source.shape == target.shape and source.dtype == target.dtype
-    if source.tile_shape != target.tile_shape:
-        source = retile(source, target.tile_shape)
-    runtime = get_runtime()
-    for src, dst in zip(source.handles, target.handles):
-        shape = _shape_array(src.shape)
-        strides = _strides(src.shape, src.shape)
-        runtime.submit(
-            codelets.copy.copy_strided, [(src, R), (dst, W)], (0, strides, 0, strides, shape)
-        )
 
 
 @dispatched(name="inplace", public="TileTensor's in-place operators (x += y ...)")
@@ -355,12 +106,12 @@ def inplace(x: TileTensor, name: str, other) -> TileTensor:
     [3.0, 3.0, 3.0]
     """
     family = "bitwise" if name in opcodes.BITWISE_OPS else "binary"
-    return _binary(x, other, name, family, out=x)
+    return binary_op(x, other, name, family, out=x)
 
 
-def _make_binary(name: str, family: str = "binary"):
+def make_binary(name: str, family: str = "binary"):
     def function(x, y, /) -> TileTensor:
-        return _binary(x, y, name, family)
+        return binary_op(x, y, name, family)
 
     function.__name__ = name
     function.__qualname__ = name
@@ -376,29 +127,29 @@ def _make_binary(name: str, family: str = "binary"):
     return dispatched(function)
 
 
-add = _make_binary("add")
-subtract = _make_binary("subtract")
-multiply = _make_binary("multiply")
-divide = _make_binary("divide")
-maximum = _make_binary("maximum")
-minimum = _make_binary("minimum")
-power = _make_binary("power")
+add = make_binary("add")
+subtract = make_binary("subtract")
+multiply = make_binary("multiply")
+divide = make_binary("divide")
+maximum = make_binary("maximum")
+minimum = make_binary("minimum")
+power = make_binary("power")
 pow = power  # noqa: A001  (the array API name)
-floor_divide = _make_binary("floor_divide")
-remainder = _make_binary("remainder")
-equal = _make_binary("equal", "compare")
-not_equal = _make_binary("not_equal", "compare")
-less = _make_binary("less", "compare")
-less_equal = _make_binary("less_equal", "compare")
-greater = _make_binary("greater", "compare")
-greater_equal = _make_binary("greater_equal", "compare")
-logical_and = _make_binary("logical_and", "compare")
-logical_or = _make_binary("logical_or", "compare")
-bitwise_and = _make_binary("bitwise_and", "bitwise")
-bitwise_or = _make_binary("bitwise_or", "bitwise")
-bitwise_xor = _make_binary("bitwise_xor", "bitwise")
-bitwise_left_shift = _make_binary("bitwise_left_shift", "bitwise")
-bitwise_right_shift = _make_binary("bitwise_right_shift", "bitwise")
+floor_divide = make_binary("floor_divide")
+remainder = make_binary("remainder")
+equal = make_binary("equal", "compare")
+not_equal = make_binary("not_equal", "compare")
+less = make_binary("less", "compare")
+less_equal = make_binary("less_equal", "compare")
+greater = make_binary("greater", "compare")
+greater_equal = make_binary("greater_equal", "compare")
+logical_and = make_binary("logical_and", "compare")
+logical_or = make_binary("logical_or", "compare")
+bitwise_and = make_binary("bitwise_and", "bitwise")
+bitwise_or = make_binary("bitwise_or", "bitwise")
+bitwise_xor = make_binary("bitwise_xor", "bitwise")
+bitwise_left_shift = make_binary("bitwise_left_shift", "bitwise")
+bitwise_right_shift = make_binary("bitwise_right_shift", "bitwise")
 
 
 @dispatched
@@ -412,7 +163,7 @@ def bitwise_invert(x: TileTensor, /) -> TileTensor:
     if not isinstance(x, TileTensor):
         raise TypeError(f"bitwise_invert expects a TileTensor, got {type(x).__name__}")
     all_ones = True if x.dtype == bool_ else (-1 if x.dtype.kind == "i" else np.iinfo(x.dtype).max)
-    return _binary(x, x.dtype.type(all_ones), "bitwise_xor", "bitwise")
+    return binary_op(x, x.dtype.type(all_ones), "bitwise_xor", "bitwise")
 
 
 @dispatched
@@ -423,7 +174,7 @@ def logical_not(x: TileTensor, /) -> TileTensor:
     >>> nt.logical_not(nt.arange(3)).to_numpy().tolist()
     [True, False, False]
     """
-    return _binary(x, 0, "equal", "compare") if x.dtype != bool_ else bitwise_invert(x)
+    return binary_op(x, 0, "equal", "compare") if x.dtype != bool_ else bitwise_invert(x)
 
 
 # unary ops whose derivative has a fused kernel (``unary_backward``)

@@ -10,15 +10,14 @@ from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, int64, result_type
-from numtile.tiletensor.elementwise import (
-    _check_operands,
-    _is_scalar,
-    _shape_array,
-    _source_tile,
-    _strides,
+from numtile.tiletensor.elementwise import equal, not_equal
+from numtile.tiletensor.elementwise_core import (
     astype,
-    equal,
-    not_equal,
+    check_operands,
+    element_strides,
+    is_scalar,
+    shape_array,
+    source_tile,
 )
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
@@ -90,7 +89,7 @@ def signbit(x: TileTensor, /) -> TileTensor:
 
 def _as_tensor(value, like: TileTensor, dtype) -> TileTensor:
     """A scalar operand of ``where`` as a one-element tensor of ``dtype``."""
-    if _is_scalar(value):
+    if is_scalar(value):
         tensor = TileTensor(Layout((), ()), dtype)
         return fill_tiles(tensor, value)
     return value if value.dtype == dtype else astype(value, dtype)
@@ -133,7 +132,7 @@ def where(condition: TileTensor, x1, x2, /) -> TileTensor:
     [1.0, 0.0, 3.0]
     """
     require_tensor(condition, "where")
-    _check_operands(x1, x2, "where")
+    check_operands(x1, x2, "where")
     if condition.dtype != bool_:
         condition = not_equal(condition, 0)
     dtype = result_type(x1, x2)
@@ -143,9 +142,9 @@ def where(condition: TileTensor, x1, x2, /) -> TileTensor:
     out = TileTensor(layout, dtype)
     runtime = get_runtime()
     for index, dst in zip(layout.indices(), out.handles):
-        c, a, b = (_source_tile(t, index) for t in (condition, x1, x2))
+        c, a, b = (source_tile(t, index) for t in (condition, x1, x2))
         shape = dst.shape
-        args = tuple(_strides(t.shape, shape) for t in (c, a, b)) + (_shape_array(shape),)
+        args = tuple(element_strides(t.shape, shape) for t in (c, a, b)) + (shape_array(shape),)
         runtime.submit(codelets.elementwise.where, [(c, R), (a, R), (b, R), (dst, W)], args)
     return out
 

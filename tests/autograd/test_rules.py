@@ -174,6 +174,30 @@ FUNCTIONS = {
     "unique_counts": lambda x, y: nt.unique_counts(x).counts,
     "unique_inverse": lambda x, y: nt.unique_inverse(x).inverse_indices,
     "unique_values": lambda x, y: nt.unique_values(x),
+    # element-wise functions and statistics of issue 13 (wave 3)
+    "acos": lambda x, y: nt.acos(x * 0.5),
+    "acosh": lambda x, y: nt.acosh(x + 1.0),
+    "asin": lambda x, y: nt.asin(x * 0.5),
+    "asinh": lambda x, y: nt.asinh(x),
+    "atan": lambda x, y: nt.atan(x),
+    "atanh": lambda x, y: nt.atanh(x * 0.5),
+    "cosh": lambda x, y: nt.cosh(x),
+    "sinh": lambda x, y: nt.sinh(x),
+    "tan": lambda x, y: nt.tan(x),
+    "log2": lambda x, y: nt.log2(x),
+    "log10": lambda x, y: nt.log10(x),
+    "trunc": lambda x, y: nt.trunc(x),
+    "round": lambda x, y: nt.round(x),
+    "positive": lambda x, y: nt.positive(x),
+    "atan2": lambda x, y: nt.atan2(x, y),
+    "copysign": lambda x, y: nt.copysign(x, y - 1.0),
+    "hypot": lambda x, y: nt.hypot(x, y),
+    "logaddexp": lambda x, y: nt.logaddexp(x, y),
+    "logical_xor": lambda x, y: nt.logical_xor(x > 1, y > 1),
+    "clip": lambda x, y: nt.clip(x, min=0.8, max=y),
+    "var": lambda x, y: nt.var(x, axis=0, correction=1),
+    "std": lambda x, y: nt.std(x),
+    "cumulative_sum": lambda x, y: nt.cumulative_sum(x, axis=1, include_initial=True),
 }
 
 # TileTensor operators and methods that compute a tensor from the tensor
@@ -292,6 +316,10 @@ NOT_OPS = {
     "iinfo",
     "isdtype",
     "result_type",
+    "e",
+    "inf",
+    "nan",
+    "pi",
 }
 TENSOR_METHODS_THAT_ARE_NO_OPS = {
     "backward",

@@ -69,7 +69,7 @@ def test_unary_special_values_match_cpu(name, dtype):
         nan = np.isnan(x)
         assert np.isnan(actual[nan]).all()
         actual, expected = actual[~nan], expected[~nan]
-    exact = name in ("negative", "abs", "relu", "square", "floor", "ceil", "sign")
+    exact = name in ("negative", "abs", "relu", "square", "floor", "ceil", "sign", "trunc", "round")
     assert_twins(actual, expected, exact=exact)
     if exact:
         number = ~np.isnan(expected)
@@ -110,9 +110,11 @@ def test_binary_float_edge_cases_match_cpu(name, dtype):
     a += [1e30, -1e30, 3.0, -3.0, 0.0, -2.0, 2.0, 4.0, 1e-30]
     b += [1e-30, 7.0, -1.5, 1.5, -1.0, 0.5, -0.5, 1e30, 3.0]
     a, b = np.array(a, dtype), np.array(b, dtype)
-    exact = name not in ("power", "divide")
-    expected = run_broadcast(CPU, "binary", a, b, opcodes.BINARY_OPS[name], dtype)
-    actual = run_broadcast(CUDA, "binary", a, b, opcodes.BINARY_OPS[name], dtype, twin=False)
+    exact = name in ("add", "subtract", "multiply", "maximum", "minimum", "floor_divide")
+    exact = exact or name in ("remainder", "copysign")
+    kernel = "binary_math" if opcodes.BINARY_OPS[name] in opcodes.BINARY_MATH else "binary"
+    expected = run_broadcast(CPU, kernel, a, b, opcodes.BINARY_OPS[name], dtype)
+    actual = run_broadcast(CUDA, kernel, a, b, opcodes.BINARY_OPS[name], dtype, twin=False)
     assert_twins(actual, expected, exact=exact)
     number = ~np.isnan(expected)
     np.testing.assert_array_equal(np.signbit(actual[number]), np.signbit(expected[number]))
@@ -167,6 +169,8 @@ def test_binary_and_compare_with_a_host_scalar_operand(dtype, scalar_first, form
             for name, op in ops.items():
                 if name == "divide" and out_dtype == np.int64:
                     continue  # a float quotient (the tiled op divides floats only)
+                if kernel == "binary" and op in opcodes.BINARY_MATH:
+                    continue  # binary_math's (tested in test_binary_float_edge_cases...)
                 expected = np.zeros(a.shape, out_dtype)
                 d_a, d_out = on_device(a.reshape(-1), expected.reshape(-1))
                 host = (host_scalar, scalar_strides, a.reshape(-1), a_strides)
@@ -261,6 +265,9 @@ _COMPILE_ALL = """
         for rank in (1, 3):
             s = types.UniTuple(i64, rank)
             kernels.append((elementwise._binary_kernel(d), (a, t, i64, s, a, t, i64, s, a, s, i64)))
+            if dtype != np.int64:
+                kernel = elementwise._binary_math_kernel(d)
+                kernels.append((kernel, (a, t, i64, s, a, t, i64, s, a, s, i64)))
         for kernel, signature in kernels:
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
     for t in (types.float32, types.float64, i64, flag):

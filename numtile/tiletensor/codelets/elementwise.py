@@ -40,10 +40,16 @@ def _binary(code):
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
         if code == opcodes.POWER and out.dtype.kind == "i" and (ops.to_host(b) < 0).any():
             raise ValueError("integers to negative integer powers are not allowed")
-        function = _for_dtype(ops, "binary", a.dtype)
+        function = _for_dtype(ops, _binary_kernel(code), a.dtype)
         function(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code)
 
     return kernel
+
+
+def _binary_kernel(code) -> str:
+    """The kernel of BINARY_OPS code ``code``: ``binary``, or ``binary_math`` for the
+    floating-point functions of two arguments."""
+    return "binary_math" if code in opcodes.BINARY_MATH else "binary"
 
 
 def _with_scalar(kernel_name: str, code: int):
@@ -141,7 +147,7 @@ binary = {
 binary_scalar = {
     name: Codelet(
         f"binary_scalar:{name}",
-        kernel=_with_scalar("binary", code),
+        kernel=_with_scalar(_binary_kernel(code), code),
         flops=lambda a, out, *_: _size(out),
     )
     for name, code in opcodes.BINARY_OPS.items()
@@ -173,14 +179,21 @@ bitwise_scalar = {
 where = Codelet("where", kernel=_where)
 
 
+def _kernel_of(family: str, code: int) -> str:
+    return _binary_kernel(code) if family == "binary" else family
+
+
 def _inplace_family(kernel_name: str, table: dict[str, int]):
     return (
         {
-            n: Codelet(f"{kernel_name}_inplace:{n}", kernel=_inplace(kernel_name, c))
+            n: Codelet(f"{kernel_name}_inplace:{n}", kernel=_inplace(_kernel_of(kernel_name, c), c))
             for n, c in table.items()
         },
         {
-            n: Codelet(f"{kernel_name}_scalar_inplace:{n}", kernel=_scalar_inplace(kernel_name, c))
+            n: Codelet(
+                f"{kernel_name}_scalar_inplace:{n}",
+                kernel=_scalar_inplace(_kernel_of(kernel_name, c), c),
+            )
             for n, c in table.items()
         },
     )

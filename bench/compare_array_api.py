@@ -1,0 +1,161 @@
+"""numtile's array API element-wise ops, reductions and scans against NumPy and dask.array,
+timed side by side in one run (ratio = numtile time / peer time; issue 13's targets: <= 0.6 x
+NumPy, whose ufuncs use one core, and <= 0.5 x dask.array with its best chunks, on 2 cores).
+
+Cases:
+  exp of 64M float32, x * y + z of 64M float32
+  sum and var over axis 0 of an 8192 x 8192 float64 matrix
+  cumulative_sum of 64M float32
+  where(x > 0, x, y) of 64M float32 (boolean-mask assignment joins once ``__setitem__`` with
+  masks is on main)
+
+numtile and dask keep their results tiled (``wait()`` / ``persist()``: no gather into one
+array); NumPy writes into a fresh array as its functions do. dask runs its threaded scheduler
+with one worker per core and the best of a few chunk sizes.
+
+Usage: python bench/compare_array_api.py [--quick] [--repeat N] [--cases exp,fma,sum,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import median_time, print_table  # noqa: E402
+
+import numtile as nt  # noqa: E402
+
+CORES = os.cpu_count() or 1
+
+
+def _dask():
+    try:
+        import dask
+        import dask.array as da
+    except ImportError:  # the ``bench`` extra
+        return None, None
+    dask.config.set(scheduler="threads", num_workers=CORES)
+    return dask, da
+
+
+def _rows(case, t_nt, t_numpy, dask_best, tile) -> list[dict]:
+    rows = [
+        {"case": case, "impl": f"numtile (tile {tile})", "seconds": t_nt},
+        {"case": case, "impl": "NumPy (1 core)", "seconds": t_numpy, "ratio": t_nt / t_numpy},
+    ]
+    if dask_best is not None:
+        t_dask, chunk = dask_best
+        rows.append(
+            {
+                "case": case,
+                "impl": f"dask (chunk {chunk})",
+                "seconds": t_dask,
+                "ratio": t_nt / t_dask,
+            }
+        )
+    return rows
+
+
+def _best_dask(da, arrays, function, chunks_list, repeat):
+    """(median seconds, chunks) of ``function(*dask arrays).persist()`` at its best chunks."""
+    if da is None:
+        return None
+    best = None
+    for chunks in chunks_list:
+        dask_arrays = [da.from_array(a, chunks=chunks).persist() for a in arrays]
+        seconds = median_time(lambda inputs=dask_arrays: function(*inputs).persist(), repeat)
+        if best is None or seconds < best[0]:
+            best = (seconds, chunks)
+    return best
+
+
+def bench_elementwise(name, n, tile, repeat, da) -> list[dict]:
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(n, dtype=np.float32) for _ in range(3 if name == "fma" else 1)]
+    tensors = [nt.from_numpy(a, tile_shape=(tile,)) for a in arrays]
+    if name == "exp":
+        ours, numpy_fn, dask_fn = nt.exp, np.exp, lambda x: da.exp(x)
+        check = (nt.exp(tensors[0]).to_numpy(), np.exp(arrays[0]))
+    else:
+        ours = numpy_fn = dask_fn = lambda x, y, z: x * y + z  # noqa: E731
+        check = (ours(*tensors).to_numpy(), numpy_fn(*arrays))
+    np.testing.assert_allclose(*check, rtol=1e-5)
+    t_nt = median_time(lambda: ours(*tensors).wait(), repeat)
+    t_numpy = median_time(lambda: numpy_fn(*arrays), repeat)
+    chunks = [n // 16, n // 8, n // 4]
+    best = _best_dask(da, arrays, dask_fn, chunks, repeat) if da is not None else None
+    case = f"{'exp' if name == 'exp' else 'x * y + z'} f32 {n >> 20}M"
+    return _rows(case, t_nt, t_numpy, best, tile)
+
+
+def bench_axis(name, n, tile, repeat, da) -> list[dict]:
+    a = np.random.default_rng(0).standard_normal((n, n))
+    x = nt.from_numpy(a, tile_shape=(tile, tile))
+    ours = {"sum": lambda t: nt.sum(t, axis=0), "var": lambda t: nt.var(t, axis=0)}[name]
+    numpy_fn = {"sum": lambda v: np.sum(v, axis=0), "var": lambda v: np.var(v, axis=0)}[name]
+    np.testing.assert_allclose(ours(x).to_numpy(), numpy_fn(a), rtol=1e-9, atol=1e-9)
+    t_nt = median_time(lambda: ours(x).wait(), repeat)
+    t_numpy = median_time(lambda: numpy_fn(a), repeat)
+    chunks = [(n // 4, n // 4), (n // 2, n // 2), (n, n // 4)]
+    best = _best_dask(da, [a], lambda v: getattr(da, name)(v, axis=0), chunks, repeat)
+    return _rows(f"{name} axis 0 f64 {n}x{n}", t_nt, t_numpy, best, (tile, tile))
+
+
+def bench_cumulative_sum(n, tile, repeat, da) -> list[dict]:
+    a = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    x = nt.from_numpy(a, tile_shape=(tile,))
+    ours = nt.cumulative_sum(x).to_numpy()
+    np.testing.assert_allclose(ours[-1000:], np.cumsum(a, dtype=np.float64)[-1000:], atol=5.0)
+    t_nt = median_time(lambda: nt.cumulative_sum(x).wait(), repeat)
+    t_numpy = median_time(lambda: np.cumsum(a), repeat)
+    chunks = [n // 16, n // 8, n // 4]
+    best = _best_dask(da, [a], lambda v: da.cumsum(v), chunks, repeat)
+    return _rows(f"cumulative_sum f32 {n >> 20}M", t_nt, t_numpy, best, tile)
+
+
+def bench_where(n, tile, repeat, da) -> list[dict]:
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(n, dtype=np.float32) for _ in range(2))
+    x, y = (nt.from_numpy(v, tile_shape=(tile,)) for v in (a, b))
+    np.testing.assert_array_equal(nt.where(x > 0, x, y).to_numpy(), np.where(a > 0, a, b))
+    t_nt = median_time(lambda: nt.where(x > 0, x, y).wait(), repeat)
+    t_numpy = median_time(lambda: np.where(a > 0, a, b), repeat)
+    chunks = [n // 16, n // 8, n // 4]
+    best = _best_dask(da, [a, b], lambda u, v: da.where(u > 0, u, v), chunks, repeat)
+    return _rows(f"where(x > 0, x, y) f32 {n >> 20}M", t_nt, t_numpy, best, tile)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1/16 of the sizes")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cases", default="exp,fma,sum,var,cumulative_sum,where")
+    args = parser.parse_args()
+    n = (64 << 20) // (16 if args.quick else 1)
+    side = 8192 // (4 if args.quick else 1)
+    tile = n // 16
+    _, da = _dask()
+    print(f"{CORES} cores, load average {os.getloadavg()[0]:.2f}, median of {args.repeat}")
+    rows: list[dict] = []
+    for case in args.cases.split(","):
+        if case in ("exp", "fma"):
+            rows += bench_elementwise(case, n, tile, args.repeat, da)
+        elif case in ("sum", "var"):
+            rows += bench_axis(case, side, side // 4, args.repeat, da)
+        elif case == "cumulative_sum":
+            rows += bench_cumulative_sum(n, tile, args.repeat, da)
+        elif case == "where":
+            rows += bench_where(n, tile, args.repeat, da)
+        else:
+            raise SystemExit(f"unknown case {case!r}")
+    print_table(rows)
+    nt.shutdown()
+
+
+if __name__ == "__main__":
+    main()
