@@ -50,8 +50,26 @@ sin = make_unary("sin")
 cos = make_unary("cos")
 expm1 = make_unary("expm1")
 log1p = make_unary("log1p")
-floor = make_unary("floor")
-ceil = make_unary("ceil")
+
+
+def _make_rounding(name: str):
+    def function(x: TileTensor) -> TileTensor:
+        if isinstance(x, TileTensor) and x.dtype.kind in "iu":
+            return astype(x, x.dtype)  # integers are already whole: a copy, in their dtype
+        return unary_op(x, name)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = (
+        f"Elementwise ``{name}``, tile by tile; integers give a copy in their own dtype.\n\n"
+        f"    >>> import numtile as nt\n"
+        f"    >>> str(nt.{name}(nt.asarray([1, 2])).dtype)\n"
+        f"    'int64'\n"
+    )
+    return dispatched(function)
+
+
+floor = _make_rounding("floor")
+ceil = _make_rounding("ceil")
 sign = make_unary("sign", float_only=False)
 square = make_unary("square", float_only=False)
 reciprocal = make_unary("reciprocal")
