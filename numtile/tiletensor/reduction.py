@@ -179,6 +179,8 @@ def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -
     6.0
     """
     require_tensor(x, "vector_norm")
+    if x.dtype.kind == "c":  # the norm of complex entries is the norm of their moduli
+        x = absolute(x)
     dtype = x.dtype if x.dtype.kind == "f" else float64
     if ord == 2:
         return sqrt(_reduce(x, "sumsq", axis, keepdims, dtype))

@@ -164,13 +164,22 @@ def test_real_inputs_of_conj_real_imag():
         (lambda z: z < z, "less"),
         (lambda z: nt.max(z), "max"),
         (lambda z: nt.signbit(z), "signbit"),
-        (lambda z: nt.linalg.vector_norm(z), "sumsq"),
     ],
 )
 def test_ops_without_complex_kernels_name_the_op_and_dtype(call, op):
     z = nt.asarray(np.array([1 + 1j, 2j]))
     with pytest.raises(TypeError, match=f"{op}.*complex128"):
         call(z)
+
+
+@pytest.mark.parametrize("ord", [2, 1, np.inf, -np.inf, 0, 3])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_vector_norm_of_complex_is_the_norm_of_the_moduli(ord, dtype):
+    a = (np.arange(1.0, 8.0) - 3.0 + 1j * np.linspace(-2.0, 2.0, 7)).astype(dtype)
+    actual = nt.linalg.vector_norm(nt.asarray(a, tile_shape=3), ord=ord)
+    expected = np.linalg.norm(a, ord=ord)
+    assert actual.dtype == np.abs(a).dtype
+    np.testing.assert_allclose(actual.item(), expected, rtol=1e-5)
 
 
 # --- predicates, where, all/any ------------------------------------------------------------------
