@@ -163,7 +163,9 @@ class Trainer:
             self._load(cfg.resume)
         else:
             self.optimizer = self._make_optimizer()
-        self.training_log = TrainingLog(cfg.log_dir, self.step) if cfg.log_dir else None
+        # under mpiexec every rank trains and rank 0 alone writes the logs
+        logs = cfg.log_dir and nt.rank() == 0
+        self.training_log = TrainingLog(cfg.log_dir, self.step) if logs else None
 
     def _make_optimizer(self) -> optim.AdamW:
         decay, no_decay = [], []

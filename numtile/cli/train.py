@@ -82,9 +82,17 @@ def _setting_up(command: str):
 
 def train_command(args: argparse.Namespace) -> int:
     import numtile as nt
-    from numtile.train import TrainConfig, Trainer, generate
 
     _start_runtime(args)
+    if nt.rank() == 0:
+        return _train(args, nt)
+    # under mpiexec every rank trains (and samples: the tasks are collective); rank 0 reports
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        return _train(args, nt)
+
+
+def _train(args: argparse.Namespace, nt) -> int:
+    from numtile.train import TrainConfig, Trainer, generate
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     with _setting_up("train"):
@@ -115,9 +123,9 @@ def train_command(args: argparse.Namespace) -> int:
         with stop:
             if cfg.trace:
                 with nt.trace(cfg.trace):
-                    result = trainer.run(stop_requested=stop.requested)
+                    result = trainer.run(progress=nt.rank() == 0, stop_requested=stop.requested)
             else:
-                result = trainer.run(stop_requested=stop.requested)
+                result = trainer.run(progress=nt.rank() == 0, stop_requested=stop.requested)
     except KeyboardInterrupt:  # a second Ctrl-C
         result = {"interrupted": True}
     if result["interrupted"]:

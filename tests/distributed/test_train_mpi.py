@@ -69,3 +69,23 @@ def test_data_parallel_training_equals_one_process_and_resumes_on_other_ranks(da
         assert json.loads(f.attrs["step"]) == 2
     resumed = _launch(3, data_dir, checkpoint, "resume")  # written by 2 ranks, read by 3
     np.testing.assert_allclose(resumed, expected[2:], rtol=1e-5)
+
+
+@HANG
+def test_numtile_train_under_mpiexec_reports_and_logs_on_rank_0_only(data_dir, tmp_path):
+    pytest.importorskip("mpi4py")
+    logs = tmp_path / "logs"
+    command = [_mpiexec(), "-n", "2", sys.executable, "-m", "numtile.cli.main", "train"]
+    command += ["--model", json.dumps(json.loads(config(data_dir).model)), "--data", data_dir]
+    command += ["--steps", "2", "--batch", "4", "--seq-len", "16", "--batch-tile", "1"]
+    command += ["--seq-tile", "8", "--eval-every", "100", "--eval-batches", "1"]
+    command += ["--sample-tokens", "4", "--log-dir", str(logs)]
+    env = {**_environment(), "NUMTILE_NCPU": "1"}
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert done.stdout.count("numtile train:") == 1, done.stdout
+    assert done.stdout.count("sample:") == 1, done.stdout
+    records = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "train/loss" in r] == [1, 2]
