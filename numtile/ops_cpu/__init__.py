@@ -8,7 +8,8 @@ Modules: ``elementwise`` (unary, binary, compare, axpy) over ``scalar_math``; ``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
-``lu`` (getrf, laswp) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
+``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
+eye_fill) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
 embedding); ``helpers``.
 """
 
@@ -29,6 +30,7 @@ from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
+from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 
 
@@ -52,8 +54,11 @@ __all__ = [
     "copy_strided",
     "empty",
     "fill",
+    "eye_fill",
     "gemm",
     "gemm_batched",
+    "gemqrt",
+    "geqrt",
     "getrf",
     "laswp",
     "nn",
@@ -65,6 +70,9 @@ __all__ = [
     "softmax_backward",
     "syrk",
     "to_host",
+    "tpmqrt",
+    "tpqrt",
+    "triu_copy",
     "trsm",
     "unary",
     "unary_backward",

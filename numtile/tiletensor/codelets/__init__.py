@@ -7,6 +7,6 @@ named ``family:op`` (``unary:gelu_tanh``), so traces, ``runtime_summary()`` and 
 performance models of ``dmda`` tell the ops apart.
 """
 
-from numtile.tiletensor.codelets import copy, decode, elementwise, linalg, lu, nn, reduction
+from numtile.tiletensor.codelets import copy, decode, elementwise, linalg, lu, nn, qr, reduction
 
-__all__ = ["copy", "decode", "elementwise", "linalg", "lu", "nn", "reduction"]
+__all__ = ["copy", "decode", "elementwise", "linalg", "lu", "nn", "qr", "reduction"]
