@@ -10,6 +10,15 @@ from numtile.tiletensor.linalg import (
     solve,
     solve_triangular,
 )
+from numtile.tiletensor.linalg.qr import qr
+from numtile.tiletensor.linalg.spectral import (
+    eigh,
+    eigvalsh,
+    matrix_rank,
+    pinv,
+    svd,
+    svdvals,
+)
 from numtile.tiletensor.manipulation import matrix_transpose
 from numtile.tiletensor.reduction import vector_norm
 
@@ -24,4 +33,12 @@ __all__ = [
     "solve",
     "solve_triangular",
     "vector_norm",
+    # QR and the spectral functions (issue 14)
+    "eigh",
+    "eigvalsh",
+    "matrix_rank",
+    "pinv",
+    "qr",
+    "svd",
+    "svdvals",
 ]

@@ -1,7 +1,8 @@
 """Codelets of the tiled Householder QR (PLASMA's names in brackets): ``geqrt`` (QR of one
 tile), ``gemqrt`` [unmqr] (its Q applied to a tile of the same row), ``tpqrt`` [tsqrt/ttqrt]
 (QR of an R stacked on a square or triangular tile below), ``tpmqrt`` [tsmqr/ttmqr] (that Q
-applied to a pair of tiles), and the result builders ``triu_copy`` and ``eye_fill``.
+applied to a pair of tiles), and the result builders ``triu_copy``, ``eye_fill`` and
+``corner_copy``.
 
 Plus ``dense``: one task on the gathered matrix for the spectral functions (eigh, svd and
 their values), through NumPy's LAPACK on a CPU worker. NumPy's BLAS is not the one the
@@ -41,6 +42,12 @@ def _eye_fill(ops, out, diagonal):
     ops.eye_fill(out, diagonal)
 
 
+def _corner_copy(ops, source, out):
+    # the top-left corner of out (the source's shape) becomes source
+    rows, columns = source.shape
+    ops.triu_copy(source, out[:rows, :columns], -rows)
+
+
 def _geqrt_flops(a, t) -> float:
     m, n = a
     k = min(m, n)
@@ -69,6 +76,7 @@ tpqrt = Codelet("tpqrt", kernel=_tpqrt, flops=_tpqrt_flops)
 tpmqrt = Codelet("tpmqrt", kernel=_tpmqrt, flops=_tpmqrt_flops)
 triu_copy = Codelet("triu_copy", kernel=_triu_copy)
 eye_fill = Codelet("eye_fill", kernel=_eye_fill)
+corner_copy = Codelet("corner_copy", kernel=_corner_copy)
 
 
 # --- one task on the gathered matrix ----------------------------------------------------------

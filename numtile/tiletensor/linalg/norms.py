@@ -33,4 +33,8 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
         if keepdims:
             return tensor_max(sums, axis=largest, keepdims=True)
         return reshape(tensor_max(sums, axis=largest), x.shape[:-2])
+    if ord in (2, -2, "nuc"):  # through the singular values (linalg/spectral.py)
+        from numtile.tiletensor.linalg.spectral import spectral_norm
+
+        return spectral_norm(x, ord, keepdims)
     raise ValueError(f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1 or inf")

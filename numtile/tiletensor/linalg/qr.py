@@ -132,14 +132,31 @@ def apply_q(factor: QRFactor, c: TileTensor, transpose: bool = False, identity=F
             leaves()
 
 
+def eye(rows: int, columns: int, tiles, dtype) -> TileTensor:
+    """numpy.eye(rows, columns) with tile shape ``tiles``."""
+    out = TileTensor(Layout((rows, columns), tiles), dtype)
+    runtime = get_runtime()
+    for i, j in out.layout.indices():
+        runtime.submit(eye_fill, [(out.tile((i, j)), W)], (i * tiles[0] - j * tiles[1],))
+    return out
+
+
+def triu(x: TileTensor, diagonal: int = 0) -> TileTensor:
+    """numpy.triu(x, diagonal) of a 2-d tensor, with x's tiles."""
+    out = TileTensor(x.layout, x.dtype)
+    rows, columns = x.tile_shape
+    runtime = get_runtime()
+    for i, j in x.layout.indices():
+        shift = i * rows - j * columns + diagonal
+        runtime.submit(triu_copy, [(x.tile((i, j)), R), (out.tile((i, j)), W)], (shift,))
+    return out
+
+
 def q_matrix(factor: QRFactor, columns: int) -> TileTensor:
     """The first ``columns`` columns of Q."""
     a = factor.a
     tiles = (a.tile_shape[0], min(a.tile_shape[1], max(columns, 1)))
-    q = TileTensor(Layout((a.shape[0], columns), tiles), a.dtype)
-    runtime = get_runtime()
-    for i, j in q.layout.indices():
-        runtime.submit(eye_fill, [(q.tile((i, j)), W)], (i * tiles[0] - j * tiles[1],))
+    q = eye(a.shape[0], columns, tiles, a.dtype)
     apply_q(factor, q, identity=True)
     return q
 
