@@ -63,6 +63,7 @@ CONSTANT = frozenset(
         "bitwise_left_shift",
         "bitwise_right_shift",
         "imag",
+        "matrix_rank",  # an integer count (issue 14)
     }
 )
 
