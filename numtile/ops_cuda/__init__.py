@@ -14,8 +14,8 @@ with its ``Config`` when a CUDA node starts).
 
 Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
 ``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
-laswp), ``nn`` (attention, norm, loss, optim, embedding), and ``launch`` (settings, grid
-sizes, launch parameters).
+laswp), ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy, eye_fill), ``nn`` (attention, norm,
+loss, optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
@@ -38,6 +38,7 @@ from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
 from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
+from numtile.ops_cuda.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
 
 __all__ = [
@@ -58,10 +59,13 @@ __all__ = [
     "complex_unary",
     "configure",
     "copy_strided",
+    "eye_fill",
     "fill",
     "gemm",
     "gemm_batched",
     "gemm_path",
+    "gemqrt",
+    "geqrt",
     "getrf",
     "laswp",
     "launch_settings",
@@ -74,6 +78,9 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "syrk",
+    "tpmqrt",
+    "tpqrt",
+    "triu_copy",
     "trsm",
     "unary",
     "unary_backward",
