@@ -164,3 +164,18 @@ def test_spectral_functions_run_beside_a_gpu_worker(make_array):
         np.testing.assert_allclose(s.to_numpy(), np.linalg.svd(a, compute_uv=False), rtol=1e-12)
     finally:
         nt.init()
+
+
+def test_large_gathered_matrices_go_to_numpy_threaded_lapack(monkeypatch):
+    from numtile.tiletensor.codelets import qr as codelets
+
+    monkeypatch.setattr(codelets, "THREADED_ABOVE", 0)  # every matrix counts as large
+    a = _symmetric(7, seed=11)
+    x = nt.from_numpy(a, tile_shape=(3, 3))
+    np.testing.assert_allclose(nt.linalg.eigvalsh(x).to_numpy(), np.linalg.eigvalsh(a))
+    w, v = nt.linalg.eigh(x)
+    np.testing.assert_allclose((v.to_numpy() * w.to_numpy()) @ v.to_numpy().T, a, atol=1e-12)
+    expected = np.linalg.svd(a, compute_uv=False)
+    np.testing.assert_allclose(nt.linalg.svdvals(x).to_numpy(), expected, rtol=1e-12)
+    u, s, vh = nt.linalg.svd(x)
+    np.testing.assert_allclose((u.to_numpy() * s.to_numpy()) @ vh.to_numpy(), a, atol=1e-12)

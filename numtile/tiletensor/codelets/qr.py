@@ -5,10 +5,10 @@ applied to a pair of tiles), and the result builders ``triu_copy``, ``eye_fill``
 ``corner_copy``.
 
 Plus ``dense``: one task on the gathered matrix for the spectral functions (eigh, svd and
-their values), through NumPy's LAPACK on a CPU worker. NumPy's BLAS is not the one the
-runtime limits to a thread per worker (``runtime/blas_threads.py``), so this task runs
-threaded LAPACK; its gathered copy and LAPACK's workspace are not accounted by the memory
-manager (only the tiles it reads and writes are).
+their values) on a CPU worker. A large matrix goes to NumPy's LAPACK, whose BLAS is not the
+one the runtime limits to a thread per worker (``runtime/blas_threads.py``), so that task runs
+threaded LAPACK; a small one to SciPy's, single-threaded. The gathered copy and LAPACK's
+workspace are not accounted by the memory manager (only the tiles it reads and writes are).
 """
 
 from __future__ import annotations
@@ -114,20 +114,38 @@ def _finite(matrix, operation):
         )
 
 
+# above this many elements the gathered matrix goes to NumPy's threaded LAPACK; below, to
+# SciPy's, which the runtime keeps at one thread per worker (a small problem gains nothing
+# from threads, and a thread pool spinning beside the other workers costs them)
+THREADED_ABOVE = 2048 * 2048
+
+
 def _spectral(matrix, operation, upper):
     """The outputs of ``operation`` on the dense ``matrix``, as numpy.linalg computes them."""
+    import scipy.linalg
+
     _finite(matrix, operation)
-    if operation == "eigh":
-        return np.linalg.eigh(matrix, UPLO="U" if upper else "L")
-    if operation == "eigvalsh":
-        return (np.linalg.eigvalsh(matrix, UPLO="U" if upper else "L"),)
-    if operation == "svd":
-        return np.linalg.svd(matrix, full_matrices=True)
-    if operation == "svd_reduced":
-        return np.linalg.svd(matrix, full_matrices=False)
-    if operation == "svdvals":
-        return (np.linalg.svd(matrix, compute_uv=False),)
-    raise ValueError(f"unknown dense operation {operation!r}")
+    threaded = matrix.size > THREADED_ABOVE
+    lower = not upper
+    if operation in ("eigh", "eigvalsh"):
+        if threaded:
+            uplo = "L" if lower else "U"
+            if operation == "eigh":
+                return np.linalg.eigh(matrix, UPLO=uplo)
+            return (np.linalg.eigvalsh(matrix, UPLO=uplo),)
+        only = operation == "eigvalsh"
+        result = scipy.linalg.eigh(matrix, lower=lower, eigvals_only=only, check_finite=False)
+        return (result,) if only else result
+    if operation not in ("svd", "svd_reduced", "svdvals"):
+        raise ValueError(f"unknown dense operation {operation!r}")
+    full, values_only = operation == "svd", operation == "svdvals"
+    if threaded:
+        result = np.linalg.svd(matrix, full_matrices=full, compute_uv=not values_only)
+    else:
+        result = scipy.linalg.svd(
+            matrix, full_matrices=full, compute_uv=not values_only, check_finite=False
+        )
+    return (result,) if values_only else result
 
 
 def _dense_cpu(ops, *tiles_then_args):
