@@ -375,6 +375,7 @@ def main(argv=None) -> int:
         rows += bench_gelu((1 << 20) if quick else (64 << 20), args.repeat)
     if "startup" in cases:
         rows += bench_startup()
+    print("\nall cases, same run:")
     print_table(rows)
     return 0
 

@@ -23,6 +23,10 @@ CORES = os.cpu_count() or 1
 THREADS = min(2, CORES)
 
 
+def _progress(text: str) -> None:
+    print(text, flush=True)
+
+
 def _rate(flops: float, seconds: float) -> str:
     return f"{flops / seconds / 1e9:.1f} GFLOP/s"
 
@@ -52,6 +56,7 @@ def _dask_rows(case, flops, numtile_seconds, build, chunks, repeat, label):
             continue
         with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=CORES):
             seconds = median_time(lambda graph=graph: dask.compute(*graph), repeat)
+        _progress(f"dask {label} chunk {chunk}: {seconds:.2f} s")
         if best is None or seconds < best[0]:
             best = (seconds, chunk)
     if best is None:
@@ -87,6 +92,7 @@ def bench_qr(m: int, n: int, tile: tuple[int, int], repeat: int, chunks: list[in
     flops = _qr_flops(m, n)
     with threadpool_limits(THREADS):
         t_numpy = median_time(lambda: np.linalg.qr(a), repeat)
+    _progress(f"numpy qr {m}x{n}: {t_numpy:.2f} s")
 
     def run():
         q, r = nt.linalg.qr(x)
@@ -94,6 +100,7 @@ def bench_qr(m: int, n: int, tile: tuple[int, int], repeat: int, chunks: list[in
         return q, r
 
     t_nt = median_time(run, repeat)
+    _progress(f"numtile qr {m}x{n}: {t_nt:.2f} s")
     busy = busy_fraction(run)
     q, r = run()
     _check_qr(a, q.to_numpy(), r.to_numpy())
@@ -136,6 +143,7 @@ def bench_svdvals(m: int, n: int, tile: tuple[int, int], repeat: int, chunks: li
     with threadpool_limits(THREADS):
         t_numpy = median_time(lambda: np.linalg.svd(a, compute_uv=False), repeat)
     t_nt = median_time(lambda: nt.linalg.svdvals(x).wait(), repeat)
+    _progress(f"svdvals {m}x{n}: numpy {t_numpy:.2f} s, numtile {t_nt:.2f} s")
     busy = busy_fraction(lambda: nt.linalg.svdvals(x).wait())
     expected = np.linalg.svd(a, compute_uv=False)
     np.testing.assert_allclose(nt.linalg.svdvals(x).to_numpy(), expected, rtol=1e-10)
