@@ -15,7 +15,8 @@ from numtile.tiletensor.tensor import TileTensor
 
 @dispatched(public="numtile.linalg.matrix_norm")
 def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileTensor:
-    """Matrix norm over the last two axes: ``'fro'`` (Frobenius), 1 or inf.
+    """Matrix norm over the last two axes: ``'fro'`` (Frobenius), 1 or inf; 2, -2 and
+    ``'nuc'`` (through the singular values) of a 2-d matrix.
 
     >>> import numtile as nt
     >>> nt.linalg.matrix_norm(nt.full((2, 2), 2.0)).item()
@@ -37,4 +38,6 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
         from numtile.tiletensor.linalg.spectral import spectral_norm
 
         return spectral_norm(x, ord, keepdims)
-    raise ValueError(f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1 or inf")
+    raise ValueError(
+        f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1, inf, 2, -2 or 'nuc'"
+    )
