@@ -4,7 +4,7 @@ tile), ``gemqrt`` [unmqr] (its Q applied to a tile of the same row), ``tpqrt`` [
 applied to a pair of tiles), and the result builders ``triu_copy``, ``eye_fill`` and
 ``corner_copy``.
 
-Plus ``dense``: one task on the gathered matrix for the spectral functions (eigh, svd and
+Plus ``dense_lapack``: one task on the gathered matrix for the spectral functions (eigh, svd and
 their values) on a CPU worker. A large matrix goes to NumPy's LAPACK, whose BLAS is not the
 one the runtime limits to a thread per worker (``runtime/blas_threads.py``), so that task runs
 threaded LAPACK; a small one to SciPy's, single-threaded. The gathered copy and LAPACK's
@@ -168,4 +168,4 @@ def _dense_flops(*shapes_then_args) -> float:
     return (22.0 if operation in ("svd", "svd_reduced", "eigh") else 4.0) * max(m, n) * k * k
 
 
-dense = Codelet("dense_lapack", implementations={"cpu": _dense_cpu}, flops=_dense_flops)
+dense_lapack = Codelet("dense_lapack", implementations={"cpu": _dense_cpu}, flops=_dense_flops)

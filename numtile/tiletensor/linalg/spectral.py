@@ -4,12 +4,13 @@ that need singular values (ord 2, -2, 'nuc').
 A tall matrix (at least twice as many rows as columns) is first reduced by the tiled QR
 (TSQR when it has one tile column): the SVD of its n x n R is the small problem, and
 U = Q @ U_R is applied as tasks (``apply_q``); a wide one is transposed. The small or square
-problem is one task on the gathered matrix (the ``dense_lapack`` codelet) through NumPy's
-threaded LAPACK on a CPU worker: a tiled two-sided reduction (band then bidiagonal or
-tridiagonal) is not written yet. That task holds every tile of its input and outputs, and its
-gathered copy and LAPACK's workspace (about 3 matrices) are outside the memory manager's
-accounting. Infs or NaNs raise ``numpy.linalg.LinAlgError`` when the result is read, as
-NumPy's LAPACK calls do (they fail to converge on them).
+problem is one task on the gathered matrix (the ``dense_lapack`` codelet) on a CPU worker:
+NumPy's threaded LAPACK above 2048 x 2048 elements, SciPy's single-threaded one below. A
+tiled two-sided reduction (band, then bidiagonal or tridiagonal) is not written yet. That
+task holds every tile of its input and outputs, and its gathered copy and LAPACK's
+workspace (about 3 matrices) are outside the memory manager's accounting. Infs or NaNs
+raise ``numpy.linalg.LinAlgError`` when the result is read (NumPy raises for NaNs and
+returns NaNs for some infs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from numtile.runtime import get_runtime
-from numtile.tiletensor.codelets.qr import corner_copy, dense
+from numtile.tiletensor.codelets.qr import corner_copy, dense_lapack
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype, multiply, reciprocal
 from numtile.tiletensor.elementwise import greater as greater_than
@@ -81,7 +82,7 @@ def _dense(x: TileTensor, operation: str, layouts, upper: bool = False) -> list[
         accesses += [(out.tile(index), W) for index in out.layout.indices()]
     summary = tuple((out.layout.ntiles, out.tile_shape) for out in outputs)
     args = (x.shape, x.tile_shape, operation, upper, summary)
-    get_runtime().submit(dense, accesses, args, priority=1)
+    get_runtime().submit(dense_lapack, accesses, args, priority=1)
     return outputs
 
 
