@@ -139,3 +139,18 @@ def test_qr_gradient_refuses_wide_and_complete():
         nt.linalg.qr(x)
     with pytest.raises(ValueError, match="complete"):
         nt.linalg.qr(nt.ones((3, 2)).requires_grad_(), mode="complete")
+
+
+def test_qr_gradient_is_the_same_every_time():
+    # Q's and R's gradients reach x in (2, 2) tiles, x has (4, 2) ones: the retiled first
+    # gradient and the second's accumulate raced on x.grad (1 run in 10 was wrong)
+    rng = np.random.default_rng(7)
+    a, weight_q, weight_r = (rng.standard_normal(s) for s in ((9, 5), (9, 5), (5, 5)))
+    results = []
+    for _ in range(12):
+        x = nt.from_numpy(a, tile_shape=(4, 2)).requires_grad_()
+        q, r = nt.linalg.qr(x)
+        (nt.sum(q * nt.from_numpy(weight_q)) + nt.sum(r * nt.from_numpy(weight_r))).backward()
+        results.append(x.grad.to_numpy())
+    for result in results[1:]:
+        np.testing.assert_allclose(result, results[0], rtol=1e-12, atol=1e-12)
