@@ -8,6 +8,8 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   LU/solve float64 n x n (b: n x 1) vs scipy.linalg.lu_factor + lu_solve, 2 threads  [<= 0.9]
                                     vs dask.array.linalg.solve, best chunk   [<= 0.6]
                                     (and the busy fraction of the workers during it) [>= 90%]
+  QR f64 8192 x 8192, TSQR f64 65536 x 1024, svdvals f64 65536 x 512: see ``qr_cases.py``
+                                    (vs numpy.linalg.qr / svd and dask.array.linalg)
   tiny tasks: x + 1 over 20,000 one-element tiles vs Dask threaded, bare ThreadPoolExecutor
                                                                            [>= 40,000 tasks/s]
   gelu float32 (64M)                vs one @njit(parallel=True) call       [<= 1.2]
@@ -31,6 +33,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import median_time, print_table  # noqa: E402
+from qr_cases import bench_qr, bench_svdvals  # noqa: E402
 
 import numtile as nt  # noqa: E402
 
@@ -322,11 +325,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cases", default="matmul,cholesky,lu,tiny,gelu,startup")
+    parser.add_argument("--cases", default="matmul,cholesky,lu,qr,tsqr,svdvals,tiny,gelu,startup")
     parser.add_argument("--matmul-tile", type=int, default=None)
     parser.add_argument("--cholesky-tile", type=int, default=None)
     parser.add_argument("--lu-tile", type=int, default=None)
     parser.add_argument("--lu-n", type=int, default=None, help="LU size (8192; 512 --quick)")
+    parser.add_argument("--qr-n", type=int, default=None, help="QR size (8192; 512 --quick)")
+    parser.add_argument("--qr-tile", type=int, default=None, help="QR tile (512; 128 --quick)")
+    parser.add_argument("--tsqr", default=None, help="TSQR MxN (65536x1024; 8192x256 --quick)")
+    parser.add_argument("--svd", default=None, help="svdvals MxN (65536x512; 8192x128 --quick)")
     args = parser.parse_args(argv)
     cases = set(args.cases.split(","))
     quick = args.quick
@@ -349,12 +356,26 @@ def main(argv=None) -> int:
         tile = args.lu_tile or (128 if quick else None)
         chunks = [128, 256] if quick else [1024, 2048, 4096]
         rows += bench_lu(n, tile, args.repeat, chunks)
+    if "qr" in cases:
+        n = args.qr_n or (512 if quick else 8192)
+        tile = args.qr_tile or (128 if quick else 512)
+        rows += bench_qr(n, n, (tile, tile), args.repeat, [n])
+    for name, default, quick_default, bench in [
+        ("tsqr", "65536x1024", "8192x256", bench_qr),
+        ("svdvals", "65536x512", "8192x128", bench_svdvals),
+    ]:
+        if name in cases:
+            text = getattr(args, "svd" if name == "svdvals" else name)
+            m, n = (int(v) for v in (text or (quick_default if quick else default)).split("x"))
+            tiles = [m // 16, m // 8, m // 4] if m >= 16 * n else [m // 4]
+            rows += bench(m, n, (m // 16, n), args.repeat, [c for c in tiles if c >= n])
     if "tiny" in cases:
         rows += bench_tiny_tasks(2000 if quick else 20000, args.repeat)
     if "gelu" in cases:
         rows += bench_gelu((1 << 20) if quick else (64 << 20), args.repeat)
     if "startup" in cases:
         rows += bench_startup()
+    print("\nall cases, same run:")
     print_table(rows)
     return 0
 

@@ -17,6 +17,15 @@ from numtile.tiletensor.linalg import (  # products and diagonals (issue 14, ite
     trace,
     vecdot,
 )
+from numtile.tiletensor.linalg.qr import qr
+from numtile.tiletensor.linalg.spectral import (
+    eigh,
+    eigvalsh,
+    matrix_rank,
+    pinv,
+    svd,
+    svdvals,
+)
 from numtile.tiletensor.manipulation import matrix_transpose
 from numtile.tiletensor.reduction import vector_norm
 
@@ -39,4 +48,12 @@ __all__ = [
     "tensordot",
     "trace",
     "vecdot",
+    # QR and the spectral functions (issue 14)
+    "eigh",
+    "eigvalsh",
+    "matrix_rank",
+    "pinv",
+    "qr",
+    "svd",
+    "svdvals",
 ]

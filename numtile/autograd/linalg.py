@@ -1,6 +1,7 @@
 """Gradient rules of the matrix product (transposed operands included, through GEMM flags),
-the general solve, the inverse, the determinants, Cholesky, the cross product, diagonals and
-vector norms (the other products of ``numtile.linalg`` are composites, see ``rules.py``)."""
+the general solve, the inverse, the determinants, Cholesky, the cross product, diagonals,
+vector norms, QR, eigh/eigvalsh and svdvals (the other products of ``numtile.linalg`` are
+composites, see ``rules.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise
 from numtile.tiletensor.creation import arange, zeros_like
-from numtile.tiletensor.elementwise import multiply, negative
+from numtile.tiletensor.elementwise import add, divide, multiply, negative, subtract
 from numtile.tiletensor.linalg import (
     SlogdetResult,
     cholesky,
@@ -26,6 +27,8 @@ from numtile.tiletensor.linalg import (
 )
 from numtile.tiletensor.linalg.batched import per_matrix
 from numtile.tiletensor.linalg.products import diagonal_scatter
+from numtile.tiletensor.linalg.qr import QRResult, eye, qr, triu
+from numtile.tiletensor.linalg.spectral import EighResult, eigh, svd
 from numtile.tiletensor.logic import where
 from numtile.tiletensor.manipulation import matrix_transpose, reshape
 from numtile.tiletensor.reduction import normalize_axes, vector_norm
@@ -299,3 +302,133 @@ def _vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
     if x.dtype.kind != "f":
         raise TypeError(f"vector_norm with gradients needs a real floating x, got {x.dtype}")
     return VectorNorm.apply(x, axis=axis, keepdims=keepdims, ord=ord)
+
+
+# --- QR and the symmetric eigenproblem (issue 14) ---------------------------------------------
+# Each output is its own Function over the same factorisation (the tape has one output per
+# node); the gradients are linear in the output gradients, so a's gradient is their sum.
+#   qr (reduced, m >= n), M = R gR^T - gQ^T Q:  da = (gQ + Q copyltu(M)) R^-T,
+#     copyltu(M) = tril(M) + tril(M, -1)^T  (Walter & Lehmann; Liao et al. 2019)
+#   eigh, a = V diag(w) V^T:  da = V (diag(gw) + skew(V^T gV) / E) V^T, E[i, j] = w[j] - w[i]
+#     (E's diagonal 1), skew(X) = (X - X^T) / 2: PyTorch's formula, degenerate w give infs
+#   svdvals:  da = U diag(g) Vh
+
+
+def _copyltu(m):
+    """tril(m) + tril(m, -1)^T: m's lower triangle mirrored above the diagonal."""
+    return add(subtract(m, triu(m, 1)), triu(matrix_transpose(m), 1))
+
+
+def _times_r_inverse_transposed(b, r):
+    """b @ r^-T for an upper triangular r (a triangular solve, no inverse)."""
+    return matrix_transpose(solve_triangular(r, matrix_transpose(b), lower=False))
+
+
+class QRQ(Function):
+    @staticmethod
+    def forward(ctx, a, results):
+        q, r = qr(a, mode="reduced")
+        results.append(r)
+        ctx.save_for_backward(q, r)
+        return q
+
+    @staticmethod
+    def backward(ctx, g):
+        q, r = ctx.saved
+        m = negative(matmul(g, q, transpose_a=True))
+        return _times_r_inverse_transposed(add(g, matmul(q, _copyltu(m))), r)
+
+
+class QRR(Function):
+    @staticmethod
+    def forward(ctx, a, factors):
+        q, r = factors
+        ctx.save_for_backward(q, r)
+        return r
+
+    @staticmethod
+    def backward(ctx, g):
+        q, r = ctx.saved
+        m = matmul(r, g, transpose_b=True)
+        return _times_r_inverse_transposed(matmul(q, _copyltu(m)), r)
+
+
+@gradient_rule("qr")
+def _qr(x, /, *, mode="reduced"):
+    if mode != "reduced" or x.ndim != 2 or x.shape[0] < x.shape[1]:
+        raise ValueError(
+            "the gradient of numtile.linalg.qr needs mode='reduced' and a 2-d matrix with at "
+            f"least as many rows as columns (got mode={mode!r}, shape {x.shape})"
+        )
+    results = []
+    q = QRQ.apply(x, results)
+    r = QRR.apply(x, factors=(q.detach(), results[0]))
+    return QRResult(q, r)
+
+
+def _columns_scaled(v, w):
+    """v @ diag(w)."""
+    return multiply(v, reshape(w, (1, w.shape[0])))
+
+
+class EigenValues(Function):
+    @staticmethod
+    def forward(ctx, a, results):
+        w, v = eigh(a)
+        results.append(v)
+        ctx.save_for_backward(v)
+        return w
+
+    @staticmethod
+    def backward(ctx, g):
+        (v,) = ctx.saved
+        return matmul(_columns_scaled(v, g), v, transpose_b=True)
+
+
+class EigenVectors(Function):
+    @staticmethod
+    def forward(ctx, a, factors):
+        w, v = factors
+        ctx.save_for_backward(w, v)
+        return v
+
+    @staticmethod
+    def backward(ctx, g):
+        w, v = ctx.saved
+        n = w.shape[0]
+        vtg = matmul(v, g, transpose_a=True)
+        skew = multiply(subtract(vtg, matrix_transpose(vtg)), 0.5)
+        gaps = subtract(reshape(w, (1, n)), reshape(w, (n, 1)))  # E[i, j] = w[j] - w[i]
+        gaps = add(gaps, eye(n, n, gaps.tile_shape, gaps.dtype))
+        return matmul(v, matmul(divide(skew, gaps), v, transpose_b=True))
+
+
+@gradient_rule("eigh")
+def _eigh(x, /):
+    vectors = []
+    w = EigenValues.apply(x, vectors)
+    v = EigenVectors.apply(x, factors=(w.detach(), vectors[0]))
+    return EighResult(w, v)
+
+
+@gradient_rule("eigvalsh")
+def _eigvalsh(x, /):
+    return EigenValues.apply(x, [])
+
+
+class SingularValues(Function):
+    @staticmethod
+    def forward(ctx, a):
+        u, s, vh = svd(a, full_matrices=False)
+        ctx.save_for_backward(u, vh)
+        return s
+
+    @staticmethod
+    def backward(ctx, g):
+        u, vh = ctx.saved
+        return matmul(_columns_scaled(u, g), vh)
+
+
+@gradient_rule("svdvals")
+def _svdvals(x, /):
+    return SingularValues.apply(x)

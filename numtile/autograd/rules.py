@@ -78,6 +78,7 @@ CONSTANT = frozenset(
         "trunc",
         "round",
         "logical_xor",
+        "matrix_rank",  # an integer count (issue 14)
     }
 )
 

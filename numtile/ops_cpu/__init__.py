@@ -12,6 +12,8 @@ Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scal
 ``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, arg_reduce); ``indexing``
 (take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
+``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
+eye_fill) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
 embedding); ``helpers``.
 """
 
@@ -48,6 +50,7 @@ from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.products import cross
+from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 from numtile.ops_cpu.scan import add_carry, cumulative_sum, scan_carry
 from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
@@ -84,8 +87,11 @@ __all__ = [
     "cumulative_sum",
     "empty",
     "fill",
+    "eye_fill",
     "gemm",
     "gemm_batched",
+    "gemqrt",
+    "geqrt",
     "getrf",
     "group_starts",
     "laswp",
@@ -104,6 +110,9 @@ __all__ = [
     "syrk",
     "take_positions",
     "to_host",
+    "tpmqrt",
+    "tpqrt",
+    "triu_copy",
     "trsm",
     "unary",
     "unary_backward",

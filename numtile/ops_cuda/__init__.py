@@ -16,6 +16,9 @@ Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``,
 ``generate``, ``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
 ``factorizations``, ``lu`` (getrf, laswp), ``products`` (cross), ``nn`` (attention, norm, loss,
 optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
+``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
+laswp), ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy, eye_fill), ``nn`` (attention, norm,
+loss, optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
@@ -54,6 +57,7 @@ from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.products import cross
+from numtile.ops_cuda.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
 from numtile.ops_cuda.scan import add_carry, cumulative_sum, scan_carry
 from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_rows
@@ -87,10 +91,13 @@ __all__ = [
     "count_before",
     "count_nonzero",
     "cumulative_sum",
+    "eye_fill",
     "fill",
     "gemm",
     "gemm_batched",
     "gemm_path",
+    "gemqrt",
+    "geqrt",
     "getrf",
     "group_starts",
     "laswp",
@@ -110,6 +117,9 @@ __all__ = [
     "sort_rows",
     "syrk",
     "take_positions",
+    "tpmqrt",
+    "tpqrt",
+    "triu_copy",
     "trsm",
     "unary",
     "unary_backward",

@@ -30,3 +30,6 @@ __all__ = [
     "reduction",
     "sorting",
 ]
+from numtile.tiletensor.codelets import qr
+
+__all__ = ["copy", "decode", "elementwise", "linalg", "lu", "nn", "qr", "reduction"]

@@ -1,5 +1,5 @@
 """Tiled linear algebra: matmul, Cholesky, LU, triangular and general solves, inverse,
-determinants, norms."""
+determinants, norms, QR and the spectral functions."""
 
 from numtile.tiletensor.linalg.cholesky import cholesky, solve_triangular
 from numtile.tiletensor.linalg.lu import SlogdetResult, det, inv, slogdet, solve
@@ -14,14 +14,33 @@ from numtile.tiletensor.linalg.products import (
     trace,
     vecdot,
 )
+from numtile.tiletensor.linalg.qr import QRResult, qr
+from numtile.tiletensor.linalg.spectral import (
+    EighResult,
+    SVDResult,
+    eigh,
+    eigvalsh,
+    matrix_rank,
+    pinv,
+    svd,
+    svdvals,
+)
 
 __all__ = [
+    "EighResult",
+    "QRResult",
+    "SVDResult",
     "SlogdetResult",
     "cholesky",
     "det",
+    "eigh",
+    "eigvalsh",
     "inv",
     "matmul",
     "matrix_norm",
+    "matrix_rank",
+    "pinv",
+    "qr",
     "slogdet",
     "solve",
     "solve_triangular",
@@ -33,4 +52,6 @@ __all__ = [
     "tensordot",
     "trace",
     "vecdot",
+    "svd",
+    "svdvals",
 ]

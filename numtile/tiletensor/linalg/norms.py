@@ -1,5 +1,5 @@
 """Matrix norms over the last two axes of a stack: Frobenius and the induced 1 and inf norms
-(with their -1 and -inf minima)."""
+(with their -1 and -inf minima); 2, -2 and nuclear through the singular values."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ _INDUCED = {1: (-2, -1), -1: (-2, -1), np.inf: (-1, -2), -np.inf: (-1, -2)}
 @dispatched(public="numtile.linalg.matrix_norm")
 def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileTensor:
     """Matrix norm over the last two axes: ``'fro'`` (Frobenius), 1 / -1 (largest / smallest
-    column sum of ``|x|``), inf / -inf (largest / smallest row sum).
+    column sum of ``|x|``), inf / -inf (largest / smallest row sum); 2, -2 and ``'nuc'``
+    (through the singular values, ``linalg/spectral.py``) of a 2-d matrix.
 
     >>> import numtile as nt, numpy as np
     >>> x = nt.from_numpy(np.array([[1.0, -2.0], [3.0, 4.0]]), tile_shape=(1, 2))
@@ -43,7 +44,10 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
         if keepdims:
             return pick(sums, axis=picked, keepdims=True)
         return reshape(pick(sums, axis=picked), x.shape[:-2])
+    if ord in (2, -2, "nuc"):  # through the singular values (linalg/spectral.py)
+        from numtile.tiletensor.linalg.spectral import spectral_norm
+
+        return spectral_norm(x, ord, keepdims)
     raise ValueError(
-        f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1, -1, inf or -inf "
-        f"(2, -2 and 'nuc' come with the singular values)"
+        f"matrix_norm: unsupported ord {ord!r}; expected 'fro', 1, -1, inf, -inf, 2, -2 or 'nuc'"
     )

@@ -1,0 +1,171 @@
+"""Codelets of the tiled Householder QR (PLASMA's names in brackets): ``geqrt`` (QR of one
+tile), ``gemqrt`` [unmqr] (its Q applied to a tile of the same row), ``tpqrt`` [tsqrt/ttqrt]
+(QR of an R stacked on a square or triangular tile below), ``tpmqrt`` [tsmqr/ttmqr] (that Q
+applied to a pair of tiles), and the result builders ``triu_copy``, ``eye_fill`` and
+``corner_copy``.
+
+Plus ``dense_lapack``: one task on the gathered matrix for the spectral functions (eigh, svd and
+their values) on a CPU worker. A large matrix goes to NumPy's LAPACK, whose BLAS is not the
+one the runtime limits to a thread per worker (``runtime/blas_threads.py``), so that task runs
+threaded LAPACK; a small one to SciPy's, single-threaded. The gathered copy and LAPACK's
+workspace are not accounted by the memory manager (only the tiles it reads and writes are).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtile.runtime import Codelet
+
+
+def _geqrt(ops, a, t):
+    ops.geqrt(a, t)
+
+
+def _gemqrt(ops, v, t, c, transpose):
+    ops.gemqrt(v, t, c, transpose)
+
+
+def _tpqrt(ops, a, b, t, triangular):
+    ops.tpqrt(a, b, t, triangular)
+
+
+def _tpmqrt(ops, v, t, a, b, transpose, triangular):
+    ops.tpmqrt(v, t, a, b, transpose, triangular)
+
+
+def _triu_copy(ops, source, out, diagonal):
+    ops.triu_copy(source, out, diagonal)
+
+
+def _eye_fill(ops, out, diagonal):
+    ops.eye_fill(out, diagonal)
+
+
+def _corner_copy(ops, source, out):
+    # the top-left corner of out (the source's shape) becomes source
+    rows, columns = source.shape
+    ops.triu_copy(source, out[:rows, :columns], -rows)
+
+
+def _geqrt_flops(a, t) -> float:
+    m, n = a
+    k = min(m, n)
+    return 2.0 * m * n * k - (m + n) * k * k + 2.0 * k**3 / 3.0
+
+
+def _gemqrt_flops(v, t, c, transpose) -> float:
+    k = min(v)
+    return 4.0 * c[0] * c[1] * k - 2.0 * c[1] * k * k
+
+
+def _tpqrt_flops(a, b, t, triangular) -> float:
+    n = a[1]
+    rows = min(b[0], n) if triangular else b[0]
+    return (2.0 / 3.0 if triangular else 2.0) * rows * n * n
+
+
+def _tpmqrt_flops(v, t, a, b, transpose, triangular) -> float:
+    rows = min(v[0], v[1]) if triangular else v[0]
+    return (2.0 if triangular else 4.0) * rows * v[1] * a[1]
+
+
+geqrt = Codelet("geqrt", kernel=_geqrt, flops=_geqrt_flops)
+gemqrt = Codelet("gemqrt", kernel=_gemqrt, flops=_gemqrt_flops)
+tpqrt = Codelet("tpqrt", kernel=_tpqrt, flops=_tpqrt_flops)
+tpmqrt = Codelet("tpmqrt", kernel=_tpmqrt, flops=_tpmqrt_flops)
+triu_copy = Codelet("triu_copy", kernel=_triu_copy)
+eye_fill = Codelet("eye_fill", kernel=_eye_fill)
+corner_copy = Codelet("corner_copy", kernel=_corner_copy)
+
+
+# --- one task on the gathered matrix ----------------------------------------------------------
+
+
+def _gather(tiles, shape, tile_shape):
+    """The (rows, columns) matrix whose C-ordered tiles are ``tiles``."""
+    out = np.empty(shape, tiles[0].dtype)
+    columns = -(-shape[1] // tile_shape[1]) if shape[1] else 0
+    for index, tile in enumerate(tiles):
+        i, j = divmod(index, columns)
+        r, c = i * tile_shape[0], j * tile_shape[1]
+        out[r : r + tile.shape[0], c : c + tile.shape[1]] = tile
+    return out
+
+
+def _scatter(value, tiles, tile_shape):
+    """Copy ``value`` (1-d or 2-d) into its C-ordered output ``tiles``."""
+    if value.ndim == 1:
+        for index, tile in enumerate(tiles):
+            tile[:] = value[index * tile_shape[0] : index * tile_shape[0] + tile.shape[0]]
+        return
+    columns = -(-value.shape[1] // tile_shape[1]) if value.shape[1] else 1
+    for index, tile in enumerate(tiles):
+        i, j = divmod(index, columns)
+        r, c = i * tile_shape[0], j * tile_shape[1]
+        tile[:, :] = value[r : r + tile.shape[0], c : c + tile.shape[1]]
+
+
+def _finite(matrix, operation):
+    if not np.isfinite(matrix).all():
+        raise np.linalg.LinAlgError(
+            f"linalg.{operation}: the matrix of shape {matrix.shape} contains infs or NaNs "
+            "(LAPACK's iteration does not converge on them, as in numpy.linalg)"
+        )
+
+
+# above this many elements the gathered matrix goes to NumPy's threaded LAPACK; below, to
+# SciPy's, which the runtime keeps at one thread per worker (a small problem gains nothing
+# from threads, and a thread pool spinning beside the other workers costs them)
+THREADED_ABOVE = 2048 * 2048
+
+
+def _spectral(matrix, operation, upper):
+    """The outputs of ``operation`` on the dense ``matrix``, as numpy.linalg computes them."""
+    import scipy.linalg
+
+    _finite(matrix, operation)
+    threaded = matrix.size > THREADED_ABOVE
+    lower = not upper
+    if operation in ("eigh", "eigvalsh"):
+        if threaded:
+            uplo = "L" if lower else "U"
+            if operation == "eigh":
+                return np.linalg.eigh(matrix, UPLO=uplo)
+            return (np.linalg.eigvalsh(matrix, UPLO=uplo),)
+        only = operation == "eigvalsh"
+        result = scipy.linalg.eigh(matrix, lower=lower, eigvals_only=only, check_finite=False)
+        return (result,) if only else result
+    if operation not in ("svd", "svd_reduced", "svdvals"):
+        raise ValueError(f"unknown dense operation {operation!r}")
+    full, values_only = operation == "svd", operation == "svdvals"
+    if threaded:
+        result = np.linalg.svd(matrix, full_matrices=full, compute_uv=not values_only)
+    else:
+        result = scipy.linalg.svd(
+            matrix, full_matrices=full, compute_uv=not values_only, check_finite=False
+        )
+    return (result,) if values_only else result
+
+
+def _dense_cpu(ops, *tiles_then_args):
+    # the input's tiles (C order), then each output's tiles; args: the input's shape and tile
+    # shape, the operation, the upper flag, then per output its tile count and tile shape
+    *tiles, shape, tile_shape, operation, upper, outputs = tiles_then_args
+    count = len(tiles) - sum(n for n, _ in outputs)
+    matrix = _gather(tiles[:count], shape, tile_shape)
+    results = _spectral(matrix, operation, upper)
+    offset = count
+    for value, (n, out_tile) in zip(results, outputs, strict=True):
+        _scatter(np.asarray(value, tiles[0].dtype), tiles[offset : offset + n], out_tile)
+        offset += n
+
+
+def _dense_flops(*shapes_then_args) -> float:
+    *_shapes, shape, _tile, operation, _upper, _outputs = shapes_then_args
+    m, n = shape
+    k = min(m, n)
+    return (22.0 if operation in ("svd", "svd_reduced", "eigh") else 4.0) * max(m, n) * k * k
+
+
+dense_lapack = Codelet("dense_lapack", implementations={"cpu": _dense_cpu}, flops=_dense_flops)
