@@ -3,8 +3,11 @@
 Each handle keeps the tasks that produced its current value (``writers``) and those that
 read it since (``readers``). A reader waits for the writers (read-after-write); a writer
 waits for the writers and the readers before it (write-after-write, write-after-read);
-``ACCUMULATE`` tasks on one handle form a group that waits for what came before the group
-but not for each other (they take the handle's lock when they run instead).
+``ACCUMULATE`` tasks of one codelet on one handle form a group that waits for what came
+before the group but not for each other (they take the handle's lock when they run instead).
+Accumulations of different codelets need not commute (a sum into a tile assembled from copied
+pieces, a max after a sum), so an accumulation of another codelet opens a new group that
+waits for the previous one.
 """
 
 from __future__ import annotations
@@ -46,12 +49,12 @@ def infer_dependencies(task: Task) -> dict[Task, bool]:
         elif mode is ACC:
             if handle.lock is None:
                 handle.lock = threading.Lock()
-            if not handle.accumulating or handle.readers:  # open a new group
+            if handle.accumulating is not task.codelet or handle.readers:  # open a new group
                 handle.accumulate_base = handle.writers
                 handle.accumulate_readers = handle.readers
                 handle.writers = []
                 handle.readers = []
-                handle.accumulating = True
+                handle.accumulating = task.codelet
             for pred in handle.accumulate_base:
                 if pred.state is not DONE:
                     predecessors[pred] = True
@@ -69,8 +72,8 @@ def infer_dependencies(task: Task) -> dict[Task, bool]:
                     predecessors[pred] = False
             handle.writers = [task]
             handle.readers = []
-            if handle.accumulating:
-                handle.accumulating = False
+            if handle.accumulating is not None:
+                handle.accumulating = None
                 handle.accumulate_base = handle.accumulate_readers = NO_TASKS
             handle.invalidated = False
     predecessors.pop(task, None)  # a task touching one handle twice does not wait on itself

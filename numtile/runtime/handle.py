@@ -111,7 +111,7 @@ class DataHandle:
                 track_without_manager(self)
         self.writers: list[Task] = []  # tasks whose completion defines the current value
         self.readers: list[Task] = []  # tasks reading the current value
-        self.accumulating = False  # True while ``writers`` is a group of ACCUMULATE tasks
+        self.accumulating = None  # the codelet while ``writers`` is a group of ACCUMULATE tasks
         self.accumulate_base: list[Task] = NO_TASKS  # writers every task of that group waits for
         self.accumulate_readers: list[Task] = NO_TASKS  # readers every task of that group waits for
         self.lock: threading.Lock | None = None  # serialises ACCUMULATE tasks (made on demand)

@@ -163,3 +163,23 @@ def test_matmul_with_transposed_operands(transpose_a, transpose_b):
     (ref * torch.tensor(weights)).sum().backward()
     _check(a, ta)
     _check(b, tb)
+
+
+def test_two_paths_into_one_retiled_leaf_give_the_same_gradient_every_run():
+    # x's gradient arrives through a retile (pieces copied into a tile) and a transpose; the
+    # sum must wait for the copies (a guard: the deterministic check of that ordering is
+    # tests/runtime/test_engine.py::test_accumulations_of_another_codelet_wait_for_the_open_group)
+    rng = np.random.default_rng(3)
+    a, w1, w2 = (
+        rng.standard_normal((4, 4)),
+        rng.standard_normal((4, 4)),
+        rng.standard_normal((4, 4)),
+    )
+    eye = nt.from_numpy(np.eye(4), tile_shape=(2, 2))
+    expected = w1 + w2.T  # d/dx of sum(x * w1) + sum(x^T * w2), since eye @ x = x
+    for _ in range(20):
+        x = nt.from_numpy(a, tile_shape=(4, 2)).requires_grad_()
+        y = eye @ x
+        loss = nt.sum(y * nt.from_numpy(w1)) + nt.sum(y.T * nt.from_numpy(w2))
+        loss.backward()
+        np.testing.assert_allclose(x.grad.to_numpy(), expected, rtol=1e-12)

@@ -159,6 +159,33 @@ def test_accumulate_tasks_are_mutually_exclusive(runtime):
     assert h.host_array()[0] == 50
 
 
+def test_accumulations_of_another_codelet_wait_for_the_open_group(tmp_path):
+    """Copied pieces of a tile (one codelet) commute; a sum into that tile (another codelet)
+    must wait for all of them: a piece copied after the sum would overwrite it (the race
+    that made a gradient wrong one run in ten)."""
+    from numtile.runtime.task import TaskState
+
+    rt = Runtime(Config(ncpu=1, scheduler="eager", cache_dir=str(tmp_path)))
+    release = threading.Event()
+
+    def piece(ops, x, k):
+        release.wait(10)
+        x[k] = 10.0 * (k + 1)
+
+    copy = Codelet("test_copy_piece", implementations={"cpu": piece})
+    plus = Codelet("test_plus_one", implementations={"cpu": lambda ops, x: x.__iadd__(1.0)})
+    h = DataHandle((2,), np.float64, np.zeros(2))
+    pieces = [rt.submit(copy, [(h, ACC)], (k,)) for k in range(2)]
+    total = rt.submit(plus, [(h, ACC)])
+    more = rt.submit(plus, [(h, ACC)])  # the same codelet again: joins the sum's group
+    assert total.state is TaskState.WAITING and more.state is TaskState.WAITING
+    assert pieces[1].state is not TaskState.WAITING  # pieces of one codelet do not wait
+    release.set()
+    rt.wait_all()
+    np.testing.assert_array_equal(h.host_array(), [12.0, 22.0])
+    rt.shutdown()
+
+
 def test_wait_handles_waits_only_for_needed_tasks(tmp_path):
     rt = Runtime(Config(ncpu=2, scheduler="eager", cache_dir=str(tmp_path)))
     release = threading.Event()
