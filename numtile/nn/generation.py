@@ -1,4 +1,4 @@
-"""Sampling from a GPT-2 with a key/value cache: each new token costs one position.
+"""Sampling from a GPT-2 or a LLaMA with a key/value cache: each new token costs one position.
 
 ``generate`` runs the prompt through the model once (the prefill), writing every layer's
 keys and values into caches preallocated to the final length (``tiletensor.fused.decode``),
@@ -16,49 +16,123 @@ import numpy as np
 
 from numtile.autograd import no_grad
 from numtile.nn import functional
-from numtile.nn.attention import causal_self_attention
+from numtile.nn.attention import causal_self_attention, grouped_query_attention
+from numtile.nn.llama import rope_tables
+from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.elementwise import add
-from numtile.tiletensor.fused.decode import cache_write, decode_attention, kv_cache
+from numtile.tiletensor.fused.attention import kv_head_tile
+from numtile.tiletensor.fused.decode import (
+    DecodeState,
+    cache_write,
+    cache_write_rows,
+    decode_attention,
+    grouped_decode_attention,
+    kv_cache,
+)
 from numtile.tiletensor.fused.rows import match_last_tile
+from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.tensor import TileTensor
 
 
 class KVCache:
-    """The k and v caches of every layer, (B, length, C) TileTensors, and how much is filled."""
+    """The k and v caches of every layer, (B, length, key/value width) TileTensors, how much
+    of them is filled, and the decode-attention state every layer reuses."""
 
     def __init__(self, model, batch: int, length: int, seq_tile: int | None = None) -> None:
-        config, tiling = model.config, model.tiling
-        width = tiling.head * (config.n_embd // config.n_head)
-        tiles = (min(tiling.batch, batch), seq_tile or length, width)
+        n_head, n_kv_head, head_dim, layers = _heads(model)
+        group = n_head // n_kv_head
+        kv_tile = kv_head_tile(model.tiling.head, group)
+        batch_tile = min(model.tiling.batch, batch)
+        tiles = (batch_tile, seq_tile or length, kv_tile * head_dim)
         self.length, self.filled = length, 0
-        self.k = [
-            kv_cache(batch, length, config.n_embd, tiles, model.dtype) for _ in model.transformer.h
-        ]
-        self.v = [
-            kv_cache(batch, length, config.n_embd, tiles, model.dtype) for _ in model.transformer.h
-        ]
+        self.k = [kv_cache(batch, length, n_kv_head * head_dim, tiles, model.dtype) for _ in layers]
+        self.v = [kv_cache(batch, length, n_kv_head * head_dim, tiles, model.dtype) for _ in layers]
+        self.state = DecodeState(batch, n_head, head_dim, batch_tile, model.tiling.head)
+
+
+def _heads(model):
+    """(query heads, key/value heads, head width, layers) of a GPT-2 or a LLaMA."""
+    config = model.config
+    if hasattr(model, "transformer"):
+        return config.n_head, config.n_head, config.n_embd // config.n_head, model.transformer.h
+    heads = config.num_attention_heads, config.num_key_value_heads
+    return heads + (config.head_dim, model.model.layers)
+
+
+def _context(model) -> int:
+    config = model.config
+    return getattr(config, "n_positions", None) or config.max_position_embeddings
+
+
+def _ids(model, values: np.ndarray) -> TileTensor:
+    return from_numpy(values.astype(np.int64), tile_shape=(model.tiling.batch, model.tiling.seq))
+
+
+def _gpt2_layers(model, ids: np.ndarray, cache: KVCache, start: int) -> TileTensor:
+    """The hidden states (B, T, C) of ``ids`` (B, T) at positions start.. through GPT-2's
+    blocks, writing each block's keys and values into the cache."""
+    B, T = ids.shape
+    positions = np.broadcast_to(np.arange(start, start + T), (B, T))
+    x = add(model.transformer.wte(_ids(model, ids)), model.transformer.wpe(_ids(model, positions)))
+    n_head = model.config.n_head
+    width = cache.k[0].tile_shape[2]
+    for block, k, v in zip(model.transformer.h, cache.k, cache.v):
+        qkv = match_last_tile(block.attn.c_attn(block.ln_1(x)), width)  # (B, T, 3C)
+        cache_write(qkv, k, v, start)
+        if T == 1:
+            y = decode_attention(qkv, k, v, start + 1, n_head, cache.state)
+        else:
+            y = causal_self_attention(qkv, n_head, model.tiling.head)
+        x = add(x, block.attn.c_proj(y))
+        x = add(x, block.mlp(block.ln_2(x)))
+    return model.transformer.ln_f(x)
+
+
+def _rope_rows(model, start: int, T: int) -> tuple[TileTensor, TileTensor]:
+    """The (cos, sin) tables (T, head_dim / 2) of positions start..start+T-1: the model's own
+    prefill tables at start 0, else views of one row of tables tiled by row."""
+    if start == 0:
+        return model._rope(T)
+    key = ("rows", _context(model))
+    if key not in model._tables:
+        model._tables[key] = rope_tables(model.config, key[1], model.dtype, 1)
+    row = Layout((1, model.config.head_dim // 2), (1, model.config.head_dim // 2))
+    return tuple(TileTensor(row, t.dtype, [t.handles[start]]) for t in model._tables[key])
+
+
+def _llama_layers(model, ids: np.ndarray, cache: KVCache, start: int) -> TileTensor:
+    """The hidden states (B, T, C) of ``ids`` (B, T) at positions start.. through LLaMA's
+    layers, RoPE at those positions, writing each layer's keys and values into the cache."""
+    T = ids.shape[1]
+    cos, sin = _rope_rows(model, start, T)
+    x = model.model.embed_tokens(_ids(model, ids))  # (B, T, C)
+    for layer, k_cache, v_cache in zip(model.model.layers, cache.k, cache.v):
+        attn = layer.self_attn
+        h = layer.input_layernorm(x)
+        q = functional.rotary_embedding(attn.q_proj(h), cos, sin, attn.head_dim)  # (B, T, H*D)
+        k = functional.rotary_embedding(attn.k_proj(h), cos, sin, attn.head_dim)  # (B, T, Hkv*D)
+        v = attn.v_proj(h)  # (B, T, Hkv*D)
+        cache_write_rows(k, k_cache, start)
+        cache_write_rows(v, v_cache, start)
+        heads = (attn.n_head, attn.n_kv_head, attn.head_tile)
+        if T == 1:
+            y = grouped_decode_attention(q, k_cache, v_cache, start + 1, *heads, cache.state)
+        else:
+            y = grouped_query_attention(q, k, v, *heads)
+        x = add(x, attn.o_proj(y))
+        x = add(x, layer.mlp(layer.post_attention_layernorm(x)))
+    return model.model.norm(x)
 
 
 def _forward(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:
     """Logits (B, V) of the last of ``ids`` (B, T) placed at ``cache.filled``; fills the cache."""
-    B, T = ids.shape
-    start = cache.filled
-    positions = np.broadcast_to(np.arange(start, start + T), (B, T))
-    x = add(model.transformer.wte(model._ids(ids)), model.transformer.wpe(model._ids(positions)))
-    n_head = model.config.n_head
-    width = cache.k[0].tile_shape[2]
-    for block, k, v in zip(model.transformer.h, cache.k, cache.v):
-        qkv = match_last_tile(block.attn.c_attn(block.ln_1(x)), width)
-        cache_write(qkv, k, v, start)
-        if T == 1:
-            y = decode_attention(qkv, k, v, start + 1, n_head)
-        elif start == 0:
-            y = causal_self_attention(qkv, n_head, model.tiling.head)
-        else:
-            raise ValueError("a cached forward takes the whole prompt first, then one token")
-        x = add(x, block.attn.c_proj(y))
-        x = add(x, block.mlp(block.ln_2(x)))
+    T, start = ids.shape[1], cache.filled
+    if T > 1 and start:
+        raise ValueError("a cached forward takes the whole prompt first, then one token")
+    layers = _gpt2_layers if hasattr(model, "transformer") else _llama_layers
+    x = layers(model, ids, cache, start)
     cache.filled = start + T
-    last = model.transformer.ln_f(x[:, T - 1 :] if T > 1 else x)
+    last = x[:, T - 1 :] if T > 1 else x
     logits = functional.linear(last, model.lm_head.weight, transposed=True)
     return logits.to_numpy()[:, 0].astype(np.float64)
 
@@ -127,7 +201,7 @@ def generate(
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    n_positions = model.config.n_positions
+    n_positions = _context(model)
     if prompt.shape[1] > n_positions:
         prompt = prompt[:, -n_positions:]
     stops = np.array(sorted(set(stop_tokens or ())), np.int64)

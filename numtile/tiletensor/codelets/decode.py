@@ -2,7 +2,8 @@
 cache tiles, its finalize, and writing new key/value rows into a cache tile.
 
 Tiles are (batch, sequence, heads * head width) as in the attention codelets; each kernel
-call sees one batch row of each tile.
+call sees one batch row of each tile. The attention codelet's ``first`` flag resets the running
+max, sum and output, so a step reuses them without fill tasks.
 """
 
 from __future__ import annotations
@@ -12,9 +13,15 @@ import math
 from numtile.runtime import Codelet
 
 
-def _decode_block(ops, q, k, v, m, l, acc, n_heads, scale, n_keys):
+def _decode_block(ops, q, k, v, m, l, acc, n_heads, scale, n_keys, group, first):
+    if first:  # the first cache tile of a step starts the running state afresh
+        ops.fill(m.reshape(-1), -math.inf)
+        ops.fill(l.reshape(-1), 0.0)
+        ops.fill(acc.reshape(-1), 0.0)
     for b in range(q.shape[0]):
-        ops.nn.decode_attention_block(q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, n_keys)
+        ops.nn.decode_attention_block(
+            q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, n_keys, group
+        )
 
 
 def _decode_finalize(ops, acc, l, out, n_heads):
@@ -30,7 +37,7 @@ def _cache_write(ops, source, cache, s_start, c_start, count):
 decode_attention = Codelet(
     "decode_attention",
     kernel=_decode_block,
-    flops=lambda q, k, *args: 4.0 * math.prod(q) * args[-1],
+    flops=lambda q, k, *args: 4.0 * math.prod(q) * args[-3],
 )
 decode_finalize = Codelet("decode_finalize", kernel=_decode_finalize)
 kv_cache_write = Codelet("kv_cache_write", kernel=_cache_write)

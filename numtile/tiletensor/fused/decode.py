@@ -1,15 +1,18 @@
 """Decoding with a key/value cache: the cache, writing new key/value rows into it, and the
 attention of the newest position against it.
 
-A cache holds one layer's keys or values as a (B, L, C) TileTensor preallocated to its final
-length ``L``: tiles are (batch tile, cache tile, ``head_tile`` heads * D), the heads grouped
-as in ``qkv`` so that a key tile of ``qkv`` lands in the cache tile of the same column.
-``cache_write`` copies rows [position, position + T) of the projection ``qkv`` (B, T, 3C)
-into the k and v caches, one task per (source tile, cache tile) overlap, each writing one
-cache tile. ``decode_attention`` is the attention of a single new query position against
-the first ``n_keys`` cached rows: per (batch tile, head group) one task per cache tile
-updates a running max, sum and output (online softmax), then one finalize task writes the
-output tile. The cost of a step is one position, not a re-run of the prefix.
+A cache holds one layer's keys or values as a (B, L, Ckv) TileTensor preallocated to its final
+length ``L``: tiles are (batch tile, cache tile, key/value heads per tile * D), the heads
+grouped as in the projection, so that a key tile of the projection lands in the cache tile of
+the same column. ``cache_write`` copies rows [position, position + T) of GPT-2's fused
+projection ``qkv`` (B, T, 3C) into the k and v caches, ``cache_write_rows`` those of one
+projection (LLaMA's k or v), one task per (source tile, cache tile) overlap, each writing one
+cache tile. ``decode_attention`` (``qkv``) and ``grouped_decode_attention`` (a separate q with
+fewer key/value heads) are the attention of a single new query position against the first
+``n_keys`` cached rows: per (batch tile, head group) one task per cache tile updates a running
+max, sum and output (online softmax; the first task starts them afresh, so a ``DecodeState``
+made once serves every layer and step), then one finalize task writes the output tile. The
+cost of a step is one position, not a re-run of the prefix.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.creation import empty, fill_tiles, zeros
+from numtile.tiletensor.creation import empty
+from numtile.tiletensor.fused.attention import kv_head_tile
 from numtile.tiletensor.fused.rows import match_last_tile
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
@@ -31,6 +35,48 @@ R, W, RW = Access.R, Access.W, Access.RW
 def kv_cache(batch: int, length: int, n_embd: int, tile_shape, dtype) -> TileTensor:
     """An empty (batch, length, n_embd) cache; ``tile_shape`` is (batch, seq, head width)."""
     return empty((batch, length, n_embd), dtype, tile_shape)
+
+
+class DecodeState:
+    """The running max, sum (B, 1, n_head) and output (B, 1, n_head * D) of decode attention,
+    float64, tiled as the query (batch tile, ``head_tile`` heads); reused by every call."""
+
+    def __init__(self, batch: int, n_head: int, head_dim: int, batch_tile: int, head_tile: int):
+        stats = Layout((batch, 1, n_head), (batch_tile, 1, head_tile))
+        self.m, self.l = TileTensor(stats, np.float64), TileTensor(stats, np.float64)
+        acc = Layout((batch, 1, n_head * head_dim), (batch_tile, 1, head_tile * head_dim))
+        self.acc = TileTensor(acc, np.float64)
+
+
+def _check_rows(source: TileTensor, cache: TileTensor, position: int) -> None:
+    B, T = source.shape[:2]
+    if position < 0 or position + T > cache.shape[1]:
+        raise ValueError(
+            f"rows [{position}, {position + T}) do not fit a cache of length {cache.shape[1]}"
+        )
+    if source.tile_shape[0] != cache.tile_shape[0] or cache.shape[0] != B:
+        raise ValueError(f"rows {source.shape} tiles {source.tile_shape} do not fit cache {cache}")
+
+
+def _write_rows(source: TileTensor, first: int, cache: TileTensor, position: int) -> None:
+    """Column tile ``first + h`` of ``source`` (B, T, .) into rows [position, position + T) of
+    column tile h of ``cache``."""
+    runtime = get_runtime()
+    s_starts, c_starts = source.layout.starts[1], cache.layout.starts[1]
+    for b in range(source.grid[0]):
+        for i in range(source.grid[1]):
+            lo, hi = position + s_starts[i], position + s_starts[i + 1]
+            for j in range(cache.grid[1]):
+                a, z = max(lo, c_starts[j]), min(hi, c_starts[j + 1])
+                if a >= z:
+                    continue
+                args = (a - lo, a - c_starts[j], z - a)
+                for h in range(cache.grid[2]):
+                    runtime.submit(
+                        codelets.decode.kv_cache_write,
+                        [(source.tile((b, i, first + h)), R), (cache.tile((b, j, h)), RW)],
+                        args,
+                    )
 
 
 def cache_write(qkv: TileTensor, k_cache: TileTensor, v_cache: TileTensor, position: int) -> None:
@@ -44,38 +90,39 @@ def cache_write(qkv: TileTensor, k_cache: TileTensor, v_cache: TileTensor, posit
     >>> v.to_numpy()[0, 1:3].tolist()
     [[4.0, 5.0], [10.0, 11.0]]
     """
-    B, T, C3 = qkv.shape
-    C = C3 // 3
-    width = k_cache.tile_shape[2]
-    qkv = match_last_tile(qkv, width)
-    if position < 0 or position + T > k_cache.shape[1]:
-        raise ValueError(
-            f"rows [{position}, {position + T}) do not fit a cache of length {k_cache.shape[1]}"
-        )
-    if qkv.tile_shape[0] != k_cache.tile_shape[0] or k_cache.shape != (B, k_cache.shape[1], C):
-        raise ValueError(f"qkv {qkv.shape} tiles {qkv.tile_shape} do not fit cache {k_cache}")
+    C = qkv.shape[2] // 3
+    qkv = match_last_tile(qkv, k_cache.tile_shape[2])
+    _check_rows(qkv, k_cache, position)
+    if k_cache.shape[2] != C:
+        raise ValueError(f"qkv {qkv.shape} does not fit cache {k_cache}")
     groups = qkv.grid[2] // 3
-    runtime = get_runtime()
-    s_starts, c_starts = qkv.layout.starts[1], k_cache.layout.starts[1]
-    for b in range(qkv.grid[0]):
-        for i in range(qkv.grid[1]):
-            lo, hi = position + s_starts[i], position + s_starts[i + 1]
-            for j in range(k_cache.grid[1]):
-                a, z = max(lo, c_starts[j]), min(hi, c_starts[j + 1])
-                if a >= z:
-                    continue
-                args = (a - lo, a - c_starts[j], z - a)
-                for h in range(groups):
-                    for part, cache in ((1, k_cache), (2, v_cache)):
-                        runtime.submit(
-                            codelets.decode.kv_cache_write,
-                            [(qkv.tile((b, i, part * groups + h)), R), (cache.tile((b, j, h)), RW)],
-                            args,
-                        )
+    _write_rows(qkv, groups, k_cache, position)
+    _write_rows(qkv, 2 * groups, v_cache, position)
+
+
+def cache_write_rows(x: TileTensor, cache: TileTensor, position: int) -> None:
+    """Copy ``x`` (B, T, C) into rows [position, position + T) of ``cache`` (B, L, C).
+
+    >>> import numtile as nt, numpy as np
+    >>> k = kv_cache(1, 3, 2, (1, 3, 2), np.float64)
+    >>> cache_write_rows(nt.from_numpy(np.array([[[1.0, 2.0]]])), k, 2)
+    >>> k.to_numpy()[0, 2].tolist()
+    [1.0, 2.0]
+    """
+    x = match_last_tile(x, cache.tile_shape[2])
+    _check_rows(x, cache, position)
+    if x.shape[2] != cache.shape[2]:
+        raise ValueError(f"rows {x.shape} do not fit cache {cache}")
+    _write_rows(x, 0, cache, position)
 
 
 def decode_attention(
-    qkv: TileTensor, k_cache: TileTensor, v_cache: TileTensor, n_keys: int, n_head: int
+    qkv: TileTensor,
+    k_cache: TileTensor,
+    v_cache: TileTensor,
+    n_keys: int,
+    n_head: int,
+    state: DecodeState | None = None,
 ) -> TileTensor:
     """Attention (B, 1, C) of the one query position of ``qkv`` (B, 1, 3C) against the first
     ``n_keys`` rows of the caches (its own key and value already written there).
@@ -88,41 +135,82 @@ def decode_attention(
     >>> bool(np.allclose(out, qkv.to_numpy()[..., 4:]))  # one key: the output is its value
     True
     """
-    B, T, C3 = qkv.shape
-    if T != 1:
+    if qkv.ndim != 3 or qkv.shape[1] != 1:
         raise ValueError(f"decode_attention takes one query position, got qkv of shape {qkv.shape}")
-    C = C3 // 3
-    D = C // n_head
-    width = k_cache.tile_shape[2]
+    qkv = match_last_tile(qkv, k_cache.tile_shape[2])
+    return _attend(qkv, qkv.shape[2] // 3 // n_head, k_cache, v_cache, n_keys, n_head, 1, state)
+
+
+def grouped_decode_attention(
+    q: TileTensor,
+    k_cache: TileTensor,
+    v_cache: TileTensor,
+    n_keys: int,
+    n_head: int,
+    n_kv_head: int,
+    head_tile: int,
+    state: DecodeState | None = None,
+) -> TileTensor:
+    """Attention (B, 1, n_head * D) of the one query position ``q`` (B, 1, n_head * D), tiles
+    of ``head_tile`` heads, against the first ``n_keys`` rows of caches (B, L, n_kv_head * D)
+    whose tiles hold the key/value heads of those query heads (grouped-query attention: query
+    head h reads key/value head h // (n_head // n_kv_head)).
+
+    >>> import numtile as nt, numpy as np
+    >>> q = nt.random.normal(size=(1, 1, 4), seed=0, tile_shape=(1, 1, 2))
+    >>> kv = nt.random.normal(size=(1, 1, 2), seed=1)
+    >>> k, v = (kv_cache(1, 3, 2, (1, 3, 2), np.float64) for _ in range(2))
+    >>> cache_write_rows(kv, k, 0); cache_write_rows(kv, v, 0)
+    >>> out = grouped_decode_attention(q, k, v, 1, n_head=2, n_kv_head=1, head_tile=1)
+    >>> bool(np.allclose(out.to_numpy(), np.tile(kv.to_numpy(), 2)))  # one key: its value
+    True
+    """
+    if q.ndim != 3 or q.shape[1] != 1 or n_head % n_kv_head or q.shape[2] % n_head:
+        raise ValueError(
+            f"grouped_decode_attention takes q (B, 1, n_head * D), got {q.shape} with n_head "
+            f"{n_head}, n_kv_head {n_kv_head}"
+        )
+    D, group = q.shape[2] // n_head, n_head // n_kv_head
+    q = match_last_tile(q, head_tile * D)
+    if (
+        k_cache.shape[2] != n_kv_head * D
+        or k_cache.tile_shape[2] != kv_head_tile(head_tile, group) * D
+    ):
+        raise ValueError(f"cache {k_cache} does not hold the key/value heads of q {q.shape}")
+    return _attend(q, D, k_cache, v_cache, n_keys, n_head, group, state)
+
+
+def _attend(source, D, k_cache, v_cache, n_keys, n_head, group, state) -> TileTensor:
+    """Decode attention of the query heads in the first column tiles of ``source`` (B, 1, .),
+    ``width // D`` heads of width ``D`` a tile, against the caches."""
+    B, C, width = source.shape[0], n_head * D, source.tile_shape[2]
     head_tile = width // D
-    qkv = match_last_tile(qkv, width)
-    groups = qkv.grid[2] // 3
+    batch_tile, groups = source.tile_shape[0], n_head // head_tile
+    kv_tile = kv_head_tile(head_tile, group)
+    if not 0 < n_keys <= k_cache.shape[1]:
+        raise ValueError(f"n_keys {n_keys} must be in [1, {k_cache.shape[1]}]")
+    if state is None:
+        state = DecodeState(B, n_head, D, batch_tile, head_tile)
+    out = TileTensor(Layout((B, 1, C), (batch_tile, 1, width)), source.dtype)
     scale = 1.0 / math.sqrt(D)
-    out = TileTensor(Layout((B, 1, C), (qkv.tile_shape[0], 1, width)), qkv.dtype)
-    stats = Layout((B, 1, n_head), (qkv.tile_shape[0], 1, head_tile))
-    m = TileTensor(stats, np.float64)
-    fill_tiles(m, -np.inf)
-    l = zeros(stats.shape, np.float64, stats.tile_shape)
-    acc = zeros(out.shape, np.float64, out.tile_shape)
     starts = k_cache.layout.starts[1]
-    runtime = get_runtime()
-    for b in range(qkv.grid[0]):
+    submit = get_runtime().submit
+    block, finalize = codelets.decode.decode_attention, codelets.decode.decode_finalize
+    for b in range(source.grid[0]):
         for h in range(groups):
-            state = [(m.tile((b, 0, h)), RW), (l.tile((b, 0, h)), RW), (acc.tile((b, 0, h)), RW)]
+            kv = (h * head_tile // group) // kv_tile
+            m, l, acc = state.m.tile((b, 0, h)), state.l.tile((b, 0, h)), state.acc.tile((b, 0, h))
+            q_tile = source.tile((b, 0, h))
             for j in range(k_cache.grid[1]):
                 if starts[j] >= n_keys:
                     break
                 count = min(n_keys, starts[j + 1]) - starts[j]
-                runtime.submit(
-                    codelets.decode.decode_attention,
-                    [(qkv.tile((b, 0, h)), R), (k_cache.tile((b, j, h)), R)]
-                    + [(v_cache.tile((b, j, h)), R)]
-                    + state,
-                    (head_tile, scale, count),
+                submit(
+                    block,
+                    [(q_tile, R), (k_cache.tile((b, j, kv)), R), (v_cache.tile((b, j, kv)), R)]
+                    + [(m, W if j == 0 else RW), (l, W if j == 0 else RW)]
+                    + [(acc, W if j == 0 else RW)],
+                    (head_tile, scale, count, group, j == 0),
                 )
-            runtime.submit(
-                codelets.decode.decode_finalize,
-                [(acc.tile((b, 0, h)), R), (l.tile((b, 0, h)), R), (out.tile((b, 0, h)), W)],
-                (head_tile,),
-            )
+            submit(finalize, [(acc, R), (l, R), (out.tile((b, 0, h)), W)], (head_tile,))
     return out
