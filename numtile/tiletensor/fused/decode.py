@@ -17,6 +17,7 @@ cost of a step is one position, not a re-run of the prefix.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -39,13 +40,91 @@ def kv_cache(batch: int, length: int, n_embd: int, tile_shape, dtype) -> TileTen
 
 class DecodeState:
     """The running max, sum (B, 1, n_head) and output (B, 1, n_head * D) of decode attention,
-    float64, tiled as the query (batch tile, ``head_tile`` heads); reused by every call."""
+    float64, tiled as the query (batch tile, ``head_tile`` heads), and the attention's result
+    ``out`` (``dtype``): every call that is given the state reuses these tiles."""
 
-    def __init__(self, batch: int, n_head: int, head_dim: int, batch_tile: int, head_tile: int):
+    def __init__(self, batch, n_head, head_dim, batch_tile, head_tile, dtype=np.float32):
         stats = Layout((batch, 1, n_head), (batch_tile, 1, head_tile))
         self.m, self.l = TileTensor(stats, np.float64), TileTensor(stats, np.float64)
         acc = Layout((batch, 1, n_head * head_dim), (batch_tile, 1, head_tile * head_dim))
-        self.acc = TileTensor(acc, np.float64)
+        self.acc, self.out = TileTensor(acc, np.float64), TileTensor(acc, dtype)
+
+
+class TaskRecording:
+    """The tasks submitted inside ``with recording.recording(segment):``, which
+    ``replay(segment)`` submits again in the same order on the same tiles (dependencies are
+    inferred anew each time); ``segment=None`` records tasks that are not replayed (the caller
+    submits those afresh: position-dependent ones).
+
+    A decode step's position-independent ops (norms, projections, MLP, the head) are recorded
+    once and replayed each step: the tiled ops' Python work is not redone and their
+    intermediate tiles are reused. ``hoist()`` then drops from the replay the tasks whose
+    result cannot change from one replay to the next (a bias broadcast: it reads only tiles
+    nothing in the recording writes, and is the only writer of its output). Only tasks whose
+    inputs are tiles written by tasks (not data given from the host, as ``from_numpy`` does)
+    replay correctly, and tiles read but not written by the recording must not change between
+    replays (weights during generation).
+
+    >>> import numtile as nt
+    >>> from numtile.tiletensor.elementwise import copy_into
+    >>> x, one = nt.zeros((2,)), nt.ones((2,)); recording = TaskRecording()
+    >>> with recording.recording(0):
+    ...     copy_into(x, x + one * 2.0)
+    >>> recording.hoist(); recording.replay(0); recording.replay(0); x.to_numpy().tolist()
+    [6.0, 6.0]
+    >>> [task[0].name for task in recording.segments[0]]  # one * 2.0 is not replayed
+    ['binary:add', 'copy_strided']
+    """
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple] = []
+        self.tags: list[int | None] = []
+        self.segments: dict[int, list[tuple]] = {}
+
+    @contextlib.contextmanager
+    def recording(self, segment: int | None):
+        runtime = get_runtime()
+        submit = runtime.submit
+
+        def record(codelet, accesses, args=(), priority=0, name=None):
+            task = (codelet, list(accesses), args, priority, name)
+            self.tasks.append(task)
+            self.tags.append(segment)
+            return submit(*task)
+
+        runtime.submit = record  # the tiled ops look ``submit`` up on the runtime each call
+        try:
+            yield self
+        finally:
+            del runtime.submit
+
+    def hoist(self) -> None:
+        """Keep in each segment only the tasks whose result may change between replays."""
+        writers: dict[int, set[int]] = {}
+        for n, task in enumerate(self.tasks):
+            for handle, mode in task[1]:
+                if mode is not R:
+                    writers.setdefault(handle.id, set()).add(n)
+        invariant: set[int] = set()
+        for n, (task, tag) in enumerate(zip(self.tasks, self.tags)):
+            # invariant: reads only tiles that no task writes or that invariant tasks wrote
+            # earlier in the step, and is the only writer of what it writes
+            if tag is not None and all(
+                writers.get(handle.id, set()) <= invariant
+                if mode is R
+                else mode is W and writers[handle.id] == {n}
+                for handle, mode in task[1]
+            ):
+                invariant.add(n)
+        self.segments = {}
+        for n, (task, tag) in enumerate(zip(self.tasks, self.tags)):
+            if tag is not None and n not in invariant:
+                self.segments.setdefault(tag, []).append(task)
+
+    def replay(self, segment: int) -> None:
+        submit = get_runtime().submit
+        for task in self.segments.get(segment, ()):
+            submit(*task)
 
 
 def _check_rows(source: TileTensor, cache: TileTensor, position: int) -> None:
@@ -183,15 +262,15 @@ def grouped_decode_attention(
 def _attend(source, D, k_cache, v_cache, n_keys, n_head, group, state) -> TileTensor:
     """Decode attention of the query heads in the first column tiles of ``source`` (B, 1, .),
     ``width // D`` heads of width ``D`` a tile, against the caches."""
-    B, C, width = source.shape[0], n_head * D, source.tile_shape[2]
+    B, width = source.shape[0], source.tile_shape[2]
     head_tile = width // D
     batch_tile, groups = source.tile_shape[0], n_head // head_tile
     kv_tile = kv_head_tile(head_tile, group)
     if not 0 < n_keys <= k_cache.shape[1]:
         raise ValueError(f"n_keys {n_keys} must be in [1, {k_cache.shape[1]}]")
     if state is None:
-        state = DecodeState(B, n_head, D, batch_tile, head_tile)
-    out = TileTensor(Layout((B, 1, C), (batch_tile, 1, width)), source.dtype)
+        state = DecodeState(B, n_head, D, batch_tile, head_tile, source.dtype)
+    out = state.out
     scale = 1.0 / math.sqrt(D)
     starts = k_cache.layout.starts[1]
     submit = get_runtime().submit
