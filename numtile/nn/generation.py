@@ -166,7 +166,8 @@ class _Step:
     """One decode step, recorded while the first one runs: the position-independent ops
     between two attentions are replayed (``TaskRecording``), the position-dependent ones
     (input ids, cache writes, attention) submitted afresh; inputs are copied into the same
-    tiles each step and every intermediate tile is reused."""
+    tiles each step and every intermediate tile is reused. Each segment between two
+    attentions runs as one task (``TaskRecording.fuse``), the head's GEMMs as their own."""
 
     def __init__(self, arch: _GPT2, arrays: list[np.ndarray], cache: KVCache, start: int):
         self.arch = arch
@@ -184,8 +185,12 @@ class _Step:
                 if i + 1 < n:
                     self.mids.append(arch.before(i + 1, x, cache))
                 else:
-                    self.logits = _logits(arch.model, arch.final(x))
+                    x = arch.final(x)
+        with self.tasks.recording(n + 1):  # the head's vocabulary tiles stay apart: parallel
+            self.logits = _logits(arch.model, x)
         self.tasks.hoist()
+        for segment in range(n + 1):
+            self.tasks.fuse(segment)
 
     def __call__(self, arrays: list[np.ndarray], cache: KVCache, start: int) -> TileTensor:
         for tensor, values in zip(self.inputs, arrays):
@@ -194,6 +199,7 @@ class _Step:
         for i, mid in enumerate(self.mids):
             self.arch.attend(i, mid, cache, start)  # writes cache.state.out, read next
             self.tasks.replay(i + 1)
+        self.tasks.replay(len(self.mids) + 1)
         return self.logits
 
 

@@ -3,7 +3,8 @@ cache tiles, its finalize, and writing new key/value rows into a cache tile.
 
 Tiles are (batch, sequence, heads * head width) as in the attention codelets; each kernel
 call sees one batch row of each tile. The attention codelet's ``first`` flag resets the running
-max, sum and output, so a step reuses them without fill tasks.
+max, sum and output, so a step reuses them without fill tasks. ``decode_segment`` runs the
+tasks of a recorded decode-step segment as one task.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ def _cache_write(ops, source, cache, s_start, c_start, count):
         ops.nn.kv_cache_write(source[b], s_start, cache[b], c_start, count)
 
 
+def _run_segment(ops, *values):
+    """The kernels of a fused segment in order; the last value is its plan: (kernel, indices
+    of its buffers among this task's, its scalar arguments) per task."""
+    buffers, plan = values[:-1], values[-1]
+    for kernel, indices, args in plan:
+        kernel(ops, *[buffers[i] for i in indices], *args)
+
+
 decode_attention = Codelet(
     "decode_attention",
     kernel=_decode_block,
@@ -41,3 +50,4 @@ decode_attention = Codelet(
 )
 decode_finalize = Codelet("decode_finalize", kernel=_decode_finalize)
 kv_cache_write = Codelet("kv_cache_write", kernel=_cache_write)
+decode_segment = Codelet("decode_segment", kernel=_run_segment)

@@ -58,12 +58,12 @@ class TaskRecording:
 
     A decode step's position-independent ops (norms, projections, MLP, the head) are recorded
     once and replayed each step: the tiled ops' Python work is not redone and their
-    intermediate tiles are reused. ``hoist()`` then drops from the replay the tasks whose
-    result cannot change from one replay to the next (a bias broadcast: it reads only tiles
-    nothing in the recording writes, and is the only writer of its output). Only tasks whose
-    inputs are tiles written by tasks (not data given from the host, as ``from_numpy`` does)
-    replay correctly, and tiles read but not written by the recording must not change between
-    replays (weights during generation).
+    intermediate tiles are reused. ``hoist()`` drops from the replay the tasks whose result
+    cannot change from one replay to the next (a bias broadcast: it reads only tiles nothing
+    in the recording writes, and is the only writer of its output); ``fuse(segment)`` makes a
+    segment one task. Only tasks whose inputs are tiles written by tasks (not data given from
+    the host, as ``from_numpy`` does) replay correctly, and tiles read but not written by the
+    recording must not change between replays (weights during generation).
 
     >>> import numtile as nt
     >>> from numtile.tiletensor.elementwise import copy_into
@@ -120,6 +120,27 @@ class TaskRecording:
         for n, (task, tag) in enumerate(zip(self.tasks, self.tags)):
             if tag is not None and n not in invariant:
                 self.segments.setdefault(tag, []).append(task)
+
+    def fuse(self, segment: int) -> None:
+        """Make ``segment`` one task that runs its tasks' kernels in order on the union of
+        their tiles (each read-only tile read, every other one read and written): one task a
+        segment instead of dozens. Segments with a codelet that has kind-specific
+        implementations stay as they are."""
+        tasks = self.segments.get(segment, [])
+        if len(tasks) < 2 or any(t[0].kernel is None or t[0].implementations for t in tasks):
+            return
+        handles: dict[int, list] = {}  # id -> [handle, index, read only]
+        plan = []
+        for codelet, accesses, args, _, _ in tasks:
+            indices = []
+            for handle, mode in accesses:
+                entry = handles.setdefault(handle.id, [handle, len(handles), True])
+                entry[2] = entry[2] and mode is R
+                indices.append(entry[1])
+            plan.append((codelet.kernel, tuple(indices), args))
+        accesses = [(handle, R if read_only else RW) for handle, _, read_only in handles.values()]
+        fused = (codelets.decode.decode_segment, accesses, (tuple(plan),), 0, None)
+        self.segments[segment] = [fused]
 
     def replay(self, segment: int) -> None:
         submit = get_runtime().submit
