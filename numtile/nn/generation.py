@@ -29,9 +29,9 @@ from numtile.tiletensor.fused.decode import (
     decode_attention,
     grouped_decode_attention,
     kv_cache,
+    row_view,
 )
 from numtile.tiletensor.fused.rows import match_last_tile
-from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -154,8 +154,7 @@ def _rope_rows(model, start: int, T: int) -> tuple[TileTensor, TileTensor]:
     key = ("rows", _context(model))
     if key not in model._tables:
         model._tables[key] = rope_tables(model.config, key[1], model.dtype, 1)
-    row = Layout((1, model.config.head_dim // 2), (1, model.config.head_dim // 2))
-    return tuple(TileTensor(row, t.dtype, [t.handles[start]]) for t in model._tables[key])
+    return tuple(row_view(table, start) for table in model._tables[key])
 
 
 def _logits(model, x: TileTensor) -> TileTensor:

@@ -38,6 +38,21 @@ def kv_cache(batch: int, length: int, n_embd: int, tile_shape, dtype) -> TileTen
     return empty((batch, length, n_embd), dtype, tile_shape)
 
 
+def row_view(table: TileTensor, row: int) -> TileTensor:
+    """Row ``row`` of a 2-D ``table`` tiled by single rows, as a (1, width) tensor on the same
+    tile (no copy): the RoPE angles of one position.
+
+    >>> import numtile as nt, numpy as np
+    >>> table = nt.from_numpy(np.arange(6.0).reshape(3, 2), tile_shape=(1, 2))
+    >>> row_view(table, 2).to_numpy().tolist()
+    [[4.0, 5.0]]
+    """
+    if table.ndim != 2 or table.tile_shape[0] != 1 or table.grid[1] != 1:
+        raise ValueError(f"row_view needs a 2-D table tiled by whole rows, got {table}")
+    width = table.shape[1]
+    return TileTensor(Layout((1, width), (1, width)), table.dtype, [table.tile((row, 0))])
+
+
 class DecodeState:
     """The running max, sum (B, 1, n_head) and output (B, 1, n_head * D) of decode attention,
     float64, tiled as the query (batch tile, ``head_tile`` heads), and the attention's result
