@@ -187,7 +187,7 @@ class _Step:
                     x = arch.final(x)
         with self.tasks.recording(n + 1):  # the head's vocabulary tiles stay apart: parallel
             self.logits = _logits(arch.model, x)
-        self.tasks.hoist()
+        self.tasks.hoist(varying=self.inputs)
         for segment in range(n + 1):
             self.tasks.fuse(segment)
 

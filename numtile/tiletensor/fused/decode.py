@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -113,9 +114,10 @@ class TaskRecording:
         finally:
             del runtime.submit
 
-    def hoist(self) -> None:
-        """Keep in each segment only the tasks whose result may change between replays."""
-        writers: dict[int, set[int]] = {}
+    def hoist(self, varying: Iterable[TileTensor] = ()) -> None:
+        """Keep in each segment only the tasks whose result may change between replays;
+        ``varying`` are tensors written between replays by tasks not recorded here."""
+        writers: dict[int, set[int]] = {h.id: {-1} for t in varying for h in t.handles}
         for n, task in enumerate(self.tasks):
             for handle, mode in task[1]:
                 if mode is not R:
