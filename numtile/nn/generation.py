@@ -196,7 +196,11 @@ class _Step:
             copy_into(tensor, from_numpy(values.astype(np.int64), tile_shape=tensor.tile_shape))
         self.tasks.replay(0)
         for i, mid in enumerate(self.mids):
-            self.arch.attend(i, mid, cache, start)  # writes cache.state.out, read next
+            attention = TaskRecording()  # the layer's cache writes and attention: one task
+            with attention.recording(0, submit=False):
+                self.arch.attend(i, mid, cache, start)  # writes cache.state.out, read next
+            attention.fuse(0)
+            attention.replay(0)
             self.tasks.replay(i + 1)
         self.tasks.replay(len(self.mids) + 1)
         return self.logits

@@ -98,15 +98,19 @@ class TaskRecording:
         self.segments: dict[int, list[tuple]] = {}
 
     @contextlib.contextmanager
-    def recording(self, segment: int | None):
+    def recording(self, segment: int | None, submit: bool = True):
+        """Record the tasks submitted inside; ``submit=False`` only records them (to ``fuse``
+        and ``replay`` the segment: the code inside must not wait for them)."""
         runtime = get_runtime()
-        submit = runtime.submit
+        run = runtime.submit
 
         def record(codelet, accesses, args=(), priority=0, name=None):
             task = (codelet, list(accesses), args, priority, name)
             self.tasks.append(task)
             self.tags.append(segment)
-            return submit(*task)
+            if segment is not None:
+                self.segments.setdefault(segment, []).append(task)
+            return run(*task) if submit else None
 
         runtime.submit = record  # the tiled ops look ``submit`` up on the runtime each call
         try:
