@@ -1,5 +1,6 @@
 """LLaMA generation with the key/value cache against transformers' ``LlamaForCausalLM.generate``
-on the same weights (random, from a config), and grouped-query decode attention against NumPy."""
+on the same weights (random, from a config), grouped-query decode attention against NumPy, and
+the task recording a decode step is replayed with."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,13 @@ from transformers import LlamaForCausalLM
 import numtile as nt
 from numtile.nn.gpt2 import Tiling
 from numtile.nn.llama import Llama, LlamaConfig
-from numtile.tiletensor.fused.decode import cache_write_rows, grouped_decode_attention, kv_cache
+from numtile.tiletensor.elementwise import copy_into
+from numtile.tiletensor.fused.decode import (
+    TaskRecording,
+    cache_write_rows,
+    grouped_decode_attention,
+    kv_cache,
+)
 from tests.nn.test_llama import BASE, LLAMA3, VOCAB, _hf_config
 
 # (config changes, tiling, cache tile): kv heads 1, 2 and = heads, llama3 RoPE, tiles and cache
@@ -101,3 +108,28 @@ def test_grouped_decode_attention_against_numpy(n_head, n_kv_head, head_tile):
     weights /= weights.sum(axis=2, keepdims=True)
     expected = np.einsum("bhn,bnhd->bhd", weights, v).reshape(B, 1, n_head * D)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_task_recording_hoists_fuses_and_replays():
+    x, bias = nt.from_numpy(np.arange(4.0)), nt.from_numpy(np.full(4, 0.5))
+    recording = TaskRecording()
+    with recording.recording(0):
+        copy_into(x, x * 2.0 + bias * 3.0)  # bias * 3.0 cannot change: hoisted
+    recording.hoist()
+    names = [t[0].name for t in recording.segments[0]]
+    assert names == ["binary_scalar:multiply", "binary:add", "copy_strided"]
+    recording.fuse(0)
+    assert [t[0].name for t in recording.segments[0]] == ["decode_segment"]
+    recording.replay(0)
+    recording.replay(0)
+    expected = np.arange(4.0)
+    for _ in range(3):
+        expected = expected * 2.0 + 1.5
+    np.testing.assert_array_equal(x.to_numpy(), expected)
+    captured = TaskRecording()
+    with captured.recording(0, submit=False):
+        copy_into(x, x + bias)
+    np.testing.assert_array_equal(x.to_numpy(), expected)  # only recorded
+    captured.fuse(0)
+    captured.replay(0)
+    np.testing.assert_array_equal(x.to_numpy(), expected + 0.5)
