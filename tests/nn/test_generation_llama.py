@@ -84,6 +84,7 @@ def test_stop_tokens_and_one_prompt():
     np.testing.assert_array_equal(ours.generate(prompt[1], 8, temperature=0), free[1])
     a, b = (ours.generate(prompt[0], 6, temperature=1.5, top_k=5, top_p=0.9, seed=3) for _ in "ab")
     np.testing.assert_array_equal(a, b)
+    assert ours.generate(prompt[0], 20, temperature=0).shape == (24,)  # past the context
 
 
 @pytest.mark.parametrize("n_head, n_kv_head, head_tile", [(4, 1, 2), (4, 2, 4), (6, 2, 1)])
