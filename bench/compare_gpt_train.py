@@ -8,7 +8,8 @@ numtile.nn.llama.Llama) + numtile AdamW with the same sizes, batch and hyper-par
 Reported: median tokens/s over the timed steps (full steps: forward, backward, optimizer), the ratio
 numtile/PyTorch, MFU against the sgemm peak measured in the same run, and peak RSS.
 
-Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small,llama-mini] [--steps 4]
+Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small,llama-mini,llama-small]
+       [--steps 4]
 """
 
 from __future__ import annotations
@@ -47,6 +48,22 @@ CONFIGS = {
         batch=8,
         seq=256,
         tiling=dict(batch=4, seq=256, embd=256, inner=688, head=4, vocab=8000),
+    ),
+    # issue 11's llama at gpt2-small scale
+    "llama-small": dict(
+        model=dict(
+            architecture="llama",
+            vocab_size=32000,
+            max_position_embeddings=256,
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            num_key_value_heads=4,
+        ),
+        batch=4,
+        seq=256,
+        tiling=dict(batch=2, seq=256, embd=768, inner=1024, head=6, vocab=8000),
     ),
 }
 

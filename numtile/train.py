@@ -21,7 +21,6 @@ from numtile.io import (
     stdlib_corpus,
 )
 from numtile.nn import optim
-from numtile.nn.generation import sample
 from numtile.nn.gpt2 import GPT2, Tiling
 from numtile.nn.hf import check_tokenizer, load_hf, read_config
 from numtile.nn.llama import Llama, LlamaConfig
@@ -375,7 +374,7 @@ def generate(
     on_token: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Sample ``max_new_tokens`` ids after ``prompt`` (1-D ids) with the key/value cache
-    (``GPT2.generate``); ``on_token(id)`` gets each new id as it comes.
+    (``GPT2.generate``, ``Llama.generate``); ``on_token(id)`` gets each new id as it comes.
 
     >>> from numtile.nn.gpt2 import GPT2Config
     >>> m = GPT2(GPT2Config(vocab_size=7, n_positions=8, n_embd=4, n_layer=1, n_head=1))
@@ -389,25 +388,9 @@ def generate(
         ids = np.zeros(1, np.int64)
     callback = None if on_token is None else (lambda new: on_token(int(new[0])))
     options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    if isinstance(model, GPT2):
-        return model.generate(
-            ids[None], max_new_tokens, stop_tokens=stop_tokens, on_token=callback, **options
-        )[0]
-    # LLaMA has no key/value cache yet: one forward of the context per new token
-    rng = np.random.default_rng(seed)
-    ids = list(ids)
-    with nt.no_grad():
-        for _ in range(max_new_tokens):
-            context = np.array([ids[-model_shape(model.config)["context"] :]])
-            logits, _ = model(context)
-            last = logits[0, context.shape[1] - 1 :].to_numpy().astype(np.float64)
-            new = sample(last, rng, temperature, top_k, top_p)
-            ids.append(int(new[0]))
-            if callback is not None:
-                callback(new)
-            if stop_tokens is not None and ids[-1] in set(stop_tokens):
-                break
-    return np.array(ids)
+    return model.generate(
+        ids[None], max_new_tokens, stop_tokens=stop_tokens, on_token=callback, **options
+    )[0]
 
 
 def _model_state(tensors: dict, model) -> dict:

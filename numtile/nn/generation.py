@@ -1,4 +1,4 @@
-"""Sampling from a GPT-2 with a key/value cache: each new token costs one position.
+"""Sampling from a GPT-2 or a LLaMA with a key/value cache: each new token costs one position.
 
 ``generate`` runs the prompt through the model once (the prefill), writing every layer's
 keys and values into caches preallocated to the final length (``tiletensor.fused.decode``),
@@ -16,50 +16,214 @@ import numpy as np
 
 from numtile.autograd import no_grad
 from numtile.nn import functional
-from numtile.nn.attention import causal_self_attention
-from numtile.tiletensor.elementwise import add
-from numtile.tiletensor.fused.decode import cache_write, decode_attention, kv_cache
+from numtile.nn.attention import causal_self_attention, grouped_query_attention
+from numtile.nn.llama import rope_tables
+from numtile.tiletensor.creation import from_numpy
+from numtile.tiletensor.elementwise import add, copy_into
+from numtile.tiletensor.fused.attention import kv_head_tile
+from numtile.tiletensor.fused.decode import (
+    DecodeState,
+    TaskRecording,
+    cache_write,
+    cache_write_rows,
+    decode_attention,
+    grouped_decode_attention,
+    kv_cache,
+    row_view,
+)
 from numtile.tiletensor.fused.rows import match_last_tile
+from numtile.tiletensor.tensor import TileTensor
 
 
 class KVCache:
-    """The k and v caches of every layer, (B, length, C) TileTensors, and how much is filled."""
+    """The k and v caches of every layer, (B, length, key/value width) TileTensors, how much
+    of them is filled, the decode-attention state every layer reuses, and the recorded step."""
 
     def __init__(self, model, batch: int, length: int, seq_tile: int | None = None) -> None:
-        config, tiling = model.config, model.tiling
-        width = tiling.head * (config.n_embd // config.n_head)
-        tiles = (min(tiling.batch, batch), seq_tile or length, width)
+        n_head, n_kv_head, head_dim, layers = _heads(model)
+        group = n_head // n_kv_head
+        kv_tile = kv_head_tile(model.tiling.head, group)
+        batch_tile = min(model.tiling.batch, batch)
+        tiles = (batch_tile, seq_tile or length, kv_tile * head_dim)
         self.length, self.filled = length, 0
-        self.k = [
-            kv_cache(batch, length, config.n_embd, tiles, model.dtype) for _ in model.transformer.h
-        ]
-        self.v = [
-            kv_cache(batch, length, config.n_embd, tiles, model.dtype) for _ in model.transformer.h
-        ]
+        self.k = [kv_cache(batch, length, n_kv_head * head_dim, tiles, model.dtype) for _ in layers]
+        self.v = [kv_cache(batch, length, n_kv_head * head_dim, tiles, model.dtype) for _ in layers]
+        head_tile = model.tiling.head
+        self.state = DecodeState(batch, n_head, head_dim, batch_tile, head_tile, model.dtype)
+        self.step: _Step | None = None
+
+
+def _heads(model):
+    """(query heads, key/value heads, head width, layers) of a GPT-2 or a LLaMA."""
+    config = model.config
+    if hasattr(model, "transformer"):
+        return config.n_head, config.n_head, config.n_embd // config.n_head, model.transformer.h
+    heads = config.num_attention_heads, config.num_key_value_heads
+    return heads + (config.head_dim, model.model.layers)
+
+
+def _context(model) -> int:
+    config = model.config
+    return getattr(config, "n_positions", None) or config.max_position_embeddings
+
+
+def _ids(model, values: np.ndarray) -> TileTensor:
+    return from_numpy(values.astype(np.int64), tile_shape=(model.tiling.batch, model.tiling.seq))
+
+
+class _GPT2:
+    """GPT-2's forward cut where the key/value cache comes in: ``embed``, then per block
+    ``before`` (up to the qkv projection), ``attend`` (cache write and attention) and
+    ``after`` (the rest of the block), then ``final`` (the last norm)."""
+
+    def __init__(self, model) -> None:
+        self.model, self.layers = model, list(model.transformer.h)
+
+    def inputs(self, ids: np.ndarray, start: int) -> list[np.ndarray]:
+        B, T = ids.shape
+        return [ids, np.broadcast_to(np.arange(start, start + T), (B, T))]
+
+    def embed(self, ids: TileTensor, positions: TileTensor) -> TileTensor:
+        return add(self.model.transformer.wte(ids), self.model.transformer.wpe(positions))
+
+    def before(self, i: int, x: TileTensor, cache: KVCache):
+        block = self.layers[i]
+        return match_last_tile(block.attn.c_attn(block.ln_1(x)), cache.k[i].tile_shape[2])
+
+    def attend(self, i: int, qkv: TileTensor, cache: KVCache, start: int) -> TileTensor:
+        k, v, n_head = cache.k[i], cache.v[i], self.model.config.n_head
+        cache_write(qkv, k, v, start)
+        if qkv.shape[1] == 1:
+            return decode_attention(qkv, k, v, start + 1, n_head, cache.state)
+        return causal_self_attention(qkv, n_head, self.model.tiling.head)
+
+    def after(self, i: int, x: TileTensor, y: TileTensor) -> TileTensor:
+        block = self.layers[i]
+        x = add(x, block.attn.c_proj(y))
+        return add(x, block.mlp(block.ln_2(x)))
+
+    def final(self, x: TileTensor) -> TileTensor:
+        return self.model.transformer.ln_f(x)
+
+
+class _Llama(_GPT2):
+    """LLaMA's forward cut as ``_GPT2``'s; RoPE is applied in ``attend``, at the position."""
+
+    def __init__(self, model) -> None:
+        self.model, self.layers = model, list(model.model.layers)
+
+    def inputs(self, ids: np.ndarray, start: int) -> list[np.ndarray]:
+        return [ids]
+
+    def embed(self, ids: TileTensor) -> TileTensor:
+        return self.model.model.embed_tokens(ids)  # (B, T, C)
+
+    def before(self, i: int, x: TileTensor, cache: KVCache):
+        attn = self.layers[i].self_attn
+        h = self.layers[i].input_layernorm(x)
+        return attn.q_proj(h), attn.k_proj(h), attn.v_proj(h)  # (B, T, H*D), 2 x (B, T, Hkv*D)
+
+    def attend(self, i: int, qkv, cache: KVCache, start: int) -> TileTensor:
+        attn = self.layers[i].self_attn
+        T = qkv[0].shape[1]
+        cos, sin = _rope_rows(self.model, start, T)
+        q, k = (functional.rotary_embedding(t, cos, sin, attn.head_dim) for t in qkv[:2])
+        cache_write_rows(k, cache.k[i], start)
+        cache_write_rows(qkv[2], cache.v[i], start)
+        heads = (attn.n_head, attn.n_kv_head, attn.head_tile)
+        if T == 1:
+            return grouped_decode_attention(
+                q, cache.k[i], cache.v[i], start + 1, *heads, cache.state
+            )
+        return grouped_query_attention(q, k, qkv[2], *heads)
+
+    def after(self, i: int, x: TileTensor, y: TileTensor) -> TileTensor:
+        layer = self.layers[i]
+        x = add(x, layer.self_attn.o_proj(y))
+        return add(x, layer.mlp(layer.post_attention_layernorm(x)))
+
+    def final(self, x: TileTensor) -> TileTensor:
+        return self.model.model.norm(x)
+
+
+def _rope_rows(model, start: int, T: int) -> tuple[TileTensor, TileTensor]:
+    """The (cos, sin) tables (T, head_dim / 2) of positions start..start+T-1: the model's own
+    prefill tables at start 0, else views of one row of tables tiled by row."""
+    if start == 0:
+        return model._rope(T)
+    key = ("rows", _context(model))
+    if key not in model._tables:
+        model._tables[key] = rope_tables(model.config, key[1], model.dtype, 1)
+    return tuple(row_view(table, start) for table in model._tables[key])
+
+
+def _logits(model, x: TileTensor) -> TileTensor:
+    return functional.linear(x, model.lm_head.weight, transposed=True)  # (B, T, V)
+
+
+class _Step:
+    """One decode step, recorded while the first one runs: the position-independent ops
+    between two attentions are replayed (``TaskRecording``), the position-dependent ones
+    (input ids, cache writes, attention) submitted afresh; inputs are copied into the same
+    tiles each step and every intermediate tile is reused. Each segment between two
+    attentions runs as one task (``TaskRecording.fuse``), the head's GEMMs as their own."""
+
+    def __init__(self, arch: _GPT2, arrays: list[np.ndarray], cache: KVCache, start: int):
+        self.arch = arch
+        self.inputs = [_ids(arch.model, a) for a in arrays]
+        self.tasks = TaskRecording()
+        n = len(arch.layers)
+        with self.tasks.recording(0):
+            x = arch.embed(*self.inputs)
+            self.mids = [arch.before(0, x, cache)]
+        for i in range(n):
+            with self.tasks.recording(None):
+                y = arch.attend(i, self.mids[i], cache, start)
+            with self.tasks.recording(i + 1):
+                x = arch.after(i, x, y)
+                if i + 1 < n:
+                    self.mids.append(arch.before(i + 1, x, cache))
+                else:
+                    x = arch.final(x)
+        with self.tasks.recording(n + 1):  # the head's vocabulary tiles stay apart: parallel
+            self.logits = _logits(arch.model, x)
+        self.tasks.hoist(varying=self.inputs)
+        for segment in range(n + 1):
+            self.tasks.fuse(segment)
+
+    def __call__(self, arrays: list[np.ndarray], cache: KVCache, start: int) -> TileTensor:
+        for tensor, values in zip(self.inputs, arrays):
+            copy_into(tensor, from_numpy(values.astype(np.int64), tile_shape=tensor.tile_shape))
+        self.tasks.replay(0)
+        for i, mid in enumerate(self.mids):
+            attention = TaskRecording()  # the layer's cache writes and attention: one task
+            with attention.recording(0, submit=False):
+                self.arch.attend(i, mid, cache, start)  # writes cache.state.out, read next
+            attention.fuse(0)
+            attention.replay(0)
+            self.tasks.replay(i + 1)
+        self.tasks.replay(len(self.mids) + 1)
+        return self.logits
 
 
 def _forward(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:
     """Logits (B, V) of the last of ``ids`` (B, T) placed at ``cache.filled``; fills the cache."""
-    B, T = ids.shape
-    start = cache.filled
-    positions = np.broadcast_to(np.arange(start, start + T), (B, T))
-    x = add(model.transformer.wte(model._ids(ids)), model.transformer.wpe(model._ids(positions)))
-    n_head = model.config.n_head
-    width = cache.k[0].tile_shape[2]
-    for block, k, v in zip(model.transformer.h, cache.k, cache.v):
-        qkv = match_last_tile(block.attn.c_attn(block.ln_1(x)), width)
-        cache_write(qkv, k, v, start)
-        if T == 1:
-            y = decode_attention(qkv, k, v, start + 1, n_head)
-        elif start == 0:
-            y = causal_self_attention(qkv, n_head, model.tiling.head)
-        else:
-            raise ValueError("a cached forward takes the whole prompt first, then one token")
-        x = add(x, block.attn.c_proj(y))
-        x = add(x, block.mlp(block.ln_2(x)))
+    T, start = ids.shape[1], cache.filled
+    if T > 1 and start:
+        raise ValueError("a cached forward takes the whole prompt first, then one token")
+    arch = _GPT2(model) if hasattr(model, "transformer") else _Llama(model)
+    arrays = arch.inputs(ids, start)
+    if T == 1 and cache.step is not None:
+        logits = cache.step(arrays, cache, start)
+    elif T == 1:
+        cache.step = _Step(arch, arrays, cache, start)
+        logits = cache.step.logits
+    else:
+        x = arch.embed(*(_ids(model, a) for a in arrays))
+        for i in range(len(arch.layers)):
+            x = arch.after(i, x, arch.attend(i, arch.before(i, x, cache), cache, start))
+        logits = _logits(model, arch.final(x)[:, T - 1 :])
     cache.filled = start + T
-    last = model.transformer.ln_f(x[:, T - 1 :] if T > 1 else x)
-    logits = functional.linear(last, model.lm_head.weight, transposed=True)
     return logits.to_numpy()[:, 0].astype(np.float64)
 
 
@@ -127,7 +291,7 @@ def generate(
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    n_positions = model.config.n_positions
+    n_positions = _context(model)
     if prompt.shape[1] > n_positions:
         prompt = prompt[:, -n_positions:]
     stops = np.array(sorted(set(stop_tokens or ())), np.int64)

@@ -247,7 +247,7 @@ class Llama(Module):
                 std=config.initializer_range,
                 seed=seed + 1,
             )
-        self._tables: dict[int, tuple[TileTensor, TileTensor]] = {}
+        self._tables: dict = {}  # (cos, sin) tables by length (and by row for decoding)
 
     def _rope(self, T: int) -> tuple[TileTensor, TileTensor]:
         """The (cos, sin) tables of positions 0..T-1, made once per length."""
@@ -272,3 +272,9 @@ class Llama(Module):
         logits = functional.linear(x, self.lm_head.weight, transposed=True)  # (B, T, V)
         loss = cross_entropy(logits, targets) if targets is not None else None
         return logits, loss
+
+    def generate(self, prompt_ids, max_new_tokens: int, **options):
+        """Sample ids after ``prompt_ids`` with a key/value cache (``numtile.nn.generation``)."""
+        from numtile.nn.generation import generate
+
+        return generate(self, prompt_ids, max_new_tokens, **options)

@@ -44,6 +44,16 @@ def _gemm_matrix_overload(a, b, c, trans_a, trans_b, alpha, beta):
 
     def gemm_blas(a, b, c, trans_a, trans_b, alpha, beta):
         m, n, k = _gemm_shape(a, b, c, trans_a, trans_b)
+        if m == 1 and not trans_a:
+            # One row (a decoding step): gemv, several times faster than gemm with m = 1.
+            # Read column-major, b is the (n, k) matrix op(b)^T (leading dimension n), or
+            # when trans_b the (k, n) matrix op(b) (leading dimension k), which gemv transposes.
+            rows, columns = (k, n) if trans_b else (n, k)
+            flag = TRANSPOSE if trans_b else NO
+            call(
+                "gemv", c, flag, rows, columns, float(alpha), b, leading(b), a, 1, float(beta), c, 1
+            )
+            return
         # Column-major, c^T(n, m) = op(b)^T @ op(a)^T: b comes first, the flags stay.
         call(
             "gemm",

@@ -17,7 +17,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import get_cython_function_address, intrinsic
 
-_ROUTINES = {"cython_blas": ("gemm", "syrk", "trsm"), "cython_lapack": ("getrf", "potrf")}
+_ROUTINES = {"cython_blas": ("gemm", "gemv", "syrk", "trsm"), "cython_lapack": ("getrf", "potrf")}
 _PREFIXES = {types.float32: "s", types.float64: "d"}
 
 # Fortran CHARACTER flags, passed as uint8 so that `call` hands them over as one byte.

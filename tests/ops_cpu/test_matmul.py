@@ -94,3 +94,18 @@ def test_gemm_is_correct_from_concurrent_threads():
         thread.join()
     for c in outputs:
         assert_close(c, a @ b, np.float64)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, True)])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_gemm_of_one_row(dtype, trans_a, trans_b, beta):
+    # m == 1 (a decoding step) goes through gemv when a is not transposed
+    a = random((K, 1) if trans_a else (1, K), dtype, 0)
+    b = random((N, K) if trans_b else (K, N), dtype, 1)
+    c = random((1, N), dtype, 2)
+    expected = 1.5 * (a.T if trans_a else a) @ (b.T if trans_b else b) + beta * c
+    if beta == 0.0:
+        c[:] = np.nan  # ignored when beta == 0
+    ops_cpu.gemm(a, b, c, trans_a, trans_b, 1.5, beta)
+    assert_close(c, expected, dtype)

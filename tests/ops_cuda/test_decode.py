@@ -11,15 +11,16 @@ from tests.ops_cuda.test_nn import FLOATS, Twins, random
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("n_keys", [0, 1, 9])
-def test_decode_attention_block_and_finalize(dtype, n_keys):
-    n_heads, width, nq = 3, 5, 2
+@pytest.mark.parametrize("n_heads, group", [(3, 1), (4, 2), (3, 3)])
+def test_decode_attention_block_and_finalize(dtype, n_keys, n_heads, group):
+    width, nq, n_kv = 5, 2, n_heads // group
     q = random((nq, n_heads * width), dtype, 0)
-    k, v = random((11, n_heads * width), dtype, 1), random((11, n_heads * width), dtype, 2)
+    k, v = random((11, n_kv * width), dtype, 1), random((11, n_kv * width), dtype, 2)
     # state from an earlier cache tile: finite running max and sum, a partial output
     m = random((nq, n_heads), np.float64, 3)
     l = np.abs(random((nq, n_heads), np.float64, 4)) + 0.5
     acc = random((nq, n_heads * width), np.float64, 5)
-    twins = Twins(q, k, v, m, l, acc, n_heads, 0.4, n_keys)
+    twins = Twins(q, k, v, m, l, acc, n_heads, 0.4, n_keys, group)
     twins.run("decode_attention_block")
     twins.check(dtype)
     _, _, _, m2, l2, acc2, *_ = twins.host
@@ -61,7 +62,7 @@ _COMPILE = """
     for dtype in (types.float32, types.float64):
         a2 = dtype[:, :]
         kernels = [
-            (decode._decode_attention_block, (a2, a2, a2, s2, s2, s2, i64, f64, i64)),
+            (decode._decode_attention_block, (a2, a2, a2, s2, s2, s2, i64, f64, i64, i64)),
             (decode._decode_attention_finalize, (s2, s2, a2, i64)),
             (decode._kv_cache_write, (a2, i64, a2, i64, i64)),
         ]

@@ -2,11 +2,12 @@
 finalize, and the cache write (copy new key/value rows into a cache tile).
 
 Tiles hold several heads side by side as the flash-attention kernels do: a query tile is
-(nq, n_heads * D), cache tiles are (tk, n_heads * D); the running max ``m`` and sum ``l``
-are float64 (nq, n_heads) and the running output ``acc`` is float64 (nq, n_heads * D), all
-updated in place, so a tiled op calls the block kernel once per cache tile. Only the first
-``n_keys`` rows of a cache tile are read (the rest is not written yet). Every query row sees
-every one of those keys: a decode step's query is the newest position.
+(nq, n_heads * D), cache tiles are (tk, n_kv * D), query head h reading key/value head
+h // group (grouped-query attention; group 1 is multi-head attention); the running max ``m``
+and sum ``l`` are float64 (nq, n_heads) and the running output ``acc`` is float64
+(nq, n_heads * D), all updated in place, so a tiled op calls the block kernel once per cache
+tile. Only the first ``n_keys`` rows of a cache tile are read (the rest is not written yet).
+Every query row sees every one of those keys: a decode step's query is the newest position.
 
 >>> import numpy as np
 >>> from numtile.ops_cpu import nn
@@ -31,18 +32,20 @@ from numtile.ops_cpu.helpers import widen
 
 
 @numba.njit(nogil=True, error_model="numpy", cache=True)
-def decode_attention_block(q, k, v, m, l, acc, n_heads, scale, n_keys):
-    """Online-softmax update of (m, l, acc) with the first ``n_keys`` rows of k, v."""
+def decode_attention_block(q, k, v, m, l, acc, n_heads, scale, n_keys, group=1):
+    """Online-softmax update of (m, l, acc) with the first ``n_keys`` rows of k, v; query
+    head h reads key/value head h // group (grouped-query attention)."""
     width = q.shape[1] // n_heads
     scores = np.empty(max(n_keys, 1), np.float64)
     for i in range(q.shape[0]):
         for h in range(n_heads):
             first = h * width
+            kv_first = (h // group) * width
             peak = m[i, h]
             for j in range(n_keys):
                 s = 0.0
                 for d in range(width):
-                    s += widen(q[i, first + d]) * widen(k[j, first + d])
+                    s += widen(q[i, first + d]) * widen(k[j, kv_first + d])
                 scores[j] = s * scale
                 peak = max(peak, scores[j])
             if n_keys == 0 or peak == -math.inf:
@@ -55,7 +58,7 @@ def decode_attention_block(q, k, v, m, l, acc, n_heads, scale, n_keys):
                 p = math.exp(scores[j] - peak)
                 total += p
                 for d in range(width):
-                    acc[i, first + d] += p * widen(v[j, first + d])
+                    acc[i, first + d] += p * widen(v[j, kv_first + d])
             m[i, h] = peak
             l[i, h] = total
 

@@ -1,9 +1,10 @@
 """Decoding CUDA kernels (twins of ``numtile.ops_cpu.nn.decode``): attention of a few query
 rows against a key/value cache tile, its finalize, and the cache write.
 
-The block kernel runs one thread per (query row, head), streaming over the cache rows with
-an online softmax (one pass, rescaling the running output whenever the max grows); the
-finalize and the cache write run one thread per element.
+The block kernel runs one thread per (query row, query head; head h reads key/value head
+h // group), streaming over the cache rows with an online softmax (one pass, rescaling the
+running output whenever the max grows); the finalize and the cache write run one thread per
+element.
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ from numtile.ops_cuda.launch import DeviceArray, cached_kernel, launch
 
 
 @cached_kernel
-def _decode_attention_block(q, k, v, m, l, acc, n_heads, scale, n_keys):
+def _decode_attention_block(q, k, v, m, l, acc, n_heads, scale, n_keys, group):
     width = q.shape[1] // n_heads
     for t in range(cuda.grid(1), q.shape[0] * n_heads, cuda.gridsize(1)):
         i = t // n_heads
         h = t - i * n_heads
         first = h * width
+        kv_first = (h // group) * width
         peak = m[i, h]
         total = l[i, h]
         for j in range(n_keys):
             s = 0.0
             for d in range(width):
-                s += float(q[i, first + d]) * float(k[j, first + d])
+                s += float(q[i, first + d]) * float(k[j, kv_first + d])
             s *= scale
             if s > peak:
                 correction = math.exp(peak - s)
@@ -38,7 +40,7 @@ def _decode_attention_block(q, k, v, m, l, acc, n_heads, scale, n_keys):
             p = math.exp(s - peak)
             total += p
             for d in range(width):
-                acc[i, first + d] += p * float(v[j, first + d])
+                acc[i, first + d] += p * float(v[j, kv_first + d])
         m[i, h] = peak
         l[i, h] = total
 
@@ -71,11 +73,13 @@ def decode_attention_block(
     n_heads: int,
     scale: float,
     n_keys: int,
+    group: int = 1,
     *,
     stream=0,
 ) -> None:
-    """Online-softmax update of (m, l, acc) with the first ``n_keys`` rows of k, v."""
-    args = (q, k, v, m, l, acc, int(n_heads), float(scale), int(n_keys))
+    """Online-softmax update of (m, l, acc) with the first ``n_keys`` rows of k, v; query
+    head h reads key/value head h // group."""
+    args = (q, k, v, m, l, acc, int(n_heads), float(scale), int(n_keys), int(group))
     launch(_decode_attention_block, q.shape[0] * n_heads, stream, *args)
 
 
