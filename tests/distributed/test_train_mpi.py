@@ -80,6 +80,7 @@ def test_numtile_train_under_mpiexec_reports_and_logs_on_rank_0_only(data_dir, t
     command += ["--steps", "2", "--batch", "4", "--seq-len", "16", "--batch-tile", "1"]
     command += ["--seq-tile", "8", "--eval-every", "100", "--eval-batches", "1"]
     command += ["--sample-tokens", "4", "--log-dir", str(logs)]
+    command += ["--checkpoint", str(tmp_path / "run.h5")]
     env = {**_environment(), "NUMTILE_NCPU": "1"}
     done = subprocess.run(
         command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH
