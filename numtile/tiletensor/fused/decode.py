@@ -175,7 +175,9 @@ def _check_rows(source: TileTensor, cache: TileTensor, position: int) -> None:
         raise ValueError(
             f"rows [{position}, {position + T}) do not fit a cache of length {cache.shape[1]}"
         )
-    if source.tile_shape[0] != cache.tile_shape[0] or cache.shape[0] != B:
+    # a tile edge larger than the axis is the whole axis (a model's batch tile 2, one prompt)
+    same_tiles = min(source.tile_shape[0], B) == min(cache.tile_shape[0], cache.shape[0])
+    if not same_tiles or cache.shape[0] != B:
         raise ValueError(f"rows {source.shape} tiles {source.tile_shape} do not fit cache {cache}")
 
 
