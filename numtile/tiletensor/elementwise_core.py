@@ -14,6 +14,7 @@ import numpy as np
 from numtile import opcodes
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.creation import check_device
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_, check_dtype, float64, result_type
 from numtile.tiletensor.layout import Layout
@@ -45,13 +46,6 @@ def shape_array(shape: tuple[int, ...]) -> np.ndarray:
 
 def is_scalar(value) -> bool:
     return isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, TileTensor)
-
-
-def check_device(device) -> None:
-    """Accept ``device`` (None, ``"cpu"`` or a ``numtile.Device``): numtile's one device is
-    the runtime, which places tiles on CPUs and GPUs itself."""
-    if device is not None and str(device) != "cpu":
-        raise ValueError(f"unknown device {device!r}; numtile has one device, 'cpu'")
 
 
 @dispatched
