@@ -141,10 +141,7 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
     if grad.dtype != leaf.dtype:
         grad = astype(grad, leaf.dtype)
     if grad.tile_shape != leaf.tile_shape:
-        # retile assembles a tile from several pieces with commutative accumulate tasks; a
-        # later gradient's accumulate would join that group and could run before a piece
-        # overwrites its region, so the retiled gradient is copied once (plain writes)
-        grad = astype(retile(grad, leaf.tile_shape), leaf.dtype, copy=True)
+        grad = retile(grad, leaf.tile_shape)
     if leaf.grad is None:
         leaf.grad = grad
     else:
