@@ -93,7 +93,10 @@ class TrainingLog:
             from tensorboardX import SummaryWriter
 
             purge = self.start_step + 1 if self.start_step else None
-            self.writer = SummaryWriter(self.log_dir, purge_step=purge)
+            # tensorboardX names the file by the second and the host: a resumed run started
+            # in the same second would overwrite the first run's file without a suffix
+            suffix = f".{time.time_ns()}.{os.getpid()}"
+            self.writer = SummaryWriter(self.log_dir, purge_step=purge, filename_suffix=suffix)
             self.metrics = open(self.metrics_path, "a", encoding="utf-8")
         now = time.time()
         for tag, value in scalars.items():

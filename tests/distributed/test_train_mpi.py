@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from numtile.io import prepare
+from numtile.nn.generation import generate
 from numtile.train import Trainer
 from tests.distributed.test_mpi import ROOT, _environment, _mpiexec
-from tests.distributed.train_program import config
+from tests.distributed.train_program import PROMPT, SAMPLE, config
 
 LAUNCH = 120  # seconds; a launch takes ~10 s
 
@@ -39,7 +40,7 @@ def data_dir(tmp_path_factory):
     return str(root / "data")
 
 
-def _launch(nranks: int, data: str, checkpoint: str, mode: str) -> list[float]:
+def _launch(nranks: int, data: str, checkpoint: str, mode: str) -> dict:
     command = [_mpiexec(), "-n", str(nranks), sys.executable, "-m"]
     command += ["tests.distributed.train_program", data, checkpoint, mode]
     done = subprocess.run(
@@ -47,12 +48,12 @@ def _launch(nranks: int, data: str, checkpoint: str, mode: str) -> list[float]:
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    losses = []
+    read = []
     for rank in range(nranks):
         with open(f"{checkpoint}.{mode}.rank{rank}.json") as f:
-            losses.append(json.load(f))
-    assert all(mine == losses[0] for mine in losses), losses  # every rank read the same
-    return losses[0]
+            read.append(json.load(f))
+    assert all(mine == read[0] for mine in read), read  # every rank read (and sampled) the same
+    return read[0]
 
 
 @HANG
@@ -61,14 +62,18 @@ def test_data_parallel_training_equals_one_process_and_resumes_on_other_ranks(da
     trainer = Trainer(config(data_dir))
     expected = [trainer.train_step() for _ in range(4)]
     checkpoint = str(tmp_path / "half.h5")
-    losses = _launch(2, data_dir, checkpoint, "fresh")
-    np.testing.assert_allclose(losses, expected, rtol=1e-5)
+    fresh = _launch(2, data_dir, checkpoint, "fresh")
+    np.testing.assert_allclose(fresh["losses"], expected, rtol=1e-5)
+    # every rank's cached decode (replayed tasks go through the distributed front) gives the
+    # one-process sample
+    sample = generate(trainer.model, PROMPT, SAMPLE, temperature=0).tolist()
+    assert fresh["sample"] == sample
     with h5py.File(checkpoint, "r") as f:  # one file, plain h5py, rank 0 wrote every tile
         weight = f["model/transformer.wte.weight"]
         assert weight.shape == (256, 16) and np.isfinite(weight[...]).all()
         assert json.loads(f.attrs["step"]) == 2
     resumed = _launch(3, data_dir, checkpoint, "resume")  # written by 2 ranks, read by 3
-    np.testing.assert_allclose(resumed, expected[2:], rtol=1e-5)
+    np.testing.assert_allclose(resumed["losses"], expected[2:], rtol=1e-5)
 
 
 @HANG

@@ -1,7 +1,8 @@
 """Data-parallel training on every rank of an ``mpiexec -n P`` launch (from
 tests/distributed/test_train_mpi.py): ``fresh`` trains 4 steps and saves a checkpoint at
-step 2; ``resume`` resumes that checkpoint (written by any number of ranks) to step 4. Each
-rank writes the losses it read as JSON next to the checkpoint."""
+step 2, then samples ``SAMPLE`` greedily with the key/value cache (decode steps replayed);
+``resume`` resumes that checkpoint (written by any number of ranks) to step 4. Each rank
+writes the losses it read (and its sample) as JSON next to the checkpoint."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import json
 import sys
 
 import numtile as nt
+from numtile.nn.generation import generate
 from numtile.train import TrainConfig, Trainer
+
+PROMPT = [100, 101, 102, 32]  # "def "
+SAMPLE = 5  # tokens
 
 TINY = json.dumps(dict(vocab_size=256, n_positions=16, n_embd=16, n_layer=2, n_head=2))
 
@@ -40,12 +45,14 @@ def main(data: str, checkpoint: str, mode: str) -> None:
         losses = [trainer.train_step() for _ in range(2)]
         trainer.save(checkpoint)
         losses += [trainer.train_step() for _ in range(2)]
+        sample = generate(trainer.model, PROMPT, SAMPLE, temperature=0).tolist()
     else:
         trainer = Trainer(config(data, resume=checkpoint))
         losses = [trainer.train_step() for _ in range(4 - trainer.step)]
+        sample = None
     # one file per rank: mpiexec may split and interleave the ranks' output lines
     with open(f"{checkpoint}.{mode}.rank{nt.rank()}.json", "w") as f:
-        json.dump(losses, f)
+        json.dump({"losses": losses, "sample": sample}, f)
 
 
 if __name__ == "__main__":

@@ -126,6 +126,22 @@ def test_a_resumed_run_logs_each_step_once(data_dir, tmp_path):
     assert starts == [3] and [s for s, _ in scalars(events)["train/loss"]] == [1, 2, 3, 3, 4]
 
 
+def test_two_runs_in_the_same_second_keep_both_event_files(tmp_path, monkeypatch):
+    # tensorboardX names an event file by the second and the host: a resume that started in
+    # the first run's second overwrote its file (seen in CI)
+    from tensorboardX import event_file_writer
+
+    from numtile.train_logs import TrainingLog
+
+    monkeypatch.setattr(event_file_writer.time, "time", lambda: 1.7e9)
+    for step in (1, 2):
+        log = TrainingLog(tmp_path, start_step=step - 1)
+        log.log(step, {"train/loss": float(step)})
+        log.close()
+    monkeypatch.undo()
+    assert [s for s, _ in scalars(read_events(tmp_path))["train/loss"]] == [1, 2]
+
+
 def test_a_bad_log_dir_stops_before_training(data_dir, tmp_path, capsys):
     (tmp_path / "file").write_text("")
     argv = ["train", "--model", TINY, "--data", data_dir, "--steps", "1", "--seq-len", "16"]

@@ -112,11 +112,15 @@ class TaskRecording:
                 self.segments.setdefault(segment, []).append(task)
             return run(*task) if submit else None
 
+        shadowed = vars(runtime).get("submit")  # under MPI the distributed front's submit
         runtime.submit = record  # the tiled ops look ``submit`` up on the runtime each call
         try:
             yield self
         finally:
-            del runtime.submit
+            if shadowed is None:
+                del runtime.submit
+            else:
+                runtime.submit = shadowed
 
     def hoist(self, varying: Iterable[TileTensor] = ()) -> None:
         """Keep in each segment only the tasks whose result may change between replays;
