@@ -97,7 +97,9 @@ def test_mixing_with_numpy_arrays_is_a_type_error(other):
         nt.multiply(other, x)
 
 
-@pytest.mark.parametrize("other", [[1, 2, 3], "a", None, object()], ids=repr)
+@pytest.mark.parametrize(
+    "other", [[1, 2, 3], "a", None, object()], ids=["list", "str", "None", "object"]
+)
 def test_unsupported_operands_are_type_errors(other):
     with pytest.raises(TypeError, match="unsupported operand"):
         nt.add(nt.ones((3,)), other)
