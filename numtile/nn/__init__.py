@@ -2,6 +2,7 @@
 
 from numtile.nn.layers import MLP, Embedding, GatedMLP, LayerNorm, Linear, ModuleList, RMSNorm
 from numtile.nn.module import Module, parameter
+from numtile.nn.mixed_precision import precision
 
 __all__ = [
     "MLP",
@@ -13,4 +14,6 @@ __all__ = [
     "ModuleList",
     "RMSNorm",
     "parameter",
+    # precision modes (issue 15)
+    "precision",
 ]

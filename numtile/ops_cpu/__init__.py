@@ -37,6 +37,7 @@ from numtile.ops_cpu.elementwise import (
     unary_backward,
 )
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
+from numtile.ops_cpu.gemm_bf16 import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
     compact,
@@ -88,6 +89,10 @@ __all__ = [
     "empty",
     "fill",
     "eye_fill",
+    "bf16_to_float32",
+    "gemm_bf16",
+    "gemm_rounded",
+    "round_mantissa",
     "gemm",
     "gemm_batched",
     "gemqrt",

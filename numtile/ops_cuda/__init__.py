@@ -43,6 +43,7 @@ from numtile.ops_cuda.elementwise import (
     unary_backward,
 )
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
+from numtile.ops_cuda.gemm_bf16 import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
     compact,
@@ -93,6 +94,10 @@ __all__ = [
     "cumulative_sum",
     "eye_fill",
     "fill",
+    "bf16_to_float32",
+    "gemm_bf16",
+    "gemm_rounded",
+    "round_mantissa",
     "gemm",
     "gemm_batched",
     "gemm_path",

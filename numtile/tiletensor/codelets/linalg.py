@@ -247,3 +247,31 @@ slogdet_stack = Codelet(
     implementations={"cpu": _slogdet_stack_cpu},
     flops=_stack_flops,
 )
+
+
+# --- GEMMs of the precision modes (numtile.tiletensor.precision): inputs rounded to
+# ``in_bits`` mantissa bits, the result to ``out_bits``; float32 accumulation
+
+
+def _gemm_rounded(ops, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits):
+    if c.ndim == 2:
+        ops.gemm_rounded(a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits)
+        return
+    for index in np.ndindex(c.shape[:-2]):  # batch axes, broadcast ones read at 0
+        ia = tuple(0 if s == 1 else i for s, i in zip(a.shape[:-2], index))
+        ib = tuple(0 if s == 1 else i for s, i in zip(b.shape[:-2], index))
+        ops.gemm_rounded(a[ia], b[ib], c[index], trans_a, trans_b, alpha, beta, in_bits, out_bits)
+
+
+def _gemm_rows_rounded(ops, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits):
+    ops.gemm_rounded(rows(a), rows(b), rows(c), trans_a, trans_b, alpha, beta, in_bits, out_bits)
+
+
+gemm_rounded = Codelet(
+    "gemm_rounded", kernel=_gemm_rounded, flops=lambda *shapes_args: _gemm_flops(*shapes_args[:7])
+)
+gemm_rows_rounded = Codelet(
+    "gemm_rows_rounded",
+    kernel=_gemm_rows_rounded,
+    flops=lambda *shapes_args: _gemm_rows_flops(*shapes_args[:7]),
+)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from numtile.runtime import get_runtime
-from numtile.tiletensor.codelets.linalg import gemm
+from numtile.tiletensor.codelets.linalg import gemm, gemm_rounded
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands
 from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.precision import FULL, gemm_rounding
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -81,6 +82,8 @@ def matmul(
     out = TileTensor(layout, dtype)
     inner = x1.grid[k1_axis]
     runtime = get_runtime()
+    # the precision mode (numtile.tiletensor.precision) rounds float32 GEMMs' inputs/result
+    in_bits, out_bits = gemm_rounding() if np.dtype(dtype) == np.float32 else (FULL, FULL)
     if inner == 0:
         fill_tiles(out, 0)
     for index, c in zip(layout.indices(), out.handles):
@@ -91,8 +94,13 @@ def matmul(
         for k in range(inner):
             a = x1.tile(b1 + ((k, i) if ta else (i, k)))
             b = x2.tile(b2 + ((j, k) if tb else (k, j)))
-            beta = 0.0 if k == 0 else 1.0
-            runtime.submit(gemm, [(a, R), (b, R), (c, W if k == 0 else RW)], (ta, tb, 1.0, beta))
+            accesses = [(a, R), (b, R), (c, W if k == 0 else RW)]
+            args = (ta, tb, 1.0, 0.0 if k == 0 else 1.0)
+            if (in_bits, out_bits) == (FULL, FULL):
+                runtime.submit(gemm, accesses, args)
+            else:
+                last_bits = out_bits if k == inner - 1 else FULL
+                runtime.submit(gemm_rounded, accesses, args + (in_bits, last_bits))
     if vector1 and vector2:
         return reshape(out, out.shape[:-2])
     if vector1:
