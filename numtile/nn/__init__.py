@@ -1,8 +1,8 @@
 """Neural-network layers over TileTensors, with Hugging Face parameter names."""
 
 from numtile.nn.layers import MLP, Embedding, GatedMLP, LayerNorm, Linear, ModuleList, RMSNorm
-from numtile.nn.module import Module, parameter
 from numtile.nn.mixed_precision import precision
+from numtile.nn.module import Module, parameter
 
 __all__ = [
     "MLP",

@@ -16,6 +16,7 @@ from numtile.tiletensor.precision import (
     gemm_rounding,
     using_precision,
 )
+from tests.nn import test_gpt2, test_llama
 
 SPECIAL = np.array(
     [
@@ -78,3 +79,140 @@ def test_gemm_kernels_round_inputs_and_output(backend):
     bits = [x.astype(ml_dtypes.bfloat16).view(np.uint16) for x in (a, b)]
     backend.run("gemm_bf16", *bits, wide, True, True, 1.0, 0.0)
     np.testing.assert_allclose(wide, bf(a).T @ bf(b).T, rtol=1e-5, atol=1e-6)
+
+
+def _round_torch(x, bits):
+    """torch float32 ``x`` with mantissas rounded to ``bits`` bits (ties to even), in torch."""
+    if bits >= 23:
+        return x
+    shift = 23 - bits
+    u = x.contiguous().view(torch.int32)
+    rounded = (u + ((1 << (shift - 1)) - 1) + ((u >> shift) & 1)) & ~((1 << shift) - 1)
+    return rounded.view(torch.float32)
+
+
+class _RoundedMatmul(torch.autograd.Function):
+    """x @ w with both inputs rounded to ``in_bits`` and the product to ``out_bits``; its
+    backward GEMMs round the same way (as numtile's linear does)."""
+
+    @staticmethod
+    def forward(ctx, x, w, in_bits, out_bits):
+        ctx.save_for_backward(x, w)
+        ctx.bits = in_bits, out_bits
+        return _rounded_mm(x, w, in_bits, out_bits)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        in_bits, out_bits = ctx.bits
+        x2, g2 = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
+        gx = _rounded_mm(g, w.T, in_bits, out_bits)
+        gw = _rounded_mm(x2.T, g2, in_bits, out_bits)
+        return gx, gw, None, None
+
+
+def _rounded_mm(x, w, in_bits, out_bits):
+    return _round_torch(torch.matmul(_round_torch(x, in_bits), _round_torch(w, in_bits)), out_bits)
+
+
+class _RoundedGemms(torch.overrides.TorchFunctionMode):
+    """transformers' float32 model with every Linear/Conv1D GEMM rounded as a precision mode
+    rounds it (forward and backward): the reference of fp32-fast-bf16 and tf32."""
+
+    def __init__(self, in_bits, out_bits):
+        super().__init__()
+        self.bits = in_bits, out_bits
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.linear:
+            x, w, *rest = args
+            bias = rest[0] if rest else kwargs.get("bias")
+            out = _RoundedMatmul.apply(x, w.T, *self.bits)
+            return out if bias is None else out + bias
+        if func is torch.addmm:  # GPT-2's Conv1D: bias + x @ W
+            bias, x, w = args
+            return bias + _RoundedMatmul.apply(x, w, *self.bits)
+        return func(*args, **kwargs)
+
+
+def _gpt2():
+    ours, hf = test_gpt2._pair("float32", test_gpt2.TILINGS[1])
+    return ours, hf, test_gpt2._batch()
+
+
+def _llama():
+    ours, hf = test_llama._pair("float32", *test_llama.CASES["mqa-ragged"])
+    return ours, hf, test_llama._batch()
+
+
+def _rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+def _errors(model, mode, reference):
+    """Relative errors of (logits, loss, worst gradient) of ``model`` run in ``mode`` against
+    transformers run under the ``reference`` context."""
+    ours, hf, (idx, targets) = model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrecisionFallbackWarning)
+        ours.set_precision(mode)
+    logits, loss = ours(idx, targets)
+    loss.backward()
+    with reference:
+        ref_logits = hf(torch.tensor(idx)).logits.float()
+        ref_loss = torch.nn.functional.cross_entropy(
+            ref_logits.reshape(-1, ref_logits.shape[-1]), torch.tensor(targets).reshape(-1)
+        )
+    ref_loss.backward()
+    with torch.no_grad():  # transformers in plain float32: how far the mode is from it
+        plain = _rel(logits.to_numpy(), hf(torch.tensor(idx)).logits.numpy())
+    grads = {name: p.grad.float().numpy() for name, p in hf.named_parameters()}
+    # a tied lm_head's gradient is the embedding's (transformers lists the weight once)
+    worst = max(
+        _rel(p.grad.to_numpy(), grads[name]) for name, p in ours.named_parameters() if name in grads
+    )
+    return (
+        _rel(logits.to_numpy(), ref_logits.detach().numpy()),
+        abs(loss.item() - ref_loss.item()) / ref_loss.item(),
+        worst,
+        plain,
+    )
+
+
+@pytest.mark.parametrize(
+    "model, mode", [(_gpt2, "fp32-fast-bf16"), (_llama, "tf32")], ids=["gpt2-bf16", "llama-tf32"]
+)
+def test_fast_modes_match_transformers_with_rounded_gemms(model, mode):
+    logits, loss, grads, plain = _errors(model, mode, _RoundedGemms(*gemm_rounding(mode)))
+    assert logits < 1e-5 and loss < 1e-5 and grads < 1e-3, (logits, loss, grads)
+    assert plain > 10 * logits  # the rounding matters: plain float32 is further away
+
+
+@pytest.mark.parametrize("model", [_gpt2, _llama], ids=["gpt2", "llama"])
+def test_bf16_mixed_matches_transformers_under_autocast(model):
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+    logits, loss, grads, _ = _errors(model, "bf16-mixed", autocast)
+    assert logits < 1e-2 and loss < 1e-3 and grads < 3e-2, (logits, loss, grads)
+
+
+def test_bad_mode_and_fallback_warnings(monkeypatch):
+    layer = nt.nn.Linear(4, 2, tile=(4, 2))
+    with pytest.raises(ValueError, match="fp32, bf16-mixed, fp32-fast-bf16, tf32; got 'bf16'"):
+        layer.set_precision("bf16")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        with nt.nn.precision("fp16"):
+            pass
+    monkeypatch.setattr("numtile.tiletensor.precision._WARNED", set())
+    with pytest.warns(PrecisionFallbackWarning, match="TF32 is a GPU tensor-core format"):
+        layer.set_precision("tf32")
+    with warnings.catch_warnings():  # said once per process and mode
+        warnings.simplefilter("error")
+        layer.set_precision("tf32")
+    monkeypatch.setattr("numtile.tiletensor.precision.cpu_features", lambda: frozenset())
+    assert "widens its bfloat16 inputs to float32" in cpu_fallback("bf16-mixed")
+    monkeypatch.setattr("numtile.tiletensor.precision.cpu_features", lambda: {"avx512bf16"})
+    assert cpu_fallback("bf16-mixed") is None and cpu_fallback("fp32") is None
+    with using_precision("bf16-mixed"):
+        assert gemm_rounding() == (7, 7)
+    assert gemm_rounding() == (23, 23)
