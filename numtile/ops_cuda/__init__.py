@@ -12,7 +12,7 @@ never imports ``numtile.ops_cpu``.
 Launches use the block size and GEMM tile that ``configure()`` last set (the runtime calls it
 with its ``Config`` when a CUDA node starts).
 
-Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
+Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``, ``bf16``,
 ``generate``, ``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
 ``factorizations``, ``lu`` (getrf, laswp), ``products`` (cross), ``nn`` (attention, norm, loss,
 optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
@@ -26,6 +26,7 @@ simulator (``require()`` says which is missing).
 
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
+from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen
 from numtile.ops_cuda.complex import (
     complex_binary,
     complex_compare,
@@ -74,6 +75,8 @@ __all__ = [
     "available",
     "axpy",
     "band",
+    "bf16_narrow",
+    "bf16_widen",
     "binary",
     "binary_math",
     "bitwise",
