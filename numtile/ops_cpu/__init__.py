@@ -53,6 +53,8 @@ from numtile.ops_cpu.indexing import (
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
+from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
+from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
@@ -96,6 +98,7 @@ __all__ = [
     "eye_fill",
     "bf16_to_float32",
     "gemm_bf16",
+    "gemm_bf16_mkl",
     "gemm_rounded",
     "round_mantissa",
     "gemm",
@@ -107,6 +110,7 @@ __all__ = [
     "laswp",
     "linspace_fill",
     "merge_runs",
+    "mkl_bf16_available",
     "nn",
     "potrf",
     "predicate",

@@ -99,6 +99,12 @@ def cpu_has_bf16_gemm() -> bool:
     return bool({"avx512bf16", "amx-bf16"} & cpu_features())
 
 
+def use_mkl_bf16(ops) -> bool:
+    """Whether the bf16 GEMM of a CPU worker (``ops``: ``numtile.ops_cpu``) calls oneMKL:
+    where the CPU has bf16 units and the ``mkl`` wheel is installed."""
+    return cpu_has_bf16_gemm() and ops.mkl_bf16_available()
+
+
 def cpu_fallback(mode: str) -> str | None:
     """What the CPU does instead of ``mode``'s hardware GEMM, or None when it has the units.
 

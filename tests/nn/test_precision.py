@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import numtile as nt
+from numtile import ops_cpu
 from numtile.tiletensor.precision import (
     PrecisionFallbackWarning,
     cpu_fallback,
@@ -216,3 +217,35 @@ def test_bad_mode_and_fallback_warnings(monkeypatch):
     with using_precision("bf16-mixed"):
         assert gemm_rounding() == (7, 7)
     assert gemm_rounding() == (23, 23)
+
+
+def test_bf16_matmul_is_the_exact_float32_product_rounded_once():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((2, 7, 9)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((9, 5)).astype(ml_dtypes.bfloat16)
+    ta = nt.from_numpy(a, tile_shape=(1, 4, 4)).requires_grad_()
+    tb = nt.from_numpy(b, tile_shape=(4, 3)).requires_grad_()
+    exact = a.astype(np.float32) @ b.astype(np.float32)
+    wide = nt.matmul(ta, tb, out_dtype=np.float32)
+    assert wide.dtype == np.float32
+    np.testing.assert_allclose(wide.to_numpy(), exact, rtol=1e-6, atol=1e-6)
+    product = ta @ tb
+    assert product.dtype == nt.bfloat16
+    np.testing.assert_array_equal(product.to_numpy(), exact.astype(ml_dtypes.bfloat16))
+    wide.sum().backward()
+    assert ta.grad.dtype == nt.bfloat16  # gradients in the operands' dtype
+    expected = np.ones((2, 7, 5), np.float32) @ b.astype(np.float32).T
+    np.testing.assert_array_equal(ta.grad.to_numpy(), expected.astype(ml_dtypes.bfloat16))
+    with pytest.raises(ValueError, match="out_dtype float32 needs bfloat16 operands"):
+        nt.matmul(nt.ones((2, 2)), nt.ones((2, 2)), out_dtype=np.float32)
+
+
+@pytest.mark.skipif(not ops_cpu.mkl_bf16_available(), reason="the mkl wheel is not installed")
+def test_mkl_bf16_gemm_matches_the_fallback():
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(s).astype(ml_dtypes.bfloat16) for s in ((6, 5), (4, 6)))
+    bits = [x.view(np.uint16) for x in (a, b)]
+    ours, mkl = np.full((5, 4), 1.0, np.float32), np.full((5, 4), 1.0, np.float32)
+    ops_cpu.gemm_bf16(*bits, ours, True, True, 0.5, 2.0)
+    ops_cpu.gemm_bf16_mkl(*bits, mkl, True, True, 0.5, 2.0)
+    np.testing.assert_allclose(mkl, ours, rtol=1e-5, atol=1e-6)

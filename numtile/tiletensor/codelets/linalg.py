@@ -8,7 +8,9 @@ import math
 import numpy as np
 
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.narrow import bits
 from numtile.tiletensor.codelets.views import rows
+from numtile.tiletensor.precision import use_mkl_bf16
 
 
 def _gemm(ops, a, b, c, trans_a, trans_b, alpha, beta):
@@ -254,13 +256,7 @@ slogdet_stack = Codelet(
 
 
 def _gemm_rounded(ops, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits):
-    if c.ndim == 2:
-        ops.gemm_rounded(a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits)
-        return
-    for index in np.ndindex(c.shape[:-2]):  # batch axes, broadcast ones read at 0
-        ia = tuple(0 if s == 1 else i for s, i in zip(a.shape[:-2], index))
-        ib = tuple(0 if s == 1 else i for s, i in zip(b.shape[:-2], index))
-        ops.gemm_rounded(a[ia], b[ib], c[index], trans_a, trans_b, alpha, beta, in_bits, out_bits)
+    _each_matrix(ops.gemm_rounded, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits)
 
 
 def _gemm_rows_rounded(ops, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits):
@@ -274,4 +270,36 @@ gemm_rows_rounded = Codelet(
     "gemm_rows_rounded",
     kernel=_gemm_rows_rounded,
     flops=lambda *shapes_args: _gemm_rows_flops(*shapes_args[:7]),
+)
+
+
+# --- bf16 x bf16 -> float32 GEMM: a and b bfloat16 tiles (their uint16 bits reach the
+# kernel), c float32. On a CPU with bf16 units and oneMKL, MKL's cblas_gemm_bf16bf16f32; else
+# the exact widen-to-float32-and-sgemm kernel (numtile.tiletensor.precision says which)
+
+
+def _each_matrix(gemm2d, a, b, c, *args):
+    if c.ndim == 2:
+        gemm2d(a, b, c, *args)
+        return
+    for index in np.ndindex(c.shape[:-2]):  # batch axes, broadcast ones read at 0
+        ia = tuple(0 if s == 1 else i for s, i in zip(a.shape[:-2], index))
+        ib = tuple(0 if s == 1 else i for s, i in zip(b.shape[:-2], index))
+        gemm2d(a[ia], b[ib], c[index], *args)
+
+
+def _gemm_bf16(ops, a, b, c, trans_a, trans_b, alpha, beta):
+    _each_matrix(ops.gemm_bf16, bits(a), bits(b), c, trans_a, trans_b, alpha, beta)
+
+
+def _gemm_bf16_cpu(ops, a, b, c, trans_a, trans_b, alpha, beta):
+    kernel = ops.gemm_bf16_mkl if use_mkl_bf16(ops) else ops.gemm_bf16
+    _each_matrix(kernel, bits(a), bits(b), c, trans_a, trans_b, alpha, beta)
+
+
+gemm_bf16 = Codelet(
+    "gemm_bf16",
+    kernel=_gemm_bf16,
+    implementations={"cpu": _gemm_bf16_cpu},
+    flops=_gemm_flops,
 )
