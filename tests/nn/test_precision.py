@@ -249,3 +249,24 @@ def test_mkl_bf16_gemm_matches_the_fallback():
     ops_cpu.gemm_bf16(*bits, ours, True, True, 0.5, 2.0)
     ops_cpu.gemm_bf16_mkl(*bits, mkl, True, True, 0.5, 2.0)
     np.testing.assert_allclose(mkl, ours, rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_flash_attention_is_the_float32_one_rounded_once():
+    from numtile.tiletensor.fused.attention import attention_backward, attention_forward
+
+    rng = np.random.default_rng(4)
+    qkv = rng.standard_normal((1, 7, 12)).astype(ml_dtypes.bfloat16)
+    dout = rng.standard_normal((1, 7, 4)).astype(ml_dtypes.bfloat16)
+    results = {}
+    for dtype in (ml_dtypes.bfloat16, np.float32):
+        x = nt.from_numpy(qkv.astype(dtype), tile_shape=(1, 3, 2))
+        out, x, lse = attention_forward(x, n_head=2, head_tile=1)
+        g = nt.from_numpy(dout.astype(dtype), tile_shape=(1, 3, 2))
+        results[np.dtype(dtype).name] = (out, attention_backward(x, out, lse, g, 2, 1))
+    (out16, grad16), (out32, grad32) = results["bfloat16"], results["float32"]
+    assert out16.dtype == grad16.dtype == nt.bfloat16
+    rounded = out32.to_numpy().astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_allclose(out16.to_numpy().astype(np.float32), rounded, rtol=2**-8)
+    # the backward reads the bf16 output (as torch's does): bf16-sized differences, relative
+    # to the gradient's norm where small elements cancel
+    assert _rel(grad16.to_numpy().astype(np.float32), grad32.to_numpy()) < 2**-7
