@@ -40,7 +40,6 @@ from numtile.ops_cpu.elementwise import (
     unary_backward,
 )
 from numtile.ops_cpu.factorizations import potrf, syrk, trsm
-from numtile.ops_cpu.gemm_bf16 import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
     compact,
@@ -51,6 +50,7 @@ from numtile.ops_cpu.indexing import (
     take_positions,
 )
 from numtile.ops_cpu.logic import bitwise, predicate, where
+from numtile.ops_cpu.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available

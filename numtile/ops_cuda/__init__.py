@@ -44,7 +44,6 @@ from numtile.ops_cuda.elementwise import (
     unary_backward,
 )
 from numtile.ops_cuda.factorizations import potrf, syrk, trsm
-from numtile.ops_cuda.gemm_bf16 import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
     compact,
@@ -56,6 +55,7 @@ from numtile.ops_cuda.indexing import (
 )
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
 from numtile.ops_cuda.logic import bitwise, predicate, where
+from numtile.ops_cuda.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.products import cross

@@ -1,4 +1,4 @@
-"""CUDA reduced-precision GEMMs (twins of ``numtile.ops_cpu.gemm_bf16``).
+"""CUDA reduced-precision GEMMs (twins of ``numtile.ops_cpu.low_precision``).
 
 On a real GPU of compute capability 8.0 or newer with CuPy, ``gemm_rounded`` on float32 tiles
 calls ``cublasGemmEx`` with the compute type of the mode (``CUBLAS_COMPUTE_32F_FAST_16BF`` or
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from numtile.ops_cuda.bf16 import bf16_widen
 from numtile.ops_cuda.launch import launch
 from numtile.ops_cuda.matmul import _cupy, _cupy_stream, _device_pointer, gemm
 
@@ -35,12 +36,6 @@ def _round_kernel(source, target, shift, half, mask):
             target[i] = u  # inf or NaN, kept whole
         else:
             target[i] = (u + half + ((u >> shift) & np.uint32(1))) & mask
-
-
-@cuda.jit
-def _widen_kernel(bits16, target):
-    for i in range(cuda.grid(1), bits16.size, cuda.gridsize(1)):
-        target[i] = np.uint32(bits16[i]) << np.uint32(16)
 
 
 def _flat_bits(x: Any) -> Any:
@@ -71,8 +66,7 @@ def round_mantissa(x, out, bits: int, stream: Any = 0) -> None:
 
 def bf16_to_float32(bits16, out, stream: Any = 0) -> None:
     """out (float32) = the bfloat16 values of the uint16 bit patterns ``bits16``."""
-    flat = bits16.reshape(bits16.size)
-    launch(_widen_kernel, flat.size, stream, flat, _flat_bits(out))
+    bf16_widen(bits16.reshape(bits16.size), _flat_bits(out), stream=stream)
 
 
 @functools.cache

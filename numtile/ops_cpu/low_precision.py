@@ -10,6 +10,7 @@ oneMKL's ``cblas_gemm_bf16bf16f32`` instead where the CPU has AVX512-BF16/AMX.
 import numpy as np
 from numba import njit
 
+from numtile.ops_cpu.bf16 import bf16_widen
 from numtile.ops_cpu.matmul import gemm
 
 
@@ -25,13 +26,6 @@ def _round_bits(source, target, bits):
             target[i] = u  # inf or NaN (a NaN's payload may lose its low bits: keep it whole)
         else:
             target[i] = (u + half + ((u >> shift) & np.uint32(1))) & mask
-
-
-@njit(nogil=True, cache=True)
-def _widen_bits(source, target):
-    # target (uint32) = the float32 bit patterns of the bfloat16 ones in source (uint16)
-    for i in range(source.shape[0]):
-        target[i] = np.uint32(source[i]) << np.uint32(16)
 
 
 def _flat(x: np.ndarray, dtype) -> np.ndarray:
@@ -51,7 +45,7 @@ def round_mantissa(x: np.ndarray, out: np.ndarray, bits: int) -> None:
 
 def bf16_to_float32(bits16: np.ndarray, out: np.ndarray) -> None:
     """out (float32) = the bfloat16 values whose bit patterns ``bits16`` (uint16) holds."""
-    _widen_bits(_flat(bits16, np.uint16), _flat(out, np.uint32))
+    bf16_widen(_flat(bits16, np.uint16), _flat(out, np.uint32))
 
 
 def gemm_rounded(a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits) -> None:
