@@ -126,10 +126,15 @@ def test_gradients_flow_through_bfloat16_ops_as_in_pytorch():
     v = nt.from_numpy(np.float32(w), tile_shape=(1, 4)).requires_grad_()
     picked = nt.take(x, nt.asarray([1, 1]), axis=0)  # a scatter-add backward into bfloat16
     loss = nt.sum(nt.tanh(x * v.astype(nt.bfloat16))) + nt.sum(picked)
+    loss = loss + nt.mean(x) * 2.0 + nt.var(x) + nt.linalg.vector_norm(x)
     loss.backward()
     tx = torch.tensor(a, dtype=torch.bfloat16, requires_grad=True)
     tv = torch.tensor(np.float32(w), requires_grad=True)
-    (torch.tanh(tx * tv.bfloat16()).sum() + tx[[1, 1]].sum()).backward()
+    expected_loss = torch.tanh(tx * tv.bfloat16()).sum() + tx[[1, 1]].sum()
+    expected_loss = expected_loss + tx.mean() * 2.0 + tx.var(correction=0) + tx.norm()
+    expected_loss.backward()
+    assert loss.dtype == nt.bfloat16
+    assert float(loss) == pytest.approx(expected_loss.item(), rel=1e-2)
     assert x.grad.dtype == nt.bfloat16 and v.grad.dtype == nt.float32
     # PyTorch differentiates tanh through its bfloat16 output, numtile through the input
     expected = tx.grad.float().numpy()
