@@ -215,7 +215,7 @@ gradient_rule("negative")(Negative.apply)
 
 
 def _float(x: TileTensor) -> TileTensor:
-    return x if x.dtype.kind == "f" else elementwise.astype(x, np.float64)
+    return x if is_floating(x.dtype) else elementwise.astype(x, np.float64)
 
 
 def _kernel_rule(name: str) -> type[Function]:

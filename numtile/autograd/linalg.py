@@ -12,6 +12,7 @@ from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise
 from numtile.tiletensor.creation import arange, zeros_like
+from numtile.tiletensor.dtypes import bfloat16, float32
 from numtile.tiletensor.elementwise import add, divide, multiply, negative, subtract
 from numtile.tiletensor.linalg import (
     SlogdetResult,
@@ -304,6 +305,9 @@ class VectorNorm(Function):
 
 @gradient_rule("vector_norm")
 def _vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
+    if x.dtype == bfloat16:  # the float32 norm rounded once; astype carries the gradient
+        norm = _vector_norm(elementwise.astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
+        return elementwise.astype(norm, x.dtype)
     if x.dtype.kind != "f":
         raise TypeError(f"vector_norm with gradients needs a real floating x, got {x.dtype}")
     return VectorNorm.apply(x, axis=axis, keepdims=keepdims, ord=ord)

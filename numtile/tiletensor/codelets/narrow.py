@@ -67,11 +67,15 @@ def cast(ops, x, out) -> None:
         narrow_into(ops, wide, out)
 
 
-def through_float32(kernel, outputs=(), updates=()):
-    """``kernel(ops, *arguments)`` run on float32 copies of its bfloat16 tiles: ``outputs``
-    (positions in ``arguments``) are written only, ``updates`` read and written; both are
-    rounded back to bfloat16 after the kernel. Without bfloat16 tiles, ``kernel`` itself."""
+def through_float32(outputs=(), updates=()):
+    """A decorator: ``kernel(ops, *arguments)`` runs on float32 copies of its bfloat16 tiles;
+    ``outputs`` (positions in ``arguments``) are written only, ``updates`` read and written,
+    and both are rounded back to bfloat16 after the kernel. Without bfloat16 tiles, the
+    kernel runs as it is."""
+    return functools.partial(_through_float32, outputs=outputs, updates=updates)
 
+
+def _through_float32(kernel, outputs, updates):
     @functools.wraps(kernel)
     def wrapped(ops, *arguments):
         if not any(is_narrow(argument) for argument in arguments):
