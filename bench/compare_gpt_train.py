@@ -8,8 +8,14 @@ numtile.nn.llama.Llama) + numtile AdamW with the same sizes, batch and hyper-par
 Reported: median tokens/s over the timed steps (full steps: forward, backward, optimizer), the ratio
 numtile/PyTorch, MFU against the sgemm peak measured in the same run, and peak RSS.
 
+With ``--precision bf16-mixed`` the PyTorch side runs forward and loss under
+``torch.autocast("cpu", dtype=torch.bfloat16)`` and numtile's model under
+``model.set_precision("bf16-mixed")``; MFU is then against the bf16 GEMM peak (numtile's
+``gemm_bf16`` kernel, measured in the same run). ``fp32-fast-bf16`` and ``tf32`` have no CPU
+counterpart in PyTorch: its side stays float32 there.
+
 Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small,llama-mini,llama-small]
-       [--steps 4]
+       [--steps 4] [--precision fp32|bf16-mixed|fp32-fast-bf16|tf32]
 """
 
 from __future__ import annotations
@@ -21,6 +27,29 @@ import subprocess
 import sys
 
 CONFIGS = {
+    # small enough for PyTorch's bf16 autocast on CPUs without bf16 units (its bf16 GEMM
+    # runs at about 1 GFLOP/s per core there)
+    "gpt2-tiny": dict(
+        model=dict(vocab_size=8192, n_positions=128, n_embd=128, n_layer=2, n_head=2),
+        batch=4,
+        seq=128,
+        tiling=dict(batch=2, seq=128, embd=128, inner=512, head=2, vocab=4096),
+    ),
+    "llama-tiny": dict(
+        model=dict(
+            architecture="llama",
+            vocab_size=8192,
+            max_position_embeddings=128,
+            hidden_size=128,
+            intermediate_size=344,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        ),
+        batch=4,
+        seq=128,
+        tiling=dict(batch=2, seq=128, embd=128, inner=344, head=2, vocab=4096),
+    ),
     "gpt2-mini": dict(
         model=dict(vocab_size=50304, n_positions=256, n_embd=256, n_layer=4, n_head=4),
         batch=8,
@@ -71,7 +100,9 @@ WORKER = r"""
 import json, resource, statistics, sys, time
 import numpy as np
 spec = json.loads(sys.argv[1]); framework = sys.argv[2]; steps = int(sys.argv[3])
-cores = int(sys.argv[4])
+cores = int(sys.argv[4]); precision = sys.argv[5]
+import contextlib, warnings
+warnings.simplefilter("ignore")
 model_cfg, B, T = spec["model"], spec["batch"], spec["seq"]
 rng = np.random.default_rng(0)
 batches = [(rng.integers(0, model_cfg["vocab_size"], (B, T)),
@@ -92,11 +123,15 @@ if framework == "torch":
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     n_params = sum(p.numel() for p in model.parameters())
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    autocast = contextlib.nullcontext()
+    if precision == "bf16-mixed":
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16)
     for x, y in batches:
         start = time.perf_counter()
-        logits = model(torch.tensor(x)).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                 torch.tensor(y).reshape(-1))
+        with autocast:
+            logits = model(torch.tensor(x)).logits
+            loss = torch.nn.functional.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]), torch.tensor(y).reshape(-1))
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
         float(loss)
         times.append(time.perf_counter() - start)
@@ -107,6 +142,7 @@ else:
     from numtile.train import build_model
     from numtile.train_config import _model_config
     model = build_model(_model_config(model_cfg, "config"), Tiling(**spec["tiling"]), seq_len=T)
+    model.set_precision(precision)
     opt = optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     n_params = model.num_parameters()
     nt.wait_all()
@@ -143,10 +179,38 @@ def sgemm_peak(cores: int) -> float:
     return peak(cores)
 
 
-def run(framework: str, name: str, steps: int, cores: int) -> dict:
+def bf16_gemm_peak(cores: int, n: int = 1024) -> float:
+    """FLOP/s of numtile's bf16 x bf16 -> float32 tile GEMM (oneMKL's where the CPU has bf16
+    units, else widen + sgemm), one thread per core, as ``sgemm_peak`` measures sgemm."""
+    import time
+
+    import ml_dtypes
+    import numpy as np
+
+    from numtile import ops_cpu
+
+    a = np.ones((n, n), ml_dtypes.bfloat16).view(np.uint16)
+    c = np.empty((n, n), np.float32)
+    kernel = ops_cpu.gemm_bf16_mkl if _use_mkl() else ops_cpu.gemm_bf16
+    kernel(a, a, c, False, False, 1.0, 0.0)
+    start, calls = time.perf_counter(), 0
+    while time.perf_counter() - start < 0.3:
+        kernel(a, a, c, False, False, 1.0, 0.0)
+        calls += 1
+    return cores * 2.0 * n**3 * calls / (time.perf_counter() - start)
+
+
+def _use_mkl() -> bool:
+    from numtile import ops_cpu
+    from numtile.tiletensor.precision import use_mkl_bf16
+
+    return use_mkl_bf16(ops_cpu)
+
+
+def run(framework: str, name: str, steps: int, cores: int, precision: str = "fp32") -> dict:
     spec = json.dumps(CONFIGS[name])
     result = subprocess.run(
-        [sys.executable, "-c", WORKER, spec, framework, str(steps), str(cores)],
+        [sys.executable, "-c", WORKER, spec, framework, str(steps), str(cores), precision],
         capture_output=True,
         text=True,
         env=dict(os.environ, NUMTILE_NCPU=str(cores)),
@@ -160,10 +224,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="gpt2-mini,gpt2-small")
     parser.add_argument("--steps", type=int, default=5, help="steps per run (first 2 untimed)")
+    parser.add_argument(
+        "--precision", default="fp32", choices=["fp32", "bf16-mixed", "fp32-fast-bf16", "tf32"]
+    )
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
-    peak = sgemm_peak(cores)
-    print(f"{cores} cores; sgemm peak {peak / 1e9:.0f} GFLOP/s (1 thread per core, measured now)")
+    bf16 = args.precision in ("bf16-mixed", "fp32-fast-bf16")
+    peak = bf16_gemm_peak(cores) if bf16 else sgemm_peak(cores)
+    what = "bf16 GEMM" if bf16 else "sgemm"
+    print(
+        f"{cores} cores; precision {args.precision}; {what} peak {peak / 1e9:.0f} GFLOP/s "
+        f"(1 thread per core, measured now)"
+    )
     header = (
         f"{'config':<12}{'framework':<10}{'tokens/s':>10}{'MFU':>7}{'peak RSS MB':>13}"
         f"{'numtile/torch':>15}"
@@ -171,7 +243,9 @@ def main(argv=None) -> int:
     print(header)
     print("-" * len(header))
     for name in args.configs.split(","):
-        results = {fw: run(fw, name, args.steps, cores) for fw in ("torch", "numtile")}
+        results = {
+            fw: run(fw, name, args.steps, cores, args.precision) for fw in ("torch", "numtile")
+        }
         config = _model_config(CONFIGS[name]["model"], name)
         for fw in ("torch", "numtile"):
             r = results[fw]

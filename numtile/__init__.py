@@ -50,8 +50,8 @@ from numtile.tiletensor.creation import (
     zeros,
     zeros_like,
 )
-from numtile.tiletensor.dtypes import bool_ as bool
 from numtile.tiletensor.dtypes import (
+    bfloat16,
     can_cast,
     complex64,
     complex128,
@@ -70,6 +70,7 @@ from numtile.tiletensor.dtypes import (
     uint32,
     uint64,
 )
+from numtile.tiletensor.dtypes import bool_ as bool
 from numtile.tiletensor.elementwise import (
     abs,
     add,
@@ -370,3 +371,5 @@ __all__ += [
     "trunc",
     "var",
 ]
+# the bfloat16 dtype (ml_dtypes.bfloat16; wave 4, issue 15)
+__all__ += ["bfloat16"]

@@ -152,6 +152,7 @@ class Trainer:
             )
         else:
             self.model = build_model(self.config, tiling, seed=cfg.seed, seq_len=cfg.seq_len)
+        self.model.set_precision(cfg.precision)  # says once if the hardware falls back
         if nt.nranks() > 1:  # under mpiexec: data-parallel (numtile/train_distributed.py)
             from numtile.train_distributed import data_parallel
 
@@ -199,6 +200,7 @@ class Trainer:
             "tiling": dataclasses.asdict(self.model.tiling),
             "train_config": dataclasses.asdict(self.cfg),
             "optimizer_step": self.optimizer.step_count,
+            "precision": self.cfg.precision,  # the weights and AdamW state are float32 in all
             "train_sampler": self.train_data.state_dict(),
             "val_sampler": self.val_data.state_dict(),
         }

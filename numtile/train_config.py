@@ -15,6 +15,7 @@ import warnings
 
 from numtile.nn.gpt2 import GPT2Config
 from numtile.nn.llama import LlamaConfig
+from numtile.nn.mixed_precision import MODES
 
 # a model config's ``architecture`` field names its class; configs without one (every
 # checkpoint written before LLaMA) are GPT-2
@@ -56,7 +57,7 @@ class ScheduleChangeWarning(UserWarning):
 # settings that change what a resumed run computes (the others only change what it reports)
 _SCHEDULE_FIELDS = ("steps", "lr", "min_lr", "warmup")
 _TRAINING_FIELDS = ("batch", "micro_batch", "seq_len", "weight_decay", "beta1", "beta2")
-_TRAINING_FIELDS += ("grad_clip", "data")
+_TRAINING_FIELDS += ("grad_clip", "data", "precision")
 _TILE_FIELDS = ("seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
 # attributes a training checkpoint holds beyond its tensors
 _TRAINING_ATTRS = ("step", "model_config", "optimizer_step", "train_sampler", "val_sampler")
@@ -95,6 +96,7 @@ class TrainConfig:
     seed: int = 0
     sample_tokens: int = 200
     trace: str | None = None
+    precision: str = "fp32"  # GEMM precision mode (numtile.nn.mixed_precision); weights stay fp32
 
     def __post_init__(self) -> None:
         at_least_one = ("steps", "batch", "seq_len", "batch_tile", "eval_every", "eval_batches")
@@ -118,6 +120,10 @@ class TrainConfig:
             raise ConfigError(
                 f"--init-from {self.init_from} takes the model from that folder; drop --model "
                 f"{self.model}"
+            )
+        if self.precision not in MODES:
+            raise ConfigError(
+                f"--precision must be one of {', '.join(MODES)}, got {self.precision}"
             )
         micro = self.micro_batch or self.batch
         if self.batch % micro:

@@ -9,6 +9,7 @@ import numpy as np
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise
+from numtile.tiletensor.dtypes import is_floating
 from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.reduction import sum as tensor_sum
 from numtile.tiletensor.tensor import TileTensor
@@ -214,7 +215,7 @@ gradient_rule("negative")(Negative.apply)
 
 
 def _float(x: TileTensor) -> TileTensor:
-    return x if x.dtype.kind == "f" else elementwise.astype(x, np.float64)
+    return x if is_floating(x.dtype) else elementwise.astype(x, np.float64)
 
 
 def _kernel_rule(name: str) -> type[Function]:
@@ -291,7 +292,7 @@ class AsType(Function):
 
 @gradient_rule("astype")
 def _astype(x, dtype, /, *, copy=True, device=None):
-    if np.dtype(dtype).kind == "f":
+    if is_floating(dtype):
         return AsType.apply(x, dtype)
     # integers and booleans carry no gradient
     return elementwise.astype(x.detach(), dtype, copy=copy, device=device)

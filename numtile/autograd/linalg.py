@@ -12,6 +12,7 @@ from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise
 from numtile.tiletensor.creation import arange, zeros_like
+from numtile.tiletensor.dtypes import bfloat16, float32
 from numtile.tiletensor.elementwise import add, divide, multiply, negative, subtract
 from numtile.tiletensor.linalg import (
     SlogdetResult,
@@ -37,7 +38,7 @@ from numtile.tiletensor.reduction import sum as tensor_sum
 
 class MatMul(Function):
     @staticmethod
-    def forward(ctx, x, y, transpose_a=False, transpose_b=False):
+    def forward(ctx, x, y, transpose_a=False, transpose_b=False, out_dtype=None):
         if x.ndim < 2 or y.ndim < 2:
             raise ValueError(
                 "matmul with gradients needs operands of at least 2 axes; reshape "
@@ -45,7 +46,7 @@ class MatMul(Function):
             )
         ctx.save_for_backward(x, y)
         ctx.flags = (transpose_a, transpose_b)
-        return matmul(x, y, transpose_a=transpose_a, transpose_b=transpose_b)
+        return matmul(x, y, transpose_a=transpose_a, transpose_b=transpose_b, out_dtype=out_dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -66,12 +67,17 @@ class MatMul(Function):
             else:  # dB = op(A)^T g
                 gy = matmul(x, g, transpose_a=not ta)
             gy = unbroadcast(gy, y)
+        # a float32 result of bfloat16 operands (out_dtype): gradients in the operands' dtype
+        gx = gx if gx is None or gx.dtype == x.dtype else gx.astype(x.dtype)
+        gy = gy if gy is None or gy.dtype == y.dtype else gy.astype(y.dtype)
         return gx, gy
 
 
 @gradient_rule("matmul")
-def _matmul(x1, x2, *, transpose_a: bool = False, transpose_b: bool = False):
-    return MatMul.apply(x1, x2, transpose_a=transpose_a, transpose_b=transpose_b)
+def _matmul(x1, x2, *, transpose_a: bool = False, transpose_b: bool = False, out_dtype=None):
+    return MatMul.apply(
+        x1, x2, transpose_a=transpose_a, transpose_b=transpose_b, out_dtype=out_dtype
+    )
 
 
 # --- solve, inverse, determinants ------------------------------------------------------------
@@ -299,6 +305,9 @@ class VectorNorm(Function):
 
 @gradient_rule("vector_norm")
 def _vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
+    if x.dtype == bfloat16:  # the float32 norm rounded once; astype carries the gradient
+        norm = _vector_norm(elementwise.astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
+        return elementwise.astype(norm, x.dtype)
     if x.dtype.kind != "f":
         raise TypeError(f"vector_norm with gradients needs a real floating x, got {x.dtype}")
     return VectorNorm.apply(x, axis=axis, keepdims=keepdims, ord=ord)

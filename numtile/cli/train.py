@@ -29,6 +29,7 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         "trace": "write a Chrome/Perfetto trace of the run's tasks to this file",
         "init_from": "fine-tune a Hugging Face GPT-2/LLaMA folder (its config sets the model)",
         "log_dir": "write TensorBoard scalars and metrics.jsonl here (tensorboard --logdir DIR)",
+        "precision": "GEMM precision: fp32, bf16-mixed, fp32-fast-bf16 or tf32 (weights stay fp32)",
     }
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")

@@ -27,6 +27,7 @@ from numtile.tiletensor.fused.norm import (
 from numtile.tiletensor.fused.rope import rope_forward
 from numtile.tiletensor.fused.rows import match_last_tile
 from numtile.tiletensor.manipulation import retile
+from numtile.tiletensor.precision import gemm_rounding
 from numtile.tiletensor.reduction import sum as tensor_sum
 from numtile.tiletensor.tensor import TileTensor
 
@@ -41,7 +42,8 @@ class LinearFunction(Function):
         ctx.save_for_backward(x, weight)
         ctx.transposed = transposed
         ctx.has_bias = bias is not None
-        y = linear_forward(x, weight, transposed)
+        ctx.rounding = gemm_rounding()  # the backward GEMMs run in the forward's precision
+        y = linear_forward(x, weight, transposed, ctx.rounding)
         if bias is not None:
             y = y + bias
         return y
@@ -51,9 +53,10 @@ class LinearFunction(Function):
         x, weight = ctx.saved
         gx = gw = gb = None
         if ctx.x_grad:
-            gx = retile(linear_backward_input(g, weight, x, ctx.transposed), ctx.x_tiles)
+            gx = linear_backward_input(g, weight, x, ctx.transposed, ctx.rounding)
+            gx = retile(gx, ctx.x_tiles)
         if weight.requires_grad:
-            gw = linear_backward_weight(x, g, weight.layout, ctx.transposed)
+            gw = linear_backward_weight(x, g, weight.layout, ctx.transposed, ctx.rounding)
         if ctx.has_bias:
             gb = tensor_sum(g, axis=tuple(range(g.ndim - 1)))
         return gx, gw, gb

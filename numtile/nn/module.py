@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from numtile.tiletensor.creation import from_numpy
+from numtile.tiletensor.precision import check_mode, using_precision, warn_fallback
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -132,8 +133,20 @@ class Module:
                 if value is old:
                     setattr(other, key, tensor)
 
+    # the precision mode of this module's forward (``set_precision``); None: the caller's
+    precision: str | None = None
+
+    def set_precision(self, mode: str) -> Module:
+        """Run this module's forward (and its backward) in precision ``mode`` (one of
+        ``numtile.nn.mixed_precision.MODES``); warns once if the hardware falls back. Parameters
+        stay float32. Returns the module."""
+        object.__setattr__(self, "precision", check_mode(mode))
+        warn_fallback(mode)
+        return self
+
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        with using_precision(self.precision):
+            return self.forward(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError

@@ -8,7 +8,9 @@ Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scal
 (and ``fastmath``: vectorisable exp and log); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
-(random and arange tiles); ``matmul`` (gemm), ``factorizations`` (potrf, trsm, syrk) and
+(random and arange tiles);
+``bf16`` (bf16_widen, bf16_narrow: bfloat16 bit conversions); ``matmul`` (gemm),
+``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, arg_reduce); ``indexing``
 (take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
@@ -20,6 +22,7 @@ embedding); ``helpers``.
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
 
 from numtile.ops_cpu import nn
+from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
@@ -47,8 +50,11 @@ from numtile.ops_cpu.indexing import (
     take_positions,
 )
 from numtile.ops_cpu.logic import bitwise, predicate, where
+from numtile.ops_cpu.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
+from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
+from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
@@ -68,6 +74,8 @@ __all__ = [
     "arg_reduce",
     "axpy",
     "band",
+    "bf16_narrow",
+    "bf16_widen",
     "binary",
     "binary_math",
     "bitwise",
@@ -88,6 +96,11 @@ __all__ = [
     "empty",
     "fill",
     "eye_fill",
+    "bf16_to_float32",
+    "gemm_bf16",
+    "gemm_bf16_mkl",
+    "gemm_rounded",
+    "round_mantissa",
     "gemm",
     "gemm_batched",
     "gemqrt",
@@ -97,6 +110,7 @@ __all__ = [
     "laswp",
     "linspace_fill",
     "merge_runs",
+    "mkl_bf16_available",
     "nn",
     "potrf",
     "predicate",

@@ -12,7 +12,7 @@ never imports ``numtile.ops_cpu``.
 Launches use the block size and GEMM tile that ``configure()`` last set (the runtime calls it
 with its ``Config`` when a CUDA node starts).
 
-Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
+Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``, ``bf16``,
 ``generate``, ``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
 ``factorizations``, ``lu`` (getrf, laswp), ``products`` (cross), ``nn`` (attention, norm, loss,
 optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
@@ -26,6 +26,7 @@ simulator (``require()`` says which is missing).
 
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
+from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen
 from numtile.ops_cuda.complex import (
     complex_binary,
     complex_compare,
@@ -54,6 +55,7 @@ from numtile.ops_cuda.indexing import (
 )
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
 from numtile.ops_cuda.logic import bitwise, predicate, where
+from numtile.ops_cuda.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.products import cross
@@ -73,6 +75,8 @@ __all__ = [
     "available",
     "axpy",
     "band",
+    "bf16_narrow",
+    "bf16_widen",
     "binary",
     "binary_math",
     "bitwise",
@@ -93,6 +97,10 @@ __all__ = [
     "cumulative_sum",
     "eye_fill",
     "fill",
+    "bf16_to_float32",
+    "gemm_bf16",
+    "gemm_rounded",
+    "round_mantissa",
     "gemm",
     "gemm_batched",
     "gemm_path",

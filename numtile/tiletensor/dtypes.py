@@ -8,6 +8,13 @@ floating type wide enough for the integer (``int8`` with ``float32`` is ``float3
 with ``float32`` is ``float64``), and a boolean array with a numeric one is the numeric type.
 Python scalars are weak: ``x + 1`` keeps ``x``'s dtype, ``int_array + 1.5`` is ``float64``.
 
+``bfloat16`` (``ml_dtypes.bfloat16``, so NumPy arrays of it convert both ways) promotes as
+PyTorch's: with ``float32`` or ``float64`` it is that type, with ``float16`` it is ``float32``
+(neither holds the other), with booleans, integer arrays and Python scalars it stays
+``bfloat16``, with complex it is the complex type (``complex64`` for a Python complex).
+``isdtype(nt.bfloat16, "real floating")`` is true. Its tiles hold the 16 bits of each value;
+kernels widen them to float32 (exact), compute in float32 and round back to nearest-even.
+
 >>> import numtile as nt
 >>> nt.result_type(nt.int8, nt.uint8), nt.result_type(nt.int64, nt.uint64)
 (dtype('int16'), dtype('float64'))
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 
+import ml_dtypes
 import numpy as np
 
 bool_ = np.dtype(np.bool_)
@@ -32,12 +40,17 @@ float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
 SIGNED = (int8, int16, int32, int64)
 UNSIGNED = (uint8, uint16, uint32, uint64)
 REAL_FLOATING = (float32, float64)
 COMPLEX_FLOATING = (complex64, complex128)
-SUPPORTED = (bool_, *SIGNED, *UNSIGNED, *REAL_FLOATING, *COMPLEX_FLOATING)
+# floats held as 16-bit patterns that kernels widen to float32 (NumPy's kind of them is "V")
+NARROW_FLOATING = (bfloat16,)
+# the array API's dtypes (what __array_namespace_info__ lists), and every dtype a tensor holds
+STANDARD = (bool_, *SIGNED, *UNSIGNED, *REAL_FLOATING, *COMPLEX_FLOATING)
+SUPPORTED = (*STANDARD, *NARROW_FLOATING)
 
 # isdtype's kinds (array API 2023.12), as sets of dtypes
 KINDS = {
@@ -45,10 +58,27 @@ KINDS = {
     "signed integer": SIGNED,
     "unsigned integer": UNSIGNED,
     "integral": SIGNED + UNSIGNED,
-    "real floating": REAL_FLOATING,
+    "real floating": REAL_FLOATING + NARROW_FLOATING,
     "complex floating": COMPLEX_FLOATING,
-    "numeric": SIGNED + UNSIGNED + REAL_FLOATING + COMPLEX_FLOATING,
+    "numeric": SIGNED + UNSIGNED + REAL_FLOATING + NARROW_FLOATING + COMPLEX_FLOATING,
 }
+
+
+def is_floating(dtype) -> bool:
+    """Whether ``dtype`` is a real floating dtype, ``bfloat16`` included (its NumPy kind is
+    "V", so ``dtype.kind == "f"`` misses it).
+
+    >>> import numtile as nt
+    >>> is_floating(nt.bfloat16), is_floating(nt.float64), is_floating(nt.int8)
+    (True, True, False)
+    """
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype in NARROW_FLOATING
+
+
+def is_inexact(dtype) -> bool:
+    """Whether ``dtype`` is a real or complex floating dtype (``bfloat16`` included)."""
+    return is_floating(dtype) or np.dtype(dtype).kind == "c"
 
 
 def check_dtype(dtype) -> np.dtype:
@@ -94,7 +124,20 @@ def result_type(*operands) -> np.dtype:
     values = [_operand_dtype(operand) for operand in operands]
     if all(not isinstance(value, np.dtype) for value in values):
         raise ValueError("result_type needs at least one tensor or dtype, not only scalars")
+    if bfloat16 in values:
+        return _bfloat16_result(values)
     return check_dtype(np.result_type(*values))
+
+
+def _bfloat16_result(values) -> np.dtype:
+    """result_type of operands one of which is bfloat16 (PyTorch's rules, see the module)."""
+    if any(isinstance(v, np.dtype) and v != bfloat16 and is_inexact(v) for v in values):
+        # another float: bfloat16 ranks as float32 (so float16 with it is float32 too)
+        stand_in = [float32 if isinstance(v, np.dtype) and v == bfloat16 else v for v in values]
+        return check_dtype(np.result_type(*stand_in))
+    if any(isinstance(v, complex) for v in values):
+        return complex64
+    return bfloat16
 
 
 def can_cast(from_, to, /) -> bool:
@@ -104,7 +147,13 @@ def can_cast(from_, to, /) -> bool:
     >>> nt.can_cast(nt.int8, nt.int64), nt.can_cast(nt.float64, nt.int64)
     (True, False)
     """
-    return builtins.bool(np.can_cast(_operand_dtype(from_), check_dtype(to), casting="safe"))
+    from_, to = _operand_dtype(from_), check_dtype(to)
+    if isinstance(from_, np.dtype) and bfloat16 in (from_, to):
+        # exact: booleans and 8-bit integers to bfloat16; bfloat16 to itself and wider floats
+        if to == bfloat16:
+            return builtins.bool(from_ in (bool_, int8, uint8, bfloat16))
+        return builtins.bool(to in (float32, float64, complex64, complex128))
+    return builtins.bool(np.can_cast(from_, to, casting="safe"))
 
 
 def isdtype(dtype, kind) -> bool:
@@ -137,9 +186,9 @@ class finfo:  # noqa: N801  (the array API name)
 
     def __init__(self, type, /):  # noqa: A002
         dtype = _dtype_of(type)
-        if dtype.kind not in "fc":
+        if not is_inexact(dtype):
             raise ValueError(f"finfo needs a floating dtype, got {dtype.name} (use iinfo)")
-        info = np.finfo(dtype)
+        info = ml_dtypes.finfo(dtype) if dtype in NARROW_FLOATING else np.finfo(dtype)
         self.dtype = np.dtype(info.dtype)
         self.bits = int(info.bits)
         self.eps = float(info.eps)

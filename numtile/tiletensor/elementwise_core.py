@@ -16,7 +16,16 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import check_device
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import bool_, check_dtype, float64, result_type
+from numtile.tiletensor.dtypes import (
+    NARROW_FLOATING,
+    bool_,
+    check_dtype,
+    float32,
+    float64,
+    is_floating,
+    is_inexact,
+    result_type,
+)
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.tensor import TileTensor
@@ -108,7 +117,7 @@ def unary_op(x: TileTensor, name: str, float_only: bool = True) -> TileTensor:
         out = TileTensor(x.layout, real_dtype(x.dtype) if name in parts else x.dtype)
         codelet = codelets.elementwise.complex_unary[name]
     else:
-        if x.dtype == bool_ or (float_only and x.dtype.kind != "f"):
+        if x.dtype == bool_ or (float_only and not is_floating(x.dtype)):
             x = astype(x, float64 if float_only else np.int64)
         out = TileTensor(x.layout, x.dtype)
         codelet = codelets.elementwise.unary[name]
@@ -173,7 +182,7 @@ _FLOAT_FUNCTIONS = tuple(opcodes.op_name(opcodes.BINARY_OPS, c) for c in opcodes
 def _operation_dtype(x, y, name: str, family: str, y_scalar: bool) -> np.dtype:
     """The dtype both operands are cast to before op ``name`` of ``family`` runs."""
     dtype = result_type(x, y)
-    if (name == "divide" or name in _FLOAT_FUNCTIONS) and dtype.kind not in "fc":
+    if (name == "divide" or name in _FLOAT_FUNCTIONS) and not is_inexact(dtype):
         dtype = float64
     if dtype.kind == "c" and name not in opcodes.COMPLEX_BINARY + opcodes.COMPLEX_COMPARE:
         raise TypeError(f"{name} does not support complex tensors (got {dtype.name})")
@@ -209,6 +218,8 @@ def binary_op(x, y, name: str, family: str = "binary", out: TileTensor | None = 
         if tensor.dtype != dtype:
             tensor = astype(tensor, dtype)
         scalar_array = np.full(1, scalar, dtype)
+        if dtype in NARROW_FLOATING:  # rounded to bfloat16 (the array API), then held exactly
+            scalar_array = scalar_array.astype(float32)  # as the float32 kernel reads it
         if out is None:
             out = TileTensor(tensor.layout, out_dtype)
             codelet, access = families["scalar"][name], None

@@ -40,7 +40,7 @@ class Info:
         _check(device)
         return {
             dtype.name: dtype
-            for dtype in dtypes.SUPPORTED
+            for dtype in dtypes.STANDARD
             if kind is None or dtypes.isdtype(dtype, kind)
         }
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.dtypes import check_dtype, float64
+from numtile.tiletensor.dtypes import check_dtype, float64, is_floating
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
 
@@ -49,7 +49,7 @@ def _key_for(seed_value) -> int:
 
 def _generate(shape, distribution: str, a, b, seed_value, dtype, tile_shape) -> TileTensor:
     dtype = check_dtype(dtype)
-    if dtype.kind != "f":
+    if not is_floating(dtype):  # bfloat16: drawn in float32, rounded to nearest-even
         raise TypeError(f"random values need a floating dtype, got {dtype.name}")
     shape = () if shape is None else shape
     layout = Layout(shape, tile_shape)

@@ -11,7 +11,16 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import bool_, check_dtype, float64, int64, uint64
+from numtile.tiletensor.dtypes import (
+    NARROW_FLOATING,
+    bool_,
+    check_dtype,
+    float32,
+    float64,
+    int64,
+    is_floating,
+    uint64,
+)
 from numtile.tiletensor.elementwise import abs as absolute
 from numtile.tiletensor.elementwise import astype, exp, log, refuse_complex, sqrt
 from numtile.tiletensor.layout import Layout
@@ -85,11 +94,13 @@ def _tile_plan(tile_shape, axes):
 
 
 def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
+    if dtype in NARROW_FLOATING:  # accumulated in float32, rounded once at the end
+        return astype(_reduce(x, op, axis, keepdims, float32), dtype)
     axes = normalize_axes(axis, x.ndim)
     if op not in ("sum", "prod"):
         refuse_complex(x, op)
-    if x.dtype != dtype:
-        x = astype(x, dtype)
+    if x.dtype != dtype and not (x.dtype in NARROW_FLOATING and dtype == float32):
+        x = astype(x, dtype)  # (the codelets widen bfloat16 tiles to float32 themselves)
     if any(x.shape[a] == 0 for a in axes) and op in ("max", "min", "maxabs"):
         raise ValueError(f"{op} of an empty axis has no identity (shape {x.shape}, axis {axis})")
     kept = [a for a in range(x.ndim) if a not in axes]
@@ -164,10 +175,13 @@ def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
     2.0
     """
     require_tensor(x, "mean")
-    dtype = x.dtype if x.dtype.kind in "fc" else float64
+    narrow = x.dtype in NARROW_FLOATING  # bfloat16: a float32 sum and scaling, rounded once
+    dtype = float32 if narrow else x.dtype if x.dtype.kind in "fc" else float64
     count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
     # through the public sum and *: mean is differentiable wherever they are
-    return sum(x, axis=axis, keepdims=keepdims, dtype=dtype) * (1.0 / count if count else np.nan)
+    total = sum(x, axis=axis, keepdims=keepdims, dtype=dtype)
+    out = total * (1.0 / count if count else np.nan)
+    return astype(out, x.dtype) if narrow else out
 
 
 @dispatched(public="numtile.linalg.vector_norm")
@@ -181,6 +195,9 @@ def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -
     require_tensor(x, "vector_norm")
     if x.dtype.kind == "c":  # the norm of complex entries is the norm of their moduli
         x = absolute(x)
+    if x.dtype in NARROW_FLOATING:  # bfloat16: in float32, rounded once (as PyTorch)
+        norm = vector_norm(astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
+        return astype(norm, x.dtype)
     dtype = x.dtype if x.dtype.kind == "f" else float64
     if ord == 2:
         return sqrt(_reduce(x, "sumsq", axis, keepdims, dtype))
@@ -233,7 +250,7 @@ def softmax(x: TileTensor, axis: int = -1) -> TileTensor:
     [0.09, 0.2447, 0.6652]
     """
     (axis,) = normalize_axes(axis, x.ndim)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         x = astype(x, float64)
     whole = _whole_axis(x, axis)
     out = TileTensor(whole.layout, whole.dtype)
@@ -287,6 +304,8 @@ def log_softmax(x: TileTensor, axis: int = -1) -> TileTensor:
     [-1000.0, 0.0]
     """
     (axis,) = normalize_axes(axis, x.ndim)
+    if x.dtype in NARROW_FLOATING:  # in float32, rounded once (as PyTorch)
+        return astype(log_softmax(astype(x, float32), axis), x.dtype)
     if x.dtype.kind != "f":
         x = astype(x, float64)
     shifted = x - max(x, axis=axis, keepdims=True)

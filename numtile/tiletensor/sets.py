@@ -16,7 +16,8 @@ import numpy as np
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import bool_, int64
+from numtile.tiletensor.dtypes import NARROW_FLOATING, bool_, float32, int64
+from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.indexing import compact_into, flatten, put_positions, tile_counts
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape
@@ -46,6 +47,10 @@ class UniqueInverseResult(NamedTuple):
 def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False):
     """(values, first indices, inverse indices, counts), the unasked ones None."""
     check_sortable(x, name) if x.ndim else check_sortable(reshape(x, (1,)), name)
+    if x.dtype in NARROW_FLOATING:  # as float32 (exact both ways), values back in bfloat16
+        wide = astype(x, float32)
+        unique, first, inverted, counted = _unique(wide, name, counts, indices, inverse)
+        return astype(unique, x.dtype), first, inverted, counted
     flat = flatten(x)
     values, order = sorted_with_indices(flat, 0, False, indices=indices or inverse)
     runtime = get_runtime()

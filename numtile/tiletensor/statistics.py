@@ -12,7 +12,7 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import check_dtype, float64, int64, uint64
+from numtile.tiletensor.dtypes import NARROW_FLOATING, check_dtype, float32, float64, int64, uint64
 from numtile.tiletensor.elementwise import divide, sqrt, square, subtract
 from numtile.tiletensor.elementwise_core import astype, refuse_complex
 from numtile.tiletensor.layout import Layout, c_strides
@@ -34,6 +34,9 @@ def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
     """
     require_tensor(x, "var")
     refuse_complex(x, "var")
+    if x.dtype in NARROW_FLOATING:  # bfloat16: both passes in float32, rounded once
+        variance = var(astype(x, float32), axis=axis, correction=correction, keepdims=keepdims)
+        return astype(variance, x.dtype)
     if x.dtype.kind != "f":
         x = astype(x, float64)
     axes = normalize_axes(axis, x.ndim)
@@ -52,7 +55,10 @@ def std(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
     >>> nt.std(nt.asarray([1.0, 3.0])).item()
     1.0
     """
-    return sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+    narrow = getattr(x, "dtype", None) in NARROW_FLOATING  # bfloat16: rounded once
+    wide = astype(x, float32) if narrow else x
+    out = sqrt(var(wide, axis=axis, correction=correction, keepdims=keepdims))
+    return astype(out, x.dtype) if narrow else out
 
 
 def scan_axis(x: TileTensor, axis) -> int:
@@ -90,6 +96,9 @@ def cumulative_sum(x: TileTensor, /, *, axis=None, dtype=None, include_initial: 
         dtype = check_dtype(dtype)
     else:
         dtype = uint64 if x.dtype.kind == "u" else int64 if x.dtype.kind in "bi" else x.dtype
+    if dtype in NARROW_FLOATING:  # bfloat16 running sums in float32, each rounded once
+        scan = cumulative_sum(astype(x, float32), axis=axis, include_initial=include_initial)
+        return astype(scan, dtype)
     if x.dtype != dtype:
         x = astype(x, dtype)
     out = TileTensor(x.layout, dtype)

@@ -9,7 +9,7 @@ import numpy as np
 
 from numtile.runtime import DataHandle, get_runtime
 from numtile.tiletensor import dispatch, placement
-from numtile.tiletensor.dtypes import check_dtype
+from numtile.tiletensor.dtypes import check_dtype, is_floating
 from numtile.tiletensor.layout import Layout
 
 _BYTES_PER_TILE = 512  # a DataHandle and its bookkeeping (measured: about 450 bytes)
@@ -396,7 +396,7 @@ class TileTensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> TileTensor:
         """Mark this tensor as a leaf whose gradient ``backward`` accumulates in ``.grad``."""
-        if requires_grad and self.dtype.kind != "f":
+        if requires_grad and not is_floating(self.dtype):
             raise TypeError(f"only floating tensors can require gradients, not {self.dtype}")
         self.requires_grad = requires_grad
         return self

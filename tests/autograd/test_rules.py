@@ -278,6 +278,7 @@ METHODS = {
 # public names that are no op on tensors, or take no tensor (nothing to differentiate)
 NOT_OPS = {
     "Access",
+    "bfloat16",
     "Codelet",
     "DataHandle",
     "InvalidatedError",

@@ -77,6 +77,16 @@ _COMPILE_ALL = """
             cuda.compile_ptx(copy._copy_kernel.py_func, signature, cc=(9, 0))
         for target in scalars:
             cuda.compile_ptx(copy._cast_kernel.py_func, (a, target[::1]), cc=(9, 0))
+
+    # bfloat16 tiles: the bit conversions, and the fill and copy of their uint16 patterns
+    from numtile.ops_cuda import bf16
+
+    u16, u32 = types.uint16[::1], types.uint32[::1]
+    cuda.compile_ptx(bf16._widen_kernel.py_func, (u16, u32), cc=(9, 0))
+    cuda.compile_ptx(bf16._narrow_kernel.py_func, (u32, u16), cc=(9, 0))
+    cuda.compile_ptx(copy._fill_kernel.py_func, (u16, types.uint16), cc=(9, 0))
+    s = types.UniTuple(i64, 2)
+    cuda.compile_ptx(copy._copy_kernel.py_func, (u16, i64, s, u16, i64, s, s, i64), cc=(9, 0))
 """
 
 

@@ -392,6 +392,13 @@ _COMPILE_ALL = """
             kernel = matmul._gemm_kernel(np.dtype(dtype), tile)
             signature = (a, a, a, flag, flag, t, t, flag)
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+
+    # the precision modes' rounding of GEMM inputs (ops_cuda/low_precision.py)
+    from numtile.ops_cuda import low_precision
+
+    u32, bits = types.uint32[::1], types.uint32
+    signature = (u32, u32, bits, bits, bits)
+    cuda.compile_ptx(low_precision._round_kernel.py_func, signature, cc=(9, 0))
 """
 
 

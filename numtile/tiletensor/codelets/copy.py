@@ -4,20 +4,20 @@ structured tiles of the array API's creation functions: band (tril, triu, eye), 
 from __future__ import annotations
 
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets import narrow
 
 
 def _fill(ops, out, value):
-    ops.fill(out.reshape(-1), value)
+    ops.fill(narrow.bits(out.reshape(-1)), narrow.scalar_bits(value))
 
 
 def _copy_strided(ops, src, dst, src_offset, src_strides, dst_offset, dst_strides, shape):
-    ops.copy_strided(
-        src.reshape(-1), src_offset, src_strides, dst.reshape(-1), dst_offset, dst_strides, shape
-    )
+    src, dst = narrow.bits(src.reshape(-1)), narrow.bits(dst.reshape(-1))
+    ops.copy_strided(src, src_offset, src_strides, dst, dst_offset, dst_strides, shape)
 
 
 def _cast(ops, x, out):
-    ops.cast(x.reshape(-1), out.reshape(-1))
+    narrow.cast(ops, x.reshape(-1), out.reshape(-1))
 
 
 fill = Codelet("fill", kernel=_fill)

@@ -1,7 +1,9 @@
 """Codelets of the elementwise ops and generators: one per op code, named ``family:op``.
 
 A wrapper flattens tiles to the 1-D views the kernels take and passes the shapes and
-strides the tiled op computed; the op code is bound when the codelet is built.
+strides the tiled op computed; the op code is bound when the codelet is built. On bfloat16
+tiles the float32 kernel runs on widened copies and its outputs are rounded back
+(``narrow.through_float32``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import math
 
 from numtile import opcodes
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.narrow import through_float32
 
 
 def _size(shape) -> int:
@@ -17,6 +20,7 @@ def _size(shape) -> int:
 
 
 def _unary(code):
+    @through_float32(outputs=(1,))
     def kernel(ops, x, out):
         ops.unary(x.reshape(-1), out.reshape(-1), code)
 
@@ -24,6 +28,7 @@ def _unary(code):
 
 
 def _unary_backward(code):
+    @through_float32(outputs=(2,))
     def kernel(ops, x, grad_out, grad_in):
         ops.unary_backward(x.reshape(-1), grad_out.reshape(-1), grad_in.reshape(-1), code)
 
@@ -37,6 +42,7 @@ def _for_dtype(ops, kernel_name: str, dtype):
 
 
 def _binary(code):
+    @through_float32(outputs=(2,))
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
         if code == opcodes.POWER and out.dtype.kind == "i" and (ops.to_host(b) < 0).any():
             raise ValueError("integers to negative integer powers are not allowed")
@@ -56,6 +62,7 @@ def _with_scalar(kernel_name: str, code: int):
     """A kernel of ``ops.<kernel_name>`` (binary, compare or bitwise) between a tile and a
     scalar, the scalar first or second as the op was written."""
 
+    @through_float32(outputs=(1,))
     def kernel(ops, a, out, scalar, a_strides, scalar_strides, shape, scalar_first):
         function, a, out = _for_dtype(ops, kernel_name, a.dtype), a.reshape(-1), out.reshape(-1)
         if scalar_first:
@@ -67,6 +74,7 @@ def _with_scalar(kernel_name: str, code: int):
 
 
 def _compare(code, kernel_name="compare"):
+    @through_float32()
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
         function = _for_dtype(ops, kernel_name, a.dtype)
         function(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code)
@@ -77,6 +85,7 @@ def _compare(code, kernel_name="compare"):
 def _inplace(kernel_name: str, code: int):
     """A kernel of ``ops.<kernel_name>`` writing ``a op b`` into ``a`` itself (``a += b``)."""
 
+    @through_float32(updates=(0,))
     def kernel(ops, a, b, a_strides, b_strides, shape):
         function, a = _for_dtype(ops, kernel_name, a.dtype), a.reshape(-1)
         function(a, a_strides, b.reshape(-1), b_strides, a, shape, code)
@@ -88,6 +97,7 @@ def _scalar_inplace(kernel_name: str, code: int):
     """A kernel writing ``a op scalar`` (or ``scalar op a``) into the tile ``a`` itself."""
     with_scalar = _with_scalar(kernel_name, code)
 
+    @through_float32(updates=(0,))
     def kernel(ops, a, scalar, a_strides, scalar_strides, shape, scalar_first):
         with_scalar(ops, a, a, scalar, a_strides, scalar_strides, shape, scalar_first)
 
@@ -105,12 +115,14 @@ def _complex_unary(code):
 
 
 def _predicate(code):
+    @through_float32()
     def kernel(ops, x, out):
         ops.predicate(x.reshape(-1), out.reshape(-1), code)
 
     return kernel
 
 
+@through_float32(outputs=(3,))
 def _where(ops, condition, a, b, out, c_strides, a_strides, b_strides, shape):
     flat = (t.reshape(-1) for t in (condition, a, b, out))
     condition, a, b, out = flat
@@ -118,16 +130,19 @@ def _where(ops, condition, a, b, out, c_strides, a_strides, b_strides, shape):
 
 
 def _random(code):
+    @through_float32(outputs=(0,))
     def kernel(ops, out, shape, start, global_strides, seed, a, b, upper):
         ops.random_fill(out.reshape(-1), shape, start, global_strides, seed, code, a, b, upper)
 
     return kernel
 
 
+@through_float32(outputs=(0,))
 def _arange(ops, out, first, step):
     ops.arange_fill(out.reshape(-1), first, step)
 
 
+@through_float32(updates=(1,))
 def _axpy(ops, x, y, alpha):
     ops.axpy(alpha, x.reshape(-1), y.reshape(-1))
 

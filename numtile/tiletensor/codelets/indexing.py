@@ -4,12 +4,16 @@ counting and compacting flagged elements, and the group starts and counts of ``u
 from __future__ import annotations
 
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets import narrow
 
 
 def _take(ops, src, dst, pre, src_n, post, dst_n, src_positions, dst_positions, accumulate):
+    if accumulate and narrow.is_narrow(dst):  # a bfloat16 scatter-add sums in float32
+        _take_wide(ops, src, dst, pre, src_n, post, dst_n, src_positions, dst_positions, True)
+        return
     ops.take_positions(
-        src.reshape(-1),
-        dst.reshape(-1),
+        narrow.bits(src.reshape(-1)),
+        narrow.bits(dst.reshape(-1)),
         pre,
         src_n,
         post,
@@ -20,18 +24,24 @@ def _take(ops, src, dst, pre, src_n, post, dst_n, src_positions, dst_positions, 
     )
 
 
+_take_wide = narrow.through_float32(updates=(1,))(_take)
+
+
+@narrow.through_float32()
 def _count_nonzero(ops, x, out):
     ops.count_nonzero(x.reshape(-1), out.reshape(-1))
 
 
 def _compact(ops, x, flags, out, skip, dst_begin, count):
-    ops.compact(x.reshape(-1), flags.reshape(-1), out.reshape(-1), skip, dst_begin, count)
+    x, out = narrow.bits(x.reshape(-1)), narrow.bits(out.reshape(-1))
+    ops.compact(x, flags.reshape(-1), out, skip, dst_begin, count)
 
 
 def _compact_positions(ops, flags, out, skip, dst_begin, count, first):
     ops.compact_positions(flags.reshape(-1), out.reshape(-1), skip, dst_begin, count, first)
 
 
+@narrow.through_float32()
 def _group_starts(ops, values, previous, flags, first_tile):
     ops.group_starts(values.reshape(-1), previous.reshape(-1), flags.reshape(-1), first_tile)
 

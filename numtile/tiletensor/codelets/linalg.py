@@ -8,7 +8,9 @@ import math
 import numpy as np
 
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.narrow import bits
 from numtile.tiletensor.codelets.views import rows
+from numtile.tiletensor.precision import use_mkl_bf16
 
 
 def _gemm(ops, a, b, c, trans_a, trans_b, alpha, beta):
@@ -246,4 +248,58 @@ slogdet_stack = Codelet(
     kernel=_slogdet_stack,
     implementations={"cpu": _slogdet_stack_cpu},
     flops=_stack_flops,
+)
+
+
+# --- GEMMs of the precision modes (numtile.tiletensor.precision): inputs rounded to
+# ``in_bits`` mantissa bits, the result to ``out_bits``; float32 accumulation
+
+
+def _gemm_rounded(ops, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits):
+    _each_matrix(ops.gemm_rounded, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits)
+
+
+def _gemm_rows_rounded(ops, a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits):
+    ops.gemm_rounded(rows(a), rows(b), rows(c), trans_a, trans_b, alpha, beta, in_bits, out_bits)
+
+
+gemm_rounded = Codelet(
+    "gemm_rounded", kernel=_gemm_rounded, flops=lambda *shapes_args: _gemm_flops(*shapes_args[:7])
+)
+gemm_rows_rounded = Codelet(
+    "gemm_rows_rounded",
+    kernel=_gemm_rows_rounded,
+    flops=lambda *shapes_args: _gemm_rows_flops(*shapes_args[:7]),
+)
+
+
+# --- bf16 x bf16 -> float32 GEMM: a and b bfloat16 tiles (their uint16 bits reach the
+# kernel), c float32. On a CPU with bf16 units and oneMKL, MKL's cblas_gemm_bf16bf16f32; else
+# the exact widen-to-float32-and-sgemm kernel (numtile.tiletensor.precision says which)
+
+
+def _each_matrix(gemm2d, a, b, c, *args):
+    if c.ndim == 2:
+        gemm2d(a, b, c, *args)
+        return
+    for index in np.ndindex(c.shape[:-2]):  # batch axes, broadcast ones read at 0
+        ia = tuple(0 if s == 1 else i for s, i in zip(a.shape[:-2], index))
+        ib = tuple(0 if s == 1 else i for s, i in zip(b.shape[:-2], index))
+        gemm2d(a[ia], b[ib], c[index], *args)
+
+
+def _gemm_bf16(ops, a, b, c, trans_a, trans_b, alpha, beta):
+    _each_matrix(ops.gemm_bf16, bits(a), bits(b), c, trans_a, trans_b, alpha, beta)
+
+
+def _gemm_bf16_cpu(ops, a, b, c, trans_a, trans_b, alpha, beta):
+    kernel = ops.gemm_bf16_mkl if use_mkl_bf16(ops) else ops.gemm_bf16
+    _each_matrix(kernel, bits(a), bits(b), c, trans_a, trans_b, alpha, beta)
+
+
+gemm_bf16 = Codelet(
+    "gemm_bf16",
+    kernel=_gemm_bf16,
+    implementations={"cpu": _gemm_bf16_cpu},
+    flops=_gemm_flops,
 )

@@ -8,25 +8,38 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.narrow import is_narrow, narrow_into, widen
 from numtile.tiletensor.codelets.views import flat, rows
 
 # -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
 
 
 def _attention_forward(ops, q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group=1):
+    q, k, v = _wide(ops, q, k, v)  # bfloat16 q/k/v: float32 scratch copies (exact)
     for b in range(q.shape[0]):
         ops.nn.attention_forward_block(
             q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, q_start, k_start, causal, group
         )
 
 
+def _wide(ops, *tiles):
+    """The tiles, bfloat16 ones widened to float32 scratch copies (float32 softmax maths)."""
+    return [widen(ops, t) if is_narrow(t) else t for t in tiles]
+
+
 def _attention_finalize(ops, acc, m, l, out, lse, n_heads):
+    target = ops.empty(tuple(out.shape), np.float32) if is_narrow(out) else out
     for b in range(acc.shape[0]):
-        ops.nn.attention_forward_finalize(acc[b], m[b], l[b], out[b], lse[b], n_heads)
+        ops.nn.attention_forward_finalize(acc[b], m[b], l[b], target[b], lse[b], n_heads)
+    if target is not out:
+        narrow_into(ops, target, out)  # the bfloat16 output, rounded once
 
 
 def _attention_delta(ops, dout, out, delta, n_heads):
+    dout, out = _wide(ops, dout, out)
     for b in range(out.shape[0]):
         ops.nn.attention_backward_delta(dout[b], out[b], delta[b], n_heads)
 
@@ -34,6 +47,8 @@ def _attention_delta(ops, dout, out, delta, n_heads):
 def _attention_backward(
     ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
 ):
+    # dq, dk, dv: float32 accumulators, also for bfloat16 q, k, v (rounded once at the end)
+    q, k, v, dout = _wide(ops, q, k, v, dout)
     for b in range(q.shape[0]):
         ops.nn.attention_backward_block(
             q[b],

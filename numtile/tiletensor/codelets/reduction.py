@@ -8,6 +8,7 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.narrow import through_float32
 from numtile.tiletensor.layout import c_strides
 
 
@@ -16,6 +17,7 @@ def _size(shape) -> int:
 
 
 def _reduce(code):
+    @through_float32(updates=(1,))  # bfloat16 tiles reduce as float32 (into float32 partials)
     def kernel(ops, x, out, move_axes, pre, n, post):
         if move_axes is not None:  # reduced axes are not adjacent: gather them last first
             order = [i for i in range(x.ndim) if i not in move_axes] + list(move_axes)
@@ -38,10 +40,12 @@ def _reduce(code):
     return kernel
 
 
+@through_float32(outputs=(1,))
 def _softmax(ops, x, out, pre, n, post):
     ops.softmax(x.reshape(-1), out.reshape(-1), pre, n, post)
 
 
+@through_float32(outputs=(2,))
 def _softmax_backward(ops, y, grad_out, grad_in, pre, n, post):
     ops.softmax_backward(y.reshape(-1), grad_out.reshape(-1), grad_in.reshape(-1), pre, n, post)
 

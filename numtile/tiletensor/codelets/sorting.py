@@ -13,6 +13,7 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.narrow import through_float32
 from numtile.tiletensor.codelets.views import rows
 
 
@@ -118,6 +119,7 @@ def _count_before(ops, run, needles, counts, right):
     ops.count_before(flat, wanted, counts.reshape(-1), key_kind(run.dtype), right)
 
 
+@through_float32(updates=(1,))  # bfloat16 values compare as float32 (exact)
 def _arg_reduce(ops, x, values, indices, pre, n, post, shape, starts, strides, find_max):
     x, values = x.reshape(-1), values.reshape(-1)
     if x.dtype == np.bool_:

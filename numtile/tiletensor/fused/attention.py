@@ -8,6 +8,10 @@ group) one task per visible key tile updates a running max, sum and output (onli
 softmax); the full T x T score matrix of a head never exists. Backward recomputes the
 probabilities of each (query tile, key tile) block from the saved log-sum-exp.
 
+bfloat16 q, k, v (bf16-mixed) are read as they are: each task widens its tiles to float32
+scratch copies, the softmax statistics stay float64, the output accumulates in float32 and is
+rounded to bfloat16 once, and the gradients accumulate in float32, rounded once at the end.
+
 Grouped-query attention (LLaMA) takes q, k and v as separate tensors with fewer key/value heads
 than query heads: a tile of ``head_tile`` query heads reads the tile of the key/value heads of
 its group(s), so ``head_tile`` and the group size (query heads per key/value head) must divide
@@ -23,6 +27,8 @@ import numpy as np
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles, zeros
+from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.fused.rows import match_last_tile
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import retile
@@ -84,7 +90,7 @@ def _forward(heads: _Heads, n_head: int, head_tile: int, group: int, D: int, cau
     m = TileTensor(stats, np.float64)
     fill_tiles(m, -np.inf)
     l = zeros(stats.shape, np.float64, stats.tile_shape)
-    acc = zeros(out.shape, q.dtype, out.tile_shape)
+    acc = zeros(out.shape, _work_dtype(q.dtype), out.tile_shape)
     lse = TileTensor(stats, np.float64)
     runtime = get_runtime()
     last = q.grid[1] - 1
@@ -109,6 +115,17 @@ def _forward(heads: _Heads, n_head: int, head_tile: int, group: int, D: int, cau
                 (head_tile,),
             )
     return out, lse
+
+
+def _work_dtype(dtype) -> np.dtype:
+    """The dtype attention accumulates in: float32 for bfloat16 q, k, v (as the softmax
+    statistics are float64 for every dtype), else the inputs' own."""
+    return np.dtype(np.float32) if dtype == bfloat16 else np.dtype(dtype)
+
+
+def _narrowed(tensor: TileTensor, dtype) -> TileTensor:
+    """A float32 gradient accumulated for bfloat16 inputs, rounded once to ``dtype``."""
+    return tensor if tensor.dtype == dtype else astype(tensor, dtype)
 
 
 def _kv_group(h: int, head_tile: int, group: int) -> int:
@@ -173,11 +190,11 @@ def attention_backward(qkv, out, lse, dout, n_head: int, head_tile: int, causal:
     """d(attention)/d(qkv), tiled like ``qkv`` as ``attention_forward`` returned it."""
     D = qkv.shape[2] // 3 // n_head
     groups = n_head // head_tile
-    dqkv = zeros(qkv.shape, qkv.dtype, qkv.tile_shape)
+    dqkv = zeros(qkv.shape, _work_dtype(qkv.dtype), qkv.tile_shape)
     heads = _Heads(qkv, qkv, qkv, 0, groups, 2 * groups)
     grads = _Heads(dqkv, dqkv, dqkv, 0, groups, 2 * groups)
     _backward(heads, grads, out, lse, dout, n_head, head_tile, 1, D, causal)
-    return dqkv
+    return _narrowed(dqkv, qkv.dtype)
 
 
 def grouped_attention_forward(
@@ -219,7 +236,7 @@ def grouped_attention_backward(
     """(dq, dk, dv) of ``grouped_attention_forward``, tiled like the q, k, v it returned; dk
     and dv sum over the query heads of each group."""
     D = q.shape[2] // n_head
-    grads = tuple(zeros(x.shape, x.dtype, x.tile_shape) for x in (q, k, v))
+    grads = tuple(zeros(x.shape, _work_dtype(x.dtype), x.tile_shape) for x in (q, k, v))
     group = n_head // n_kv_head
     _backward(_Heads(q, k, v), _Heads(*grads), out, lse, dout, n_head, head_tile, group, D, causal)
-    return grads
+    return tuple(_narrowed(g, x.dtype) for g, x in zip(grads, (q, k, v)))

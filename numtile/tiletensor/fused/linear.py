@@ -7,41 +7,64 @@ axes works.
 
 from __future__ import annotations
 
+import numpy as np
+
 from numtile.runtime import Access, get_runtime
-from numtile.tiletensor.codelets.linalg import gemm_rows
+from numtile.tiletensor.codelets.linalg import gemm_rows, gemm_rows_rounded
 from numtile.tiletensor.fused.rows import lead_indices, match_last_tile
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.precision import FULL, gemm_rounding
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW = Access.R, Access.W, Access.RW
 
 
-def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool) -> None:
-    """out_tile = sum of op(a) @ op(b) over ``pairs``: one GEMM task per pair, in order."""
+def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool, rounding) -> None:
+    """out_tile = sum of op(a) @ op(b) over ``pairs``: one GEMM task per pair, in order.
+    ``rounding`` (input, output mantissa bits; ``precision.gemm_rounding``) rounds each GEMM's
+    inputs and the finished sum (only the last task rounds its output)."""
+    in_bits, out_bits = rounding
     for n, (a, b) in enumerate(pairs):
         first = n == 0
-        runtime.submit(
-            gemm_rows,
-            [(a, R), (b, R), (out_tile, W if first else RW)],
-            (trans_a, trans_b, 1.0, 0.0 if first else 1.0),
-        )
+        accesses = [(a, R), (b, R), (out_tile, W if first else RW)]
+        args = (trans_a, trans_b, 1.0, 0.0 if first else 1.0)
+        if (in_bits, out_bits) == (FULL, FULL):
+            runtime.submit(gemm_rows, accesses, args)
+        else:
+            last = n == len(pairs) - 1
+            runtime.submit(
+                gemm_rows_rounded, accesses, args + (in_bits, out_bits if last else FULL)
+            )
 
 
-def _rows_times_weight(a: TileTensor, weight: TileTensor, out: TileTensor, weight_tile, trans_b):
+def _rounding(rounding, dtype) -> tuple[int, int]:
+    """``rounding`` (default: the current precision's), or none for a non-float32 GEMM."""
+    if np.dtype(dtype) != np.float32:
+        return FULL, FULL
+    return rounding or gemm_rounding()
+
+
+def _rows_times_weight(
+    a: TileTensor, weight: TileTensor, out: TileTensor, weight_tile, trans_b, rounding
+):
     """out[..., col] = sum over inner of a[..., inner] @ op(W[weight_tile(col, inner)])."""
     runtime = get_runtime()
+    rounding = _rounding(rounding, out.dtype)
     for lead in lead_indices(out):
         for col in range(out.grid[-1]):
             pairs = [
                 (a.tile(lead + (inner,)), weight.tile(weight_tile(col, inner)))
                 for inner in range(a.grid[-1])
             ]
-            _chain(runtime, out.tile(lead + (col,)), pairs, False, trans_b)
+            _chain(runtime, out.tile(lead + (col,)), pairs, False, trans_b, rounding)
     return out
 
 
-def linear_forward(x: TileTensor, weight: TileTensor, transposed: bool = False) -> TileTensor:
+def linear_forward(
+    x: TileTensor, weight: TileTensor, transposed: bool = False, rounding=None
+) -> TileTensor:
     """``x @ W`` (W (in, out)) or ``x @ W^T`` (W (out, in)); ``x``'s last tile must match W's.
+    ``rounding``: the GEMMs' (input, output) mantissa bits (default: the current precision's).
 
     >>> import numtile as nt
     >>> w = nt.ones((3, 2), tile_shape=(2, 2))
@@ -59,11 +82,12 @@ def linear_forward(x: TileTensor, weight: TileTensor, transposed: bool = False) 
         TileTensor(layout, x.dtype),
         lambda j, k: (j, k) if transposed else (k, j),
         transposed,
+        rounding,
     )
 
 
 def linear_backward_input(
-    grad: TileTensor, weight: TileTensor, x: TileTensor, transposed: bool = False
+    grad: TileTensor, weight: TileTensor, x: TileTensor, transposed: bool = False, rounding=None
 ) -> TileTensor:
     """d(x @ op(W))/dx: ``grad @ op(W)^T``, tiled like ``x`` (whose last tile matches W's)."""
     out_axis = 0 if transposed else 1
@@ -75,17 +99,19 @@ def linear_backward_input(
         TileTensor(x.layout, x.dtype),
         lambda k, j: (j, k) if transposed else (k, j),
         not transposed,
+        rounding,
     )
 
 
 def linear_backward_weight(
-    x: TileTensor, grad: TileTensor, weight_layout: Layout, transposed: bool = False
+    x: TileTensor, grad: TileTensor, weight_layout: Layout, transposed: bool = False, rounding=None
 ) -> TileTensor:
     """d(x @ op(W))/dW: ``x^T grad`` ((in, out)), or ``grad^T x`` when ``transposed``."""
     out_axis = 0 if transposed else 1
     grad = match_last_tile(grad, weight_layout.tile_shape[out_axis])
     gw = TileTensor(weight_layout, x.dtype)
     runtime = get_runtime()
+    rounding = _rounding(rounding, gw.dtype)
     leads = list(lead_indices(x))
     for index in weight_layout.indices():
         j, k = (index[0], index[1]) if transposed else (index[1], index[0])
@@ -93,5 +119,5 @@ def linear_backward_weight(
         for lead in leads:
             g_tile, x_tile = grad.tile(lead + (j,)), x.tile(lead + (k,))
             pairs.append((g_tile, x_tile) if transposed else (x_tile, g_tile))
-        _chain(runtime, gw.tile(index), pairs, True, False)
+        _chain(runtime, gw.tile(index), pairs, True, False, rounding)
     return gw

@@ -5,18 +5,26 @@ from __future__ import annotations
 import numpy as np
 
 from numtile.runtime import get_runtime
-from numtile.tiletensor.codelets.linalg import gemm
+from numtile.tiletensor.codelets.linalg import gemm, gemm_bf16, gemm_rounded
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
+from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands
 from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.precision import FULL, gemm_rounding
 from numtile.tiletensor.tensor import TileTensor
 
 
 @dispatched
 def matmul(
-    x1: TileTensor, x2: TileTensor, *, transpose_a: bool = False, transpose_b: bool = False
+    x1: TileTensor,
+    x2: TileTensor,
+    *,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    out_dtype=None,
 ) -> TileTensor:
     """Matrix product with NumPy semantics: 2-D, batched (broadcast batch axes) and 1-D.
 
@@ -33,6 +41,11 @@ def matmul(
     [[5.0, 14.0], [14.0, 50.0]]
     """
     (x1, x2), dtype = float_operands("matmul", x1, x2)
+    narrow = dtype == bfloat16
+    if out_dtype is not None and np.dtype(out_dtype) not in (dtype, np.dtype(np.float32)):
+        raise ValueError(f"matmul: out_dtype must be {dtype} or float32, got {out_dtype}")
+    if out_dtype is not None and not narrow and np.dtype(out_dtype) != dtype:
+        raise ValueError(f"matmul: out_dtype float32 needs bfloat16 operands, got {dtype}")
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul does not accept 0-d tensors; use *")
     if (transpose_a and x1.ndim < 2) or (transpose_b and x2.ndim < 2):
@@ -78,9 +91,12 @@ def matmul(
         tuple(batch) + (x1.shape[m_axis], x2.shape[n_axis]),
         tuple(batch_tiles) + (x1.tile_shape[m_axis], x2.tile_shape[n_axis]),
     )
-    out = TileTensor(layout, dtype)
+    out = TileTensor(layout, np.float32 if narrow else dtype)
     inner = x1.grid[k1_axis]
     runtime = get_runtime()
+    # the precision mode (numtile.tiletensor.precision) rounds float32 GEMMs' inputs/result
+    in_bits, out_bits = gemm_rounding() if np.dtype(dtype) == np.float32 else (FULL, FULL)
+    codelet = gemm_bf16 if narrow else gemm
     if inner == 0:
         fill_tiles(out, 0)
     for index, c in zip(layout.indices(), out.handles):
@@ -91,8 +107,15 @@ def matmul(
         for k in range(inner):
             a = x1.tile(b1 + ((k, i) if ta else (i, k)))
             b = x2.tile(b2 + ((j, k) if tb else (k, j)))
-            beta = 0.0 if k == 0 else 1.0
-            runtime.submit(gemm, [(a, R), (b, R), (c, W if k == 0 else RW)], (ta, tb, 1.0, beta))
+            accesses = [(a, R), (b, R), (c, W if k == 0 else RW)]
+            args = (ta, tb, 1.0, 0.0 if k == 0 else 1.0)
+            if (in_bits, out_bits) == (FULL, FULL):
+                runtime.submit(codelet, accesses, args)
+            else:
+                last_bits = out_bits if k == inner - 1 else FULL
+                runtime.submit(gemm_rounded, accesses, args + (in_bits, last_bits))
+    if narrow and np.dtype(out_dtype or dtype) == bfloat16:
+        out = astype(out, bfloat16)  # the float32 sums rounded once, as torch's bf16 matmul
     if vector1 and vector2:
         return reshape(out, out.shape[:-2])
     if vector1:
