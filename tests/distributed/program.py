@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -309,6 +310,26 @@ def sequence_mismatch() -> None:
     nt.init(ncpu=1)  # the ranks' records differ now: start afresh
 
 
+def last_sends() -> None:
+    """A read waits for a tile's writers, not for the sends that carry it on, so a rank's
+    last sends leave after its last wait: ``shutdown(wait=False)`` (what exit does) still
+    posts them, and the other ranks receive the tile instead of waiting forever."""
+    runtime = nt.get_runtime()
+    tile = DataHandle((4,), np.float64, np.zeros(4) if nt.rank() == 0 else None)
+    place(tile, 0)
+    runtime.wait_all()
+
+    def slow(t):
+        time.sleep(0.3)  # the program reaches its end while this runs
+        np.add(t, 1, out=t)
+
+    runtime.submit(host_codelet("mpi_test:slow", slow), [(tile, nt.Access.RW)])  # on rank 0
+    runtime.distributed.bring(tile, runtime.distributed.everyone)  # what a read submits
+    nt.shutdown(wait=False)
+    np.testing.assert_array_equal(tile.host_array(), np.ones(4))
+    nt.init(ncpu=1)
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
@@ -320,6 +341,7 @@ CHECKS = {
     "linear_algebra": linear_algebra,
     "observability": observability,
     "sequence_mismatch": sequence_mismatch,
+    "last_sends": last_sends,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES, Access
@@ -167,7 +168,29 @@ class Distributed:
 
     def shutdown(self, wait: bool = True) -> None:
         self.closing = True  # ranks may stop in different places (an exception unwinding)
+        if not wait and not self.runtime.closed:  # at exit, too
+            self.finish(check_timeout())
         self._shutdown(wait)
+
+    def finish(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for this rank's tasks, without raising; True if
+        they all finished. A read waits for a tile's writers, not for the sends that carry
+        it to the other ranks: a program's last sends leave after its last wait, and a rank
+        that exited then (``shutdown(wait=False)`` at exit cancelled what was queued) left a
+        peer waiting forever for a receive."""
+        runtime = self.runtime
+        deadline = time.monotonic() + timeout
+        with runtime._lock:
+            runtime._waiters += 1
+            try:
+                while runtime._unfinished and runtime._broken is None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    runtime._done.wait(min(left, 1.0))
+            finally:
+                runtime._waiters -= 1
+        return True
 
     def check_sequence(self) -> None:
         """Every rank submitted the same tasks so far, or ``SubmissionMismatchError`` naming
