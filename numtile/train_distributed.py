@@ -43,11 +43,7 @@ def save_distributed_checkpoint(path, tensors, attrs, **options) -> bool:
     which writes the file; True on the rank that wrote it."""
     front = nt.get_runtime().distributed
     handles = [handle for tensor in tensors.values() for handle in tensor.handles]
-    front.check_sequence()  # the ranks agree on what they saved
-    for handle in handles:
-        if front.reductions.open and front.reductions.pending(handle):
-            front.reductions.flush(handle)
-        front.bring(handle, (WRITER,))
+    front.send_to(handles, (WRITER,))  # the ranks agree on what they save
     wrote = front.rank == WRITER
     if wrote:
         with front.local_waits():  # the tiles come to this rank only: no wait is collective

@@ -310,6 +310,36 @@ def sequence_mismatch() -> None:
     nt.init(ncpu=1)  # the ranks' records differ now: start afresh
 
 
+def gather_on_one_rank() -> None:
+    """``to_numpy(root=r)``: the array on rank r, None elsewhere; only r receives tiles, each
+    one it lacks once; then a read on every rank moves only what the others still lack."""
+    node = nt.get_runtime().distributed.node
+    a = np.arange(35.0).reshape(7, 5)
+    x = nt.from_numpy(a, tile_shape=(3, 2), distribution=nt.distribution.block_cyclic()) * 2
+    last = nt.nranks() - 1
+    owned_elsewhere = [
+        o != last for o in nt.distribution.block_cyclic().owners(x.layout.indices(), nt.nranks())
+    ]
+    nt.wait_all()
+    before = node.bytes_received
+    got = x.to_numpy(root=last)
+    received = node.bytes_received - before
+    if nt.rank() == last:
+        np.testing.assert_array_equal(got, 2 * a)
+        nbytes = [h.nbytes for h in x.handles]
+        assert received == sum(n for n, o in zip(nbytes, owned_elsewhere) if o), received
+    else:
+        assert got is None and received == 0, (got, received)
+    np.testing.assert_array_equal(x.to_numpy(), 2 * a)  # every rank, after
+    for bad in (nt.nranks(), -1, 0.5, True):
+        try:
+            x.to_numpy(root=bad)
+        except ValueError as error:
+            assert "root must be a rank" in str(error), error
+        else:
+            raise AssertionError(f"root={bad!r} was accepted")
+
+
 def last_sends() -> None:
     """A read waits for a tile's writers, not for the sends that carry it on, so a rank's
     last sends leave after its last wait: ``shutdown(wait=False)`` (what exit does) still
@@ -341,6 +371,7 @@ CHECKS = {
     "linear_algebra": linear_algebra,
     "observability": observability,
     "sequence_mismatch": sequence_mismatch,
+    "gather_on_one_rank": gather_on_one_rank,
     "last_sends": last_sends,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }

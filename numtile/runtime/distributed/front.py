@@ -142,13 +142,28 @@ class Distributed:
     def wait_handles(self, handles) -> None:
         """Bring ``handles`` to every rank, then wait for them here (every rank calls it)."""
         handles = list(handles)
+        self.send_to(handles, self.everyone)
+        self._wait_handles(handles)
+
+    def gather(self, handles, root: int) -> bool:
+        """Bring ``handles`` to rank ``root`` alone and wait for them there (every rank calls
+        it; the others only send what they hold): True on ``root``."""
+        handles = list(handles)
+        self.send_to(handles, (root,))
+        if self.rank != root:
+            return False
+        self._wait_handles(handles)
+        return True
+
+    def send_to(self, handles, ranks) -> None:
+        """Check the submission sequences, end the tiles' open sums, and submit the transfers
+        that bring ``handles``' current values to ``ranks`` (every rank calls it)."""
         self.check_sequence()
         reductions = self.reductions
         for handle in handles:
             if reductions.open and reductions.pending(handle):
                 reductions.flush(handle)
-            self.bring(handle, self.everyone)
-        self._wait_handles(handles)
+            self.bring(handle, ranks)
 
     @contextlib.contextmanager
     def local_waits(self):
