@@ -310,6 +310,26 @@ def sequence_mismatch() -> None:
     nt.init(ncpu=1)  # the ranks' records differ now: start afresh
 
 
+def split_gemm_chains() -> None:
+    """A GEMM chain over inputs of several ranks (a weight gradient ``x^T g`` over batch
+    tiles spread by ``by_axis(0)``) runs each rank's products where they are, into a partial:
+    the owner receives P-1 partial tiles, not the inputs; equal to NumPy."""
+    node = nt.get_runtime().distributed.node
+    rng = np.random.default_rng(3)
+    a, g = rng.standard_normal((12, 3)), rng.standard_normal((12, 5))
+    rows = nt.distribution.by_axis(0)
+    x = nt.from_numpy(a, tile_shape=(2, 3), distribution=rows)
+    y = nt.from_numpy(g, tile_shape=(2, 5), distribution=rows)
+    nt.wait_all()
+    before = node.bytes_received
+    gw = nt.linalg.matmul(x, y, transpose_a=True).to_numpy(root=0)  # one tile, on rank 0
+    received = node.bytes_received - before
+    expected = (nt.nranks() - 1) * 3 * 5 * 8 if nt.rank() == 0 else 0
+    assert received == expected, (received, expected)
+    if nt.rank() == 0:
+        np.testing.assert_allclose(gw, a.T @ g, rtol=1e-12)
+
+
 def gather_on_one_rank() -> None:
     """``to_numpy(root=r)``: the array on rank r, None elsewhere; only r receives tiles, each
     one it lacks once; then a read on every rank moves only what the others still lack."""
@@ -371,6 +391,7 @@ CHECKS = {
     "linear_algebra": linear_algebra,
     "observability": observability,
     "sequence_mismatch": sequence_mismatch,
+    "split_gemm_chains": split_gemm_chains,
     "gather_on_one_rank": gather_on_one_rank,
     "last_sends": last_sends,
     "failure": failure,  # last: its notices may still arrive at the other ranks

@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES, Access
-from numtile.runtime.distributed.reduce import ADDITIVE, Reductions
+from numtile.runtime.distributed.reduce import Reductions, accumulates
 from numtile.runtime.distributed.sequence import SubmissionLog, check_timeout
 from numtile.runtime.handle import DataHandle
 
@@ -79,11 +79,10 @@ class Distributed:
         self.tasks += 1
         self.log.record(codelet, accesses)
         reductions = self.reductions
-        contributor = reductions.contributor(codelet, accesses)
+        contributor = reductions.contributor(codelet, accesses, args)
         if reductions.open:  # a tile read or written otherwise ends its accumulations
-            additive = codelet.name in ADDITIVE
             for handle, mode in accesses:
-                if (mode is not ACC or not additive) and reductions.pending(handle):
+                if reductions.pending(handle) and not accumulates(codelet, mode, args):
                     reductions.flush(handle)
         if contributor is not None:
             return reductions.contribute(contributor, codelet, accesses, args, priority, name)

@@ -11,6 +11,7 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor.codelets.linalg import gemm_rows
 from numtile.tiletensor.fused.rows import lead_indices, match_last_tile
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.placement import zero_first
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW = Access.R, Access.W, Access.RW
@@ -18,8 +19,9 @@ R, W, RW = Access.R, Access.W, Access.RW
 
 def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool) -> None:
     """out_tile = sum of op(a) @ op(b) over ``pairs``: one GEMM task per pair, in order."""
+    split = zero_first(runtime, out_tile)
     for n, (a, b) in enumerate(pairs):
-        first = n == 0
+        first = n == 0 and not split
         runtime.submit(
             gemm_rows,
             [(a, R), (b, R), (out_tile, W if first else RW)],

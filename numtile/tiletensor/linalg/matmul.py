@@ -11,6 +11,7 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands
 from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.placement import zero_first
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -88,11 +89,13 @@ def matmul(
         b1 = tuple(0 if g == 1 else i for g, i in zip(x1.grid[:nb], bi))
         b2 = tuple(0 if g == 1 else i for g, i in zip(x2.grid[:nb], bi))
         i, j = index[-2], index[-1]
+        split = inner > 0 and zero_first(runtime, c)
         for k in range(inner):
             a = x1.tile(b1 + ((k, i) if ta else (i, k)))
             b = x2.tile(b2 + ((j, k) if tb else (k, j)))
-            beta = 0.0 if k == 0 else 1.0
-            runtime.submit(gemm, [(a, R), (b, R), (c, W if k == 0 else RW)], (ta, tb, 1.0, beta))
+            first = k == 0 and not split
+            beta = 0.0 if first else 1.0
+            runtime.submit(gemm, [(a, R), (b, R), (c, W if first else RW)], (ta, tb, 1.0, beta))
     if vector1 and vector2:
         return reshape(out, out.shape[:-2])
     if vector1:
