@@ -18,24 +18,56 @@ every rank, so a run resumes on any number of ranks.
 
 from __future__ import annotations
 
+import os
+
 import numtile as nt
 from numtile.io import save_checkpoint
+from numtile.runtime.distributed.front import ALL
 from numtile.runtime.distributed.sequence import check_timeout
 from numtile.tiletensor import placement
 
 WRITER = 0  # the rank that writes checkpoints
+MODES = ("sharded", "replicated")  # where parameters live (NUMTILE_MPI_PARAMETERS)
 
 
-def data_parallel(model) -> None:
-    """Make ``model``'s forward passes place batch tile ``b`` on rank ``b % nranks``."""
+def parameters_mode() -> str:
+    """``NUMTILE_MPI_PARAMETERS``: ``sharded`` (the default) or ``replicated``."""
+    mode = os.environ.get("NUMTILE_MPI_PARAMETERS", "sharded")
+    if mode not in MODES:
+        raise ValueError(f"NUMTILE_MPI_PARAMETERS must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def data_parallel(model, parameters: str | None = None) -> None:
+    """Make ``model``'s forward passes place batch tile ``b`` on rank ``b % nranks``; with
+    ``parameters="replicated"`` every rank also holds and updates every parameter."""
+    parameters = parameters_mode() if parameters is None else parameters
+    if parameters not in MODES:
+        raise ValueError(f"parameters must be one of {', '.join(MODES)}, got {parameters!r}")
     forward = model.forward
     batches = nt.distribution.by_axis(0)
 
     def distributed_forward(*args, **kwargs):
+        if parameters == "replicated":
+            replicate(model.parameters())
         with placement.placing(batches):
             return forward(*args, **kwargs)
 
     model.forward = distributed_forward
+
+
+def replicate(tensors) -> None:
+    """Make every tile of ``tensors`` replicated (owner ``ALL``): the tasks that write it
+    (the optimizer's) run on every rank, which so reads the gradient everywhere (reduced on
+    its owner, then sent to every rank: an all-reduce). Tiles already replicated are left
+    as they are; the others (new ones: a resumed run's) first come to every rank."""
+    front = nt.get_runtime().distributed
+    new = [h for t in tensors for h in t.handles if getattr(h, "owner", None) != ALL]
+    if new:
+        front.send_to(new, front.everyone)
+    for handle in new:
+        handle.owner = ALL
+        handle.ranks = None
 
 
 def save_distributed_checkpoint(path, tensors, attrs, **options) -> bool:
@@ -54,4 +86,4 @@ def save_distributed_checkpoint(path, tensors, attrs, **options) -> bool:
     return wrote
 
 
-__all__ = ["WRITER", "data_parallel", "save_distributed_checkpoint"]
+__all__ = ["MODES", "WRITER", "data_parallel", "replicate", "save_distributed_checkpoint"]

@@ -1,6 +1,7 @@
 """Data-parallel training under ``mpiexec -n 2`` and ``-n 3`` (issue 12): the same losses
 as one process within float32 reduction-order tolerance, one HDF5 checkpoint written by
-rank 0 that plain h5py reads, and a resume on another number of ranks."""
+rank 0 that plain h5py reads, and a resume on another number of ranks (with replicated
+parameters)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,12 @@ def data_dir(tmp_path_factory):
     return str(root / "data")
 
 
-def _launch(nranks: int, data: str, checkpoint: str, mode: str) -> dict:
+def _launch(nranks: int, data: str, checkpoint: str, mode: str, **env) -> dict:
     command = [_mpiexec(), "-n", str(nranks), sys.executable, "-m"]
     command += ["tests.distributed.train_program", data, checkpoint, mode]
+    env = {**_environment(), **env}
     done = subprocess.run(
-        command, cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=LAUNCH
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
@@ -64,8 +66,11 @@ def test_data_parallel_training_equals_one_process_and_resumes_on_other_ranks(da
         weight = f["model/transformer.wte.weight"]
         assert weight.shape == (256, 16) and np.isfinite(weight[...]).all()
         assert json.loads(f.attrs["step"]) == 2
-    resumed = _launch(3, data_dir, checkpoint, "resume")  # written by 2 ranks, read by 3
+    assert -1 not in fresh["owners"]  # sharded by default: each parameter tile on one rank
+    # written by 2 ranks with sharded parameters, read by 3 that replicate them
+    resumed = _launch(3, data_dir, checkpoint, "resume", NUMTILE_MPI_PARAMETERS="replicated")
     np.testing.assert_allclose(resumed["losses"], expected[2:], rtol=1e-5)
+    assert resumed["owners"] == [-1]
 
 
 def test_numtile_train_under_mpiexec_reports_and_logs_on_rank_0_only(data_dir, tmp_path):
