@@ -8,7 +8,11 @@ backward of its own sequences. The parameters start held by every rank; a weight
 gradient sums the contributions of every rank's sequences (accumulations reduced on the
 gradient's owner), and the optimizer step of each parameter tile runs on the owner of its
 gradient tile, which owns the updated parameter from then on (sharded by owner, as ZeRO-3 /
-FSDP; its readers get it once per step, cached until the next update). The losses are the
+FSDP; its readers get it once per step, cached until the next update). With
+``NUMTILE_MPI_PARAMETERS=replicated`` every parameter tile is owned by every rank instead:
+every rank runs every update, reading the gradient reduced on its owner and sent to every
+rank (an all-reduce); the same bytes travel, and the updates run once per rank (measured in
+bench/compare_mpi.py --train: sharded, the default, was faster). The losses are the
 single-process losses up to float32 reduction order.
 
 Checkpoints stay one HDF5 file: the tiles travel to rank 0, the one writer, which writes
