@@ -9,7 +9,15 @@ Cholesky float64 n x n (tile t), the same matrix and the same 2 cores each time
                                                                                  [<= 1/1.5]
   bytes each rank sent and received, against the 2-D block-cyclic lower bound     [<= 1.2x]
 
-Usage: python bench/compare_mpi.py [--n 4096] [--tile 512] [--repeat 3]
+GPT-2 mini data-parallel training (``--train``; batch 8 x 256 tokens, batch tile 4, the
+standard-library corpus), median step of ``--repeat`` steps after one untimed step:
+
+  2 ranks x 1 worker, parameters sharded (ZeRO-3 style, the default)  vs 1 rank x 2 workers
+  2 ranks x 1 worker, parameters replicated (gradients all-reduced)   vs 1 rank x 2 workers
+                                                                            [tokens/s >= 0.85]
+  bytes each rank sends and receives per step, in each mode
+
+Usage: python bench/compare_mpi.py [--n 4096] [--tile 512] [--repeat 3] [--train]
 (The issue asks for n = 8192; on a machine shared with other work use a moderate n and
 say so.) The MPI side runs as ``mpiexec -n 2 python bench/compare_mpi.py --rank-side``.
 """
@@ -104,6 +112,99 @@ def rank_side(args) -> None:
         print("RESULT " + json.dumps({"times": slowest, "ranks": ranks}), flush=True)
 
 
+def time_training(data: str, repeat: int) -> dict:
+    """GPT-2 mini training on this runtime: the step times after one untimed step, and the
+    bytes this rank sent and received per timed step."""
+    import numtile as nt
+    from numtile.train import TrainConfig, Trainer
+
+    config = TrainConfig(
+        model="gpt2-mini", data=data, steps=repeat + 2, batch=8, seq_len=256, batch_tile=4,
+        warmup=2, checkpoint=None, sample_tokens=0, eval_every=10**6,
+    )  # fmt: skip
+    trainer = Trainer(config)
+    trainer.train_step()  # compiles and calibrates: not timed
+    front = nt.get_runtime().distributed
+    node = front.node if front is not None else None
+    sent, received = (node.bytes_sent, node.bytes_received) if node else (0, 0)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        trainer.train_step()
+        times.append(time.perf_counter() - start)
+    if node:
+        sent, received = node.bytes_sent - sent, node.bytes_received - received
+    return {"times": times, "sent": sent / repeat, "received": received / repeat}
+
+
+def train_side(args) -> None:
+    """One rank of a ``mpiexec -n 2`` training launch: rank 0 prints the slowest rank's step
+    times and every rank's bytes per step as JSON."""
+    import numtile as nt
+
+    nt.init(ncpu=1)
+    mine = time_training(args.data, args.repeat)
+    node = nt.get_runtime().distributed.node
+    theirs = node.exchange(mine, 600)
+    if nt.rank() == 0:
+        ranks = {0: mine, **theirs}
+        slowest = [max(ranks[r]["times"][i] for r in ranks) for i in range(args.repeat)]
+        print("RESULT " + json.dumps({"times": slowest, "ranks": ranks}), flush=True)
+
+
+def _launch(args, extra: list[str], env: dict) -> dict:
+    """Run this file's rank side under ``mpiexec -n 2``; its RESULT line."""
+    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+    command = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), *extra]
+    command += ["--repeat", str(args.repeat)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+    line = next((x for x in done.stdout.splitlines() if "RESULT " in x), None)
+    if done.returncode != 0 or line is None:
+        sys.exit(f"the mpiexec launch failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return json.loads(line[line.index("RESULT ") + len("RESULT ") :])
+
+
+def compare_training(args, env: dict) -> None:
+    """GPT-2 mini tokens/s: 2 ranks x 1 worker in each parameter mode vs 1 rank x 2 workers
+    (the three runs interleaved ``--rounds`` times; medians of every step)."""
+    import numtile as nt
+    from numtile.io import stdlib_corpus
+
+    data = stdlib_corpus(nt.get_runtime().config.cache_dir, progress=False)
+    nt.shutdown()
+    runs: dict[str, list] = {"sharded": [], "replicated": [], "one": []}
+    counts = {}
+    for _ in range(args.rounds):
+        for mode in ("sharded", "replicated"):
+            result = _launch(
+                args, ["--train-side", "--data", data], dict(env, NUMTILE_MPI_PARAMETERS=mode)
+            )
+            runs[mode] += result["times"]
+            counts[mode] = result["ranks"]
+        nt.init(ncpu=2, distributed=False)
+        runs["one"] += time_training(data, args.repeat)["times"]
+        nt.shutdown()
+    tokens = 8 * 256
+    one = statistics.median(runs["one"])
+    rows = [{"case": "gpt2-mini train", "impl": "numtile 1 rank x 2 workers",
+             "seconds": one, "rate": f"{tokens / one:.0f} tokens/s"}]  # fmt: skip
+    for mode in ("sharded", "replicated"):
+        t = statistics.median(runs[mode])
+        impl = f"numtile 2 ranks x 1 worker, {mode}"
+        rate = f"{tokens / t:.0f} tokens/s"
+        rows.append({"case": "gpt2-mini train", "impl": impl, "seconds": t, "rate": rate,
+                     "ratio": t / one})  # fmt: skip
+    print_table(rows)
+    for mode in ("sharded", "replicated"):
+        t = statistics.median(runs[mode])
+        print(f"{mode}: 2 ranks reach {one / t:.2f} of 1 rank x 2 workers [target >= 0.85]")
+        for rank, c in sorted(counts[mode].items()):
+            print(
+                f"  rank {rank}: sent {c['sent'] / 2**20:.1f} MiB, received "
+                f"{c['received'] / 2**20:.1f} MiB per step"
+            )
+
+
 def time_dask(a: np.ndarray, tile: int, repeat: int) -> list[float]:
     import dask.array as da
     from distributed import Client, LocalCluster
@@ -128,20 +229,21 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--tile", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--train", action="store_true", help="GPT-2 mini training instead")
+    parser.add_argument("--rounds", type=int, default=2, help="--train: interleaved rounds")
     parser.add_argument("--rank-side", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--train-side", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_side:
         return rank_side(args)
-    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+    if args.train_side:
+        return train_side(args)
     env = dict(os.environ, NUMTILE_NCUDA="0")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
-    command = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), "--rank-side"]
-    command += ["--n", str(args.n), "--tile", str(args.tile), "--repeat", str(args.repeat)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
-    line = next((x for x in done.stdout.splitlines() if "RESULT " in x), None)
-    if done.returncode != 0 or line is None:
-        sys.exit(f"the mpiexec launch failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    mpi = json.loads(line[line.index("RESULT ") + len("RESULT ") :])
+    if args.train:
+        return compare_training(args, env)
+    mpi = _launch(args, ["--rank-side", "--n", str(args.n), "--tile", str(args.tile)], env)
 
     import numtile as nt
 

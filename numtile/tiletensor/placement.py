@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 
-from numtile.runtime import get_runtime
+from numtile.runtime import Access, get_runtime
 from numtile.runtime.distributed.distribution import Replicated
 from numtile.runtime.distributed.front import place
+from numtile.tiletensor.codelets.copy import fill
 
 _CURRENT: list = []  # the distribution each running op gives its new tensors (innermost last)
 ACTIVE = [False]  # set once a distributed tensor exists under MPI: ops look for distributions
@@ -92,4 +93,16 @@ def place_tiles(layout, handles, distribution):
     return True
 
 
-__all__ = ["activate", "inherited", "place_tiles", "placing", "run_placed"]
+def zero_first(runtime, tile) -> bool:
+    """Under MPI, fill ``tile`` with zeros and return True: the GEMM chain about to write it
+    then adds every product (beta 1), so each rank's products run where their inputs are,
+    into a partial reduced on the tile's owner (runtime/distributed/reduce.py), instead of
+    the inputs travelling to the owner (a weight gradient's chain over the batch tiles).
+    On one process, False: the chain's first GEMM writes the tile."""
+    if runtime.distributed is None:
+        return False
+    runtime.submit(fill, [(tile, Access.W)], (tile.dtype.type(0),))
+    return True
+
+
+__all__ = ["activate", "inherited", "place_tiles", "placing", "run_placed", "zero_first"]

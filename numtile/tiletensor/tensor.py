@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from numtile.runtime import DataHandle, get_runtime
+from numtile.runtime.distributed import gather_on
 from numtile.tiletensor import dispatch, placement
 from numtile.tiletensor.dtypes import check_dtype, is_floating
 from numtile.tiletensor.layout import Layout
@@ -193,9 +194,22 @@ class TileTensor:
 
     # -- data -------------------------------------------------------------------------------
 
-    def to_numpy(self) -> np.ndarray:
-        """Wait for this tensor's tiles and gather them into one new NumPy array."""
-        get_runtime().wait_handles(self.handles)
+    def to_numpy(self, root: int | None = None) -> np.ndarray | None:
+        """Wait for this tensor's tiles and gather them into one new NumPy array.
+
+        Under MPI every rank calls it and, by default, every rank gets the array; with
+        ``root`` the tiles travel to rank ``root`` only, which gets the array, and the other
+        ranks get None (they only send the tiles they hold).
+
+        >>> import numtile as nt
+        >>> nt.ones((2, 3), tile_shape=(1, 2)).to_numpy(root=0).sum()
+        np.float64(6.0)
+        """
+        runtime = get_runtime()
+        if root is None:
+            runtime.wait_handles(self.handles)
+        elif not gather_on(runtime, self.handles, root):
+            return None
         out = np.empty(self.shape, self.dtype)
         for index, handle in zip(self.layout.indices(), self.handles):
             region = tuple(slice(a, b) for a, b in self.layout.tile_bounds(index))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -309,6 +310,76 @@ def sequence_mismatch() -> None:
     nt.init(ncpu=1)  # the ranks' records differ now: start afresh
 
 
+def split_gemm_chains() -> None:
+    """A GEMM chain over inputs of several ranks (a weight gradient ``x^T g`` over batch
+    tiles spread by ``by_axis(0)``) runs each rank's products where they are, into a partial:
+    the owner receives P-1 partial tiles, not the inputs; equal to NumPy."""
+    node = nt.get_runtime().distributed.node
+    rng = np.random.default_rng(3)
+    a, g = rng.standard_normal((12, 3)), rng.standard_normal((12, 5))
+    rows = nt.distribution.by_axis(0)
+    x = nt.from_numpy(a, tile_shape=(2, 3), distribution=rows)
+    y = nt.from_numpy(g, tile_shape=(2, 5), distribution=rows)
+    nt.wait_all()
+    before = node.bytes_received
+    gw = nt.linalg.matmul(x, y, transpose_a=True).to_numpy(root=0)  # one tile, on rank 0
+    received = node.bytes_received - before
+    expected = (nt.nranks() - 1) * 3 * 5 * 8 if nt.rank() == 0 else 0
+    assert received == expected, (received, expected)
+    if nt.rank() == 0:
+        np.testing.assert_allclose(gw, a.T @ g, rtol=1e-12)
+
+
+def gather_on_one_rank() -> None:
+    """``to_numpy(root=r)``: the array on rank r, None elsewhere; only r receives tiles, each
+    one it lacks once; then a read on every rank moves only what the others still lack."""
+    node = nt.get_runtime().distributed.node
+    a = np.arange(35.0).reshape(7, 5)
+    x = nt.from_numpy(a, tile_shape=(3, 2), distribution=nt.distribution.block_cyclic()) * 2
+    last = nt.nranks() - 1
+    owned_elsewhere = [
+        o != last for o in nt.distribution.block_cyclic().owners(x.layout.indices(), nt.nranks())
+    ]
+    nt.wait_all()
+    before = node.bytes_received
+    got = x.to_numpy(root=last)
+    received = node.bytes_received - before
+    if nt.rank() == last:
+        np.testing.assert_array_equal(got, 2 * a)
+        nbytes = [h.nbytes for h in x.handles]
+        assert received == sum(n for n, o in zip(nbytes, owned_elsewhere) if o), received
+    else:
+        assert got is None and received == 0, (got, received)
+    np.testing.assert_array_equal(x.to_numpy(), 2 * a)  # every rank, after
+    for bad in (nt.nranks(), -1, 0.5, True):
+        try:
+            x.to_numpy(root=bad)
+        except ValueError as error:
+            assert "root must be a rank" in str(error), error
+        else:
+            raise AssertionError(f"root={bad!r} was accepted")
+
+
+def last_sends() -> None:
+    """A read waits for a tile's writers, not for the sends that carry it on, so a rank's
+    last sends leave after its last wait: ``shutdown(wait=False)`` (what exit does) still
+    posts them, and the other ranks receive the tile instead of waiting forever."""
+    runtime = nt.get_runtime()
+    tile = DataHandle((4,), np.float64, np.zeros(4) if nt.rank() == 0 else None)
+    place(tile, 0)
+    runtime.wait_all()
+
+    def slow(t):
+        time.sleep(0.3)  # the program reaches its end while this runs
+        np.add(t, 1, out=t)
+
+    runtime.submit(host_codelet("mpi_test:slow", slow), [(tile, nt.Access.RW)])  # on rank 0
+    runtime.distributed.bring(tile, runtime.distributed.everyone)  # what a read submits
+    nt.shutdown(wait=False)
+    np.testing.assert_array_equal(tile.host_array(), np.ones(4))
+    nt.init(ncpu=1)
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
@@ -320,6 +391,9 @@ CHECKS = {
     "linear_algebra": linear_algebra,
     "observability": observability,
     "sequence_mismatch": sequence_mismatch,
+    "split_gemm_chains": split_gemm_chains,
+    "gather_on_one_rank": gather_on_one_rank,
+    "last_sends": last_sends,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }
 

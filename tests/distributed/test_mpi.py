@@ -136,3 +136,15 @@ def test_redistribute_on_one_process_retiles_and_passes_the_gradient_back():
     np.testing.assert_array_equal(x.grad.to_numpy(), 2 * a)
     with pytest.raises(ValueError, match="rank 3"):
         nt.redistribute(x.detach(), lambda index: 3)
+
+
+def test_to_numpy_on_root_0_of_one_process_is_the_array_and_other_roots_are_refused():
+    import numpy as np
+
+    import numtile as nt
+
+    a = np.arange(6.0).reshape(2, 3)
+    x = nt.from_numpy(a, tile_shape=(1, 2))
+    np.testing.assert_array_equal(x.to_numpy(root=0), a)
+    with pytest.raises(ValueError, match=r"root must be a rank in 0 \.\. 0, got 1"):
+        x.to_numpy(root=1)

@@ -2,7 +2,8 @@
 tests/distributed/test_train_mpi.py): ``fresh`` trains 4 steps and saves a checkpoint at
 step 2, then samples ``SAMPLE`` greedily with the key/value cache (decode steps replayed);
 ``resume`` resumes that checkpoint (written by any number of ranks) to step 4. Each rank
-writes the losses it read (and its sample) as JSON next to the checkpoint."""
+writes the losses it read (its sample, its parameters' owners) as JSON next to the
+checkpoint."""
 
 from __future__ import annotations
 
@@ -50,9 +51,11 @@ def main(data: str, checkpoint: str, mode: str) -> None:
         trainer = Trainer(config(data, resume=checkpoint))
         losses = [trainer.train_step() for _ in range(4 - trainer.step)]
         sample = None
+    # where the parameters live: ranks (sharded), -1 (replicated: NUMTILE_MPI_PARAMETERS)
+    owners = {getattr(h, "owner", -2) for p in trainer.model.parameters() for h in p.handles}
     # one file per rank: mpiexec may split and interleave the ranks' output lines
     with open(f"{checkpoint}.{mode}.rank{nt.rank()}.json", "w") as f:
-        json.dump({"losses": losses, "sample": sample}, f)
+        json.dump({"losses": losses, "sample": sample, "owners": sorted(owners)}, f)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ distributed runtime starts.
 
 from __future__ import annotations
 
+import operator
 import os
 
 # variables the launchers set: MPICH/Hydra (and Intel MPI), Open MPI, Slurm's srun
@@ -57,4 +58,26 @@ def nranks() -> int:
     return 1 if front is None else front.nranks
 
 
-__all__ = ["launched_by_mpi", "nranks", "rank"]
+def gather_on(runtime, handles, root: int) -> bool:
+    """Wait for ``handles`` on rank ``root`` only, the others sending it the tiles they hold
+    (every rank calls it): True on ``root``. ``ValueError`` for a rank that does not run.
+
+    >>> from numtile.runtime.session import get_runtime
+    >>> gather_on(get_runtime(), [], 0)
+    True
+    """
+    front = runtime.distributed
+    count = 1 if front is None else front.nranks
+    try:
+        rank = operator.index(root)
+    except TypeError:
+        rank = -1
+    if isinstance(root, bool) or not 0 <= rank < count:
+        raise ValueError(f"root must be a rank in 0 .. {count - 1}, got {root!r}")
+    if front is None:
+        runtime.wait_handles(handles)
+        return True
+    return front.gather(handles, rank)
+
+
+__all__ = ["gather_on", "launched_by_mpi", "nranks", "rank"]

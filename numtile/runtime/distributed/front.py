@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES, Access
-from numtile.runtime.distributed.reduce import ADDITIVE, Reductions
+from numtile.runtime.distributed.reduce import Reductions, accumulates
 from numtile.runtime.distributed.sequence import SubmissionLog, check_timeout
 from numtile.runtime.handle import DataHandle
 
@@ -78,11 +79,10 @@ class Distributed:
         self.tasks += 1
         self.log.record(codelet, accesses)
         reductions = self.reductions
-        contributor = reductions.contributor(codelet, accesses)
+        contributor = reductions.contributor(codelet, accesses, args)
         if reductions.open:  # a tile read or written otherwise ends its accumulations
-            additive = codelet.name in ADDITIVE
             for handle, mode in accesses:
-                if (mode is not ACC or not additive) and reductions.pending(handle):
+                if reductions.pending(handle) and not accumulates(codelet, mode, args):
                     reductions.flush(handle)
         if contributor is not None:
             return reductions.contribute(contributor, codelet, accesses, args, priority, name)
@@ -141,13 +141,28 @@ class Distributed:
     def wait_handles(self, handles) -> None:
         """Bring ``handles`` to every rank, then wait for them here (every rank calls it)."""
         handles = list(handles)
+        self.send_to(handles, self.everyone)
+        self._wait_handles(handles)
+
+    def gather(self, handles, root: int) -> bool:
+        """Bring ``handles`` to rank ``root`` alone and wait for them there (every rank calls
+        it; the others only send what they hold): True on ``root``."""
+        handles = list(handles)
+        self.send_to(handles, (root,))
+        if self.rank != root:
+            return False
+        self._wait_handles(handles)
+        return True
+
+    def send_to(self, handles, ranks) -> None:
+        """Check the submission sequences, end the tiles' open sums, and submit the transfers
+        that bring ``handles``' current values to ``ranks`` (every rank calls it)."""
         self.check_sequence()
         reductions = self.reductions
         for handle in handles:
             if reductions.open and reductions.pending(handle):
                 reductions.flush(handle)
-            self.bring(handle, self.everyone)
-        self._wait_handles(handles)
+            self.bring(handle, ranks)
 
     @contextlib.contextmanager
     def local_waits(self):
@@ -167,7 +182,29 @@ class Distributed:
 
     def shutdown(self, wait: bool = True) -> None:
         self.closing = True  # ranks may stop in different places (an exception unwinding)
+        if not wait and not self.runtime.closed:  # at exit, too
+            self.finish(check_timeout())
         self._shutdown(wait)
+
+    def finish(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for this rank's tasks, without raising; True if
+        they all finished. A read waits for a tile's writers, not for the sends that carry
+        it to the other ranks: a program's last sends leave after its last wait, and a rank
+        that exited then (``shutdown(wait=False)`` at exit cancelled what was queued) left a
+        peer waiting forever for a receive."""
+        runtime = self.runtime
+        deadline = time.monotonic() + timeout
+        with runtime._lock:
+            runtime._waiters += 1
+            try:
+                while runtime._unfinished and runtime._broken is None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    runtime._done.wait(min(left, 1.0))
+            finally:
+                runtime._waiters -= 1
+        return True
 
     def check_sequence(self) -> None:
         """Every rank submitted the same tasks so far, or ``SubmissionMismatchError`` naming

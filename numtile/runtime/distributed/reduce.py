@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numtile.runtime.access import READS, WRITES, Access
+from numtile.runtime.access import WRITES, Access
 from numtile.runtime.codelet import Codelet
 from numtile.runtime.handle import DataHandle
 
@@ -37,6 +37,26 @@ ADDITIVE = {
 }
 
 
+def _beta_one(args) -> bool:
+    return len(args) >= 4 and args[3] == 1.0
+
+
+# codelets whose read-write output is updated by a sum when their arguments say so: a GEMM
+# with beta 1 (``out += alpha * a @ b``); a chain of them into one tile, over inputs of
+# several ranks, is the sum of each rank's own chain into a partial (the chain's tasks keep
+# their order on each rank: the sums stay deterministic)
+ADDITIVE_UPDATES = {"gemm": _beta_one, "gemm_rows": _beta_one}
+
+
+def accumulates(codelet: Codelet, mode: Access, args) -> bool:
+    """True if the task adds into the tile it accesses with ``mode`` (a sum reducible on
+    the owner)."""
+    if mode is ACC:
+        return codelet.name in ADDITIVE
+    test = ADDITIVE_UPDATES.get(codelet.name) if mode is Access.RW else None
+    return test is not None and test(args)
+
+
 def register_additive(*names: str) -> None:
     """Declare codelets (by name) whose accumulate-mode outputs are plain sums."""
     ADDITIVE.update(names)
@@ -48,6 +68,12 @@ def add_codelet(kind: str) -> Codelet:
         "mpi_reduce_add",
         implementations={kind: lambda ops, partial, out: np.add(out, partial, out=out)},
     )
+
+
+def _holds(handle: DataHandle, rank: int) -> bool:
+    """True if ``rank`` holds ``handle``'s current value."""
+    ranks = getattr(handle, "ranks", None)
+    return ranks is None or rank in ranks
 
 
 class Reduction:
@@ -69,15 +95,15 @@ class Reductions:
         self.open: dict[int, Reduction] = {}
         self.add = add_codelet(front.runtime.host_kind)
 
-    def contributor(self, codelet: Codelet, accesses) -> int | None:
+    def contributor(self, codelet: Codelet, accesses, args) -> int | None:
         """The rank that computes this accumulation locally, or None (owner computes)."""
-        if codelet.name not in ADDITIVE:
+        if codelet.name not in ADDITIVE and codelet.name not in ADDITIVE_UPDATES:
             return None
         rank = None
         targets = []
         for handle, mode in accesses:
             if WRITES[mode]:
-                if mode is not ACC:
+                if not accumulates(codelet, mode, args):
                     return None
                 owner = getattr(handle, "owner", None)
                 if owner is None:
@@ -89,6 +115,10 @@ class Reductions:
                     rank = owner
         if rank is None or all(owner == rank for owner in targets):
             return None
+        if codelet.name in ADDITIVE_UPDATES and not all(
+            _holds(handle, rank) for handle, mode in accesses if not WRITES[mode]
+        ):
+            return None  # a GEMM's inputs would travel anyway: to the owner (SUMMA's volume)
         return rank
 
     def contribute(self, rank: int, codelet, accesses, args, priority, name):
@@ -96,9 +126,8 @@ class Reductions:
         front = self.front
         local = []
         for handle, mode in accesses:
-            if mode is not ACC:
-                if READS[mode]:
-                    front.bring(handle, (rank,))
+            if not WRITES[mode]:
+                front.bring(handle, (rank,))
                 local.append((handle, mode))
                 continue
             reduction = self.open.get(handle.id)
@@ -107,14 +136,14 @@ class Reductions:
                 reduction = self.open[handle.id] = Reduction(handle, root)
             if rank == reduction.root:
                 front.bring(handle, (rank,))
-                local.append((handle, ACC))
+                local.append((handle, mode))
                 continue
             partial = reduction.partials.get(rank)
             if partial is None and front.rank == rank:
                 zeros = np.zeros(handle.shape, handle.dtype)
                 partial = DataHandle(handle.shape, handle.dtype, zeros)
             reduction.partials[rank] = partial
-            local.append((partial, ACC))
+            local.append((partial, mode))
         if front.rank == rank:
             return front._submit(codelet, local, args, priority, name)
         return None

@@ -13,6 +13,7 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor.codelets.linalg import gemm_rows, gemm_rows_rounded
 from numtile.tiletensor.fused.rows import lead_indices, match_last_tile
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.placement import zero_first
 from numtile.tiletensor.precision import FULL, gemm_rounding
 from numtile.tiletensor.tensor import TileTensor
 
@@ -22,10 +23,12 @@ R, W, RW = Access.R, Access.W, Access.RW
 def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool, rounding) -> None:
     """out_tile = sum of op(a) @ op(b) over ``pairs``: one GEMM task per pair, in order.
     ``rounding`` (input, output mantissa bits; ``precision.gemm_rounding``) rounds each GEMM's
-    inputs and the finished sum (only the last task rounds its output)."""
+    inputs and the finished sum (only the last task rounds its output). Under MPI the chain
+    starts from zeros (``placement.zero_first``) and every GEMM adds."""
     in_bits, out_bits = rounding
+    split = zero_first(runtime, out_tile)
     for n, (a, b) in enumerate(pairs):
-        first = n == 0
+        first = n == 0 and not split
         accesses = [(a, R), (b, R), (out_tile, W if first else RW)]
         args = (trans_a, trans_b, 1.0, 0.0 if first else 1.0)
         if (in_bits, out_bits) == (FULL, FULL):

@@ -13,6 +13,7 @@ from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands
 from numtile.tiletensor.manipulation import reshape, retile
+from numtile.tiletensor.placement import zero_first
 from numtile.tiletensor.precision import FULL, gemm_rounding
 from numtile.tiletensor.tensor import TileTensor
 
@@ -104,11 +105,13 @@ def matmul(
         b1 = tuple(0 if g == 1 else i for g, i in zip(x1.grid[:nb], bi))
         b2 = tuple(0 if g == 1 else i for g, i in zip(x2.grid[:nb], bi))
         i, j = index[-2], index[-1]
+        split = inner > 0 and zero_first(runtime, c)
         for k in range(inner):
             a = x1.tile(b1 + ((k, i) if ta else (i, k)))
             b = x2.tile(b2 + ((j, k) if tb else (k, j)))
-            accesses = [(a, R), (b, R), (c, W if k == 0 else RW)]
-            args = (ta, tb, 1.0, 0.0 if k == 0 else 1.0)
+            first = k == 0 and not split
+            accesses = [(a, R), (b, R), (c, W if first else RW)]
+            args = (ta, tb, 1.0, 0.0 if first else 1.0)
             if (in_bits, out_bits) == (FULL, FULL):
                 runtime.submit(codelet, accesses, args)
             else:
