@@ -23,6 +23,7 @@ from numtile.ops_cpu import nn
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
+    complex_math_unary,
     complex_part,
     complex_reduce_accumulate,
     complex_unary,
@@ -77,6 +78,7 @@ __all__ = [
     "compare",
     "complex_binary",
     "complex_compare",
+    "complex_math_unary",
     "complex_part",
     "complex_reduce_accumulate",
     "complex_unary",

@@ -29,6 +29,7 @@ from numtile.ops_cuda import nn
 from numtile.ops_cuda.complex import (
     complex_binary,
     complex_compare,
+    complex_math_unary,
     complex_part,
     complex_reduce_accumulate,
     complex_unary,
@@ -82,6 +83,7 @@ __all__ = [
     "compare",
     "complex_binary",
     "complex_compare",
+    "complex_math_unary",
     "complex_part",
     "complex_reduce_accumulate",
     "complex_unary",

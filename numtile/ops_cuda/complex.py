@@ -8,13 +8,14 @@ import math
 
 from numba import cuda
 
-from numtile import opcodes
+from numtile import complex_math, opcodes
 from numtile.ops_cuda.elementwise import _STRIDED, _broadcast, _check_op, _operand_dtype, _operands
-from numtile.ops_cuda.launch import DeviceArray, launch
+from numtile.ops_cuda.launch import DeviceArray, device_function, launch
 
 __all__ = [
     "complex_binary",
     "complex_compare",
+    "complex_math_unary",
     "complex_part",
     "complex_reduce_accumulate",
     "complex_unary",
@@ -73,6 +74,43 @@ def _unary_kernel(x, out, op):
             out[i] = 1 / v
         elif op == opcodes.COMPLEX_CONJ:
             out[i] = v.conjugate()
+
+
+_math = complex_math.build(device_function)
+_cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.log10
+_csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
+_csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
+_csign, _cround = _math.sign, _math.round
+
+
+@cuda.jit
+def _math_kernel(x, out, op):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        v = x[i]
+        if op == opcodes.COMPLEX_EXPM1:
+            out[i] = _cexpm1(v)
+        elif op == opcodes.COMPLEX_LOG1P:
+            out[i] = _clog1p(v)
+        elif op == opcodes.COMPLEX_LOG2:
+            out[i] = _clog2(v)
+        elif op == opcodes.COMPLEX_LOG10:
+            out[i] = _clog10(v)
+        elif op == opcodes.COMPLEX_SIN:
+            out[i] = _csin(v)
+        elif op == opcodes.COMPLEX_COS:
+            out[i] = _ccos(v)
+        elif op == opcodes.COMPLEX_TAN:
+            out[i] = _ctan(v)
+        elif op == opcodes.COMPLEX_SINH:
+            out[i] = _csinh(v)
+        elif op == opcodes.COMPLEX_COSH:
+            out[i] = _ccosh(v)
+        elif op == opcodes.COMPLEX_TANH:
+            out[i] = _ctanh(v)
+        elif op == opcodes.COMPLEX_SIGN:
+            out[i] = _csign(v)
+        elif op == opcodes.COMPLEX_ROUND:
+            out[i] = _cround(v)
 
 
 @cuda.jit
@@ -146,6 +184,14 @@ def complex_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> Non
     if op in _PARTS:
         raise ValueError("complex_unary: unknown op code")
     launch(_unary_kernel, out.size, stream, x, out, op)
+
+
+def complex_math_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """out[i] = f(x[i]) of a complex tile for the functions of ``numtile.complex_math`` (codes
+    of opcodes.COMPLEX_MATH)."""
+    if int(op) not in opcodes.COMPLEX_MATH.values():
+        raise ValueError("complex_math_unary: unknown op code")
+    launch(_math_kernel, out.size, stream, x, out, int(op))
 
 
 def complex_part(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
