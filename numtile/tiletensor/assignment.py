@@ -2,10 +2,12 @@
 that write x's own tiles, ordered after every earlier task on them; and the scatter-add
 into zeros behind the gradients of indexing.
 
-A basic key copies each tile of the (broadcast) value into the region of x it maps to; an
-integer-array key along one axis writes the listed positions of x's tiles directly; a mask
-with a scalar (or one-element) value is ``where`` written back into x's tiles; a mask or
-several integer arrays with a tensor value write through a flattened copy of x.
+A basic key copies each tile of the (broadcast) value into the region of x it maps to; a mask
+with a scalar (or one-element) value is ``where`` written back into x's tiles; a mask of x's
+whole shape with a tensor value writes through a flattened copy of x. Any other key (integer
+arrays, masks, boolean scalars among integers, slices, None and ...) puts the value into
+``x[basic part]`` with the indexed axes merged into one, then writes that region back; where
+those merged axes are x's own tiles (one array among full slices) it writes them directly.
 """
 
 from __future__ import annotations

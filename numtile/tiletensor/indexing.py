@@ -404,9 +404,12 @@ def _split_axis(x: TileTensor, axis: int, shape) -> TileTensor:
 
 @dispatched(public="TileTensor.__getitem__ (indexing)")
 def getitem(x: TileTensor, key) -> TileTensor:
-    """``x[key]``: integers, slices (any step), ``None``, ``...``; a boolean mask of x's shape
-    or of some of its axes; integer arrays (NumPy's semantics). A mask waits for the count
-    of its True elements (the output's size), an integer TileTensor for its values.
+    """``x[key]``: integers, slices (any step), ``None``, ``...``, boolean masks, boolean
+    scalars and integer arrays in any mix, with NumPy's advanced-indexing rules (the arrays'
+    broadcast shape replaces the indexed axes when the array, mask, bool and integer entries
+    are adjacent in the key, else it comes first). A lone mask of x's shape waits for the
+    count of its True elements (the output's size); other masks and integer TileTensors are
+    waited for themselves.
 
     >>> import numtile as nt
     >>> x = nt.arange(10, tile_shape=4)
@@ -414,6 +417,9 @@ def getitem(x: TileTensor, key) -> TileTensor:
     ([9, 6, 3, 0], [7, 8, 9])
     >>> x[[0, -1, 0]].to_numpy().tolist()
     [0, 9, 0]
+    >>> y = nt.arange(24).reshape(2, 3, 4)
+    >>> y[0, :, [1, 2]].shape, y[:, 0, [1, 2]].shape, y[True].shape
+    ((2, 3), (2, 2), (1, 2, 3, 4))
     """
     return apply_key(x, parse_key(x, key))
 
