@@ -5,7 +5,9 @@
 
 sin, cos and tan are sinh, cosh and tanh of ``i z`` (the standard defines their special values
 that way); tanh is Kahan's formula (as FreeBSD's and glibc's ctanh), which neither overflows
-nor cancels. Where the standard leaves the sign of a zero or of an infinity unspecified the
+nor cancels; asinh, acos and acosh follow CPython's ``cmath`` (products of the square roots of
+1 +- z, no cancellation; asymptotic forms past 1e150); asin and atan are asinh and atanh of
+``i z``. Where the standard leaves the sign of a zero or of an infinity unspecified the
 functions give what NumPy gives on Linux, except the few cases listed in the tests.
 """
 
@@ -20,11 +22,14 @@ _TANH_SATURATION = 22.0
 _WHOLE = 4503599627370496.0
 _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
+_PI = 3.141592653589793
+# above this |z|, asinh and atanh take their asymptotic forms (squares would overflow)
+_LARGE = 1e150
 
 
 def build(jit) -> types.SimpleNamespace:
-    """The functions of complex scalars (``sinh cosh tanh sin cos tan expm1 log log1p log2
-    log10 sign round``), each compiled by ``jit``."""
+    """The functions of complex scalars (``sinh cosh tanh sin cos tan asinh acosh atanh asin
+    acos atan expm1 log log1p log2 log10 sign round``), each compiled by ``jit``."""
 
     @jit
     def sinh(z):
@@ -80,6 +85,110 @@ def build(jit) -> types.SimpleNamespace:
     @jit
     def tan(z):
         w = tanh(complex(-z.imag, z.real))  # tan(z) = -i tanh(iz)
+        return complex(w.imag, -w.real)
+
+    @jit
+    def sqrt(z):
+        # the principal root, the branch cut on the negative real axis following imag's sign
+        x, y = z.real, z.imag
+        if x == 0 and y == 0:
+            return complex(0.0, y)
+        r = math.sqrt((math.hypot(x, y) + abs(x)) / 2)
+        if x >= 0:
+            return complex(r, y / (2 * r))
+        return complex(abs(y) / (2 * r), math.copysign(r, y))
+
+    @jit
+    def asinh(z):
+        x, y = z.real, z.imag
+        if math.isinf(x):  # +-inf + i(0, pi/4 or NaN), signed as y
+            return complex(x, y if y != y else math.copysign(_PI / 4 if math.isinf(y) else 0.0, y))
+        if math.isinf(y):  # +-inf + i pi/2 (NaN x: inf + NaN j)
+            if x != x:
+                return complex(math.inf, x)
+            return complex(math.copysign(math.inf, x), math.copysign(_PI / 2, y))
+        if x != x or y != y:  # NaN + 0j keeps its zero, all else NaN + NaN j
+            return complex(x, y) if y == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:
+            real = math.log(math.hypot(x / 2, y / 2)) + 2 * _LN2
+            return complex(math.copysign(real, x), math.atan2(y, abs(x)))
+        # CPython's cmath: from the square roots of 1 + iz and 1 - iz, no cancellation
+        s1 = sqrt(complex(1.0 + y, -x))
+        s2 = sqrt(complex(1.0 - y, x))
+        real = math.asinh(s1.real * s2.imag - s2.real * s1.imag)
+        return complex(real, math.atan2(y, s1.real * s2.real - s1.imag * s2.imag))
+
+    @jit
+    def atanh(z):
+        x, y = z.real, z.imag
+        if math.isinf(y):  # +-0 + i pi/2, signed as x and y
+            return complex(math.copysign(0.0, x), math.copysign(_PI / 2, y))
+        if math.isinf(x):
+            return complex(math.copysign(0.0, x), y if y != y else math.copysign(_PI / 2, y))
+        if x != x or y != y:  # +-0 + NaN j keeps its zero, all else NaN + NaN j
+            return complex(x, math.nan) if x == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:  # 1/z to first order
+            size = math.hypot(x, y)
+            return complex(x / size / size, math.copysign(_PI / 2, y))
+        one_minus = 1.0 - x
+        real = 0.25 * math.log1p(4.0 * x / (one_minus * one_minus + y * y))
+        return complex(real, 0.5 * math.atan2(2.0 * y, one_minus * (1.0 + x) - y * y))
+
+    @jit
+    def acos(z):
+        x, y = z.real, z.imag
+        if math.isinf(x):  # (0, pi/4, 3pi/4 or pi) -+ inf j; NaN + inf j
+            if y != y:
+                return complex(y, math.inf)
+            if math.isinf(y):
+                real = _PI / 4 if x > 0 else 3 * _PI / 4
+            else:
+                real = 0.0 if x > 0 else _PI
+            return complex(real, -math.copysign(math.inf, y))
+        if math.isinf(y):
+            return complex(_PI / 2 if x == x else x, -math.copysign(math.inf, y))
+        if x != x or y != y:  # +-0 + NaN j is pi/2 + NaN j, all else NaN + NaN j
+            return complex(_PI / 2, math.nan) if x == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:
+            size = math.log(math.hypot(x / 2, y / 2)) + 2 * _LN2
+            imag = -math.copysign(size, y) if x < 0 else math.copysign(size, -y)
+            return complex(math.atan2(abs(y), x), imag)
+        s1 = sqrt(complex(1.0 - x, -y))  # CPython's cmath, as asinh
+        s2 = sqrt(complex(1.0 + x, y))
+        real = 2.0 * math.atan2(s1.real, s2.real)
+        return complex(real, math.asinh(s2.real * s1.imag - s2.imag * s1.real))
+
+    @jit
+    def acosh(z):
+        x, y = z.real, z.imag
+        if math.isinf(x):  # inf + i(0, pi/4, 3pi/4 or pi), signed as y; inf + NaN j
+            if y != y:
+                return complex(math.inf, y)
+            if math.isinf(y):
+                imag = _PI / 4 if x > 0 else 3 * _PI / 4
+            else:
+                imag = 0.0 if x > 0 else _PI
+            return complex(math.inf, math.copysign(imag, y))
+        if math.isinf(y):
+            return complex(math.inf, math.copysign(_PI / 2, y) if x == x else x)
+        if x != x or y != y:  # +-0 + NaN j is NaN + i pi/2, all else NaN + NaN j
+            return complex(math.nan, _PI / 2) if x == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:
+            real = math.log(math.hypot(x / 2, y / 2)) + 2 * _LN2
+            return complex(real, math.atan2(y, x))
+        s1 = sqrt(complex(x - 1.0, y))
+        s2 = sqrt(complex(x + 1.0, y))
+        real = math.asinh(s1.real * s2.real + s1.imag * s2.imag)
+        return complex(real, 2.0 * math.atan2(s1.imag, s2.real))
+
+    @jit
+    def asin(z):
+        w = asinh(complex(-z.imag, z.real))  # asin(z) = -i asinh(iz)
+        return complex(w.imag, -w.real)
+
+    @jit
+    def atan(z):
+        w = atanh(complex(-z.imag, z.real))  # atan(z) = -i atanh(iz)
         return complex(w.imag, -w.real)
 
     @jit
@@ -167,6 +276,12 @@ def build(jit) -> types.SimpleNamespace:
         tan=tan,
         expm1=expm1,
         log=log,
+        asinh=asinh,
+        atanh=atanh,
+        acos=acos,
+        acosh=acosh,
+        asin=asin,
+        atan=atan,
         log1p=log1p,
         log2=log2,
         log10=log10,

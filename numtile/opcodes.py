@@ -210,6 +210,22 @@ COMPLEX_MATH = {
     "sign": COMPLEX_SIGN,
     "round": COMPLEX_ROUND,
 }
+(
+    COMPLEX_ASIN,
+    COMPLEX_ACOS,
+    COMPLEX_ATAN,
+    COMPLEX_ASINH,
+    COMPLEX_ACOSH,
+    COMPLEX_ATANH,
+) = range(22, 28)
+COMPLEX_MATH.update(
+    asin=COMPLEX_ASIN,
+    acos=COMPLEX_ACOS,
+    atan=COMPLEX_ATAN,
+    asinh=COMPLEX_ASINH,
+    acosh=COMPLEX_ACOSH,
+    atanh=COMPLEX_ATANH,
+)
 # binary ops and comparisons of complex tiles (codes of BINARY_OPS and COMPARE_OPS)
 COMPLEX_BINARY = ("add", "subtract", "multiply", "divide", "power")
 COMPLEX_COMPARE = ("equal", "not_equal")

@@ -87,6 +87,8 @@ _cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.
 _csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
 _csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
 _csign, _cround = _math.sign, _math.round
+_casin, _cacos, _catan = _math.asin, _math.acos, _math.atan
+_casinh, _cacosh, _catanh = _math.asinh, _math.acosh, _math.atanh
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -117,6 +119,18 @@ def complex_math_unary(x, out, op):
         _map(_csign, x, out)
     elif op == opcodes.COMPLEX_ROUND:
         _map(_cround, x, out)
+    elif op == opcodes.COMPLEX_ASIN:
+        _map(_casin, x, out)
+    elif op == opcodes.COMPLEX_ACOS:
+        _map(_cacos, x, out)
+    elif op == opcodes.COMPLEX_ATAN:
+        _map(_catan, x, out)
+    elif op == opcodes.COMPLEX_ASINH:
+        _map(_casinh, x, out)
+    elif op == opcodes.COMPLEX_ACOSH:
+        _map(_cacosh, x, out)
+    elif op == opcodes.COMPLEX_ATANH:
+        _map(_catanh, x, out)
     else:
         raise ValueError("complex_math_unary: unknown op code")
 

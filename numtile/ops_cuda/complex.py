@@ -87,6 +87,8 @@ _cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.
 _csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
 _csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
 _csign, _cround = _math.sign, _math.round
+_casin, _cacos, _catan = _math.asin, _math.acos, _math.atan
+_casinh, _cacosh, _catanh = _math.asinh, _math.acosh, _math.atanh
 
 
 @cuda.jit
@@ -117,6 +119,18 @@ def _math_kernel(x, out, op):
             out[i] = _csign(v)
         elif op == opcodes.COMPLEX_ROUND:
             out[i] = _cround(v)
+        elif op == opcodes.COMPLEX_ASIN:
+            out[i] = _casin(v)
+        elif op == opcodes.COMPLEX_ACOS:
+            out[i] = _cacos(v)
+        elif op == opcodes.COMPLEX_ATAN:
+            out[i] = _catan(v)
+        elif op == opcodes.COMPLEX_ASINH:
+            out[i] = _casinh(v)
+        elif op == opcodes.COMPLEX_ACOSH:
+            out[i] = _cacosh(v)
+        elif op == opcodes.COMPLEX_ATANH:
+            out[i] = _catanh(v)
 
 
 @cuda.jit

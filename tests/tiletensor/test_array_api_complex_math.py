@@ -1,8 +1,8 @@
 """The complex element-wise functions of numtile/complex_math.py (expm1 log1p log2 log10 sin cos
-tan sinh cosh tanh sign round) against NumPy: annex G's special values (infinities, NaNs,
-signed zeros) over a grid of every pair of special and ordinary parts, exactly, except where
-NumPy departs from the standard's tables (there the standard's value is asserted), and
-random complex64 inputs within float32 rounding."""
+tan sinh cosh tanh asin acos atan asinh acosh atanh sign round) against NumPy: annex G's special
+values (infinities, NaNs, signed zeros) over a grid of every pair of special and ordinary
+parts, exactly, except where NumPy departs from the standard's tables (there the standard's
+value is asserted), and random complex64 inputs within float32 rounding."""
 
 import numpy as np
 import pytest
