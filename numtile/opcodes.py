@@ -180,6 +180,52 @@ COMPLEX_UNARY_OPS = {
     "real": COMPLEX_REAL,
     "imag": COMPLEX_IMAG,
 }
+# the functions of complex_math.py (``complex_math``, a kernel of their own: compiled only
+# when one of them is first used)
+(
+    COMPLEX_EXPM1,
+    COMPLEX_LOG1P,
+    COMPLEX_LOG2,
+    COMPLEX_LOG10,
+    COMPLEX_SIN,
+    COMPLEX_COS,
+    COMPLEX_TAN,
+    COMPLEX_SINH,
+    COMPLEX_COSH,
+    COMPLEX_TANH,
+    COMPLEX_SIGN,
+    COMPLEX_ROUND,
+) = range(10, 22)
+COMPLEX_MATH = {
+    "expm1": COMPLEX_EXPM1,
+    "log1p": COMPLEX_LOG1P,
+    "log2": COMPLEX_LOG2,
+    "log10": COMPLEX_LOG10,
+    "sin": COMPLEX_SIN,
+    "cos": COMPLEX_COS,
+    "tan": COMPLEX_TAN,
+    "sinh": COMPLEX_SINH,
+    "cosh": COMPLEX_COSH,
+    "tanh": COMPLEX_TANH,
+    "sign": COMPLEX_SIGN,
+    "round": COMPLEX_ROUND,
+}
+(
+    COMPLEX_ASIN,
+    COMPLEX_ACOS,
+    COMPLEX_ATAN,
+    COMPLEX_ASINH,
+    COMPLEX_ACOSH,
+    COMPLEX_ATANH,
+) = range(22, 28)
+COMPLEX_MATH.update(
+    asin=COMPLEX_ASIN,
+    acos=COMPLEX_ACOS,
+    atan=COMPLEX_ATAN,
+    asinh=COMPLEX_ASINH,
+    acosh=COMPLEX_ACOSH,
+    atanh=COMPLEX_ATANH,
+)
 # binary ops and comparisons of complex tiles (codes of BINARY_OPS and COMPARE_OPS)
 COMPLEX_BINARY = ("add", "subtract", "multiply", "divide", "power")
 COMPLEX_COMPARE = ("equal", "not_equal")
@@ -197,6 +243,7 @@ TABLES = {
     "predicate": PREDICATE_OPS,
     "bitwise": BITWISE_OPS,
     "complex_unary": COMPLEX_UNARY_OPS,
+    "complex_math": COMPLEX_MATH,
 }
 
 

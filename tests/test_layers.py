@@ -22,8 +22,10 @@ ALLOWED = {
     "config": set(),
     "opcodes": set(),
     "cuda_driver": set(),
-    "ops_cpu": {"opcodes", "config"},
-    "ops_cuda": {"opcodes", "config", "cuda_driver"},
+    # complex scalar functions over real math, compiled by each kernel package for its target
+    "complex_math": set(),
+    "ops_cpu": {"opcodes", "config", "complex_math"},
+    "ops_cuda": {"opcodes", "config", "cuda_driver", "complex_math"},
     "runtime": {"config", "cuda_driver"},
     "backends": {"runtime", "ops_cpu", "ops_cuda", "config", "cuda_driver"},
     "tiletensor": {"runtime", "opcodes", "config"},

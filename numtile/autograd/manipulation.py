@@ -8,12 +8,13 @@ import math
 import numpy as np
 
 from numtile.autograd.elementwise import unbroadcast
-from numtile.autograd.rules import NoGradientError, gradient_rule
+from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import (
     copying,
     creation,
     dispatch,
+    indexing,
     joining,
     manipulation,
     rearranging,
@@ -172,15 +173,32 @@ def _unstack(x, /, *, axis=0):
     return tuple(Select.apply(x, axis, i) for i in range(x.shape[axis]))
 
 
+class RepeatCounts(Function):
+    """repeat with an array of counts: element i read ``counts[i]`` times, so its gradient is
+    the sum of its run of the output's gradient (a scatter-add of the run positions)."""
+
+    @staticmethod
+    def forward(ctx, x, counts, axis):
+        ctx.layout, ctx.axis = x.layout, axis
+        ctx.positions = np.repeat(np.arange(x.shape[axis], dtype=np.int64), counts)
+        return dispatch.PLAIN["repeat"](x, counts, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = creation.zeros(ctx.layout.shape, g.dtype, tile_shape=ctx.layout.tile_shape)
+        return indexing.put_positions(grad, ctx.positions, ctx.axis, g, accumulate=True), None, None
+
+
 @gradient_rule("repeat")
 def _repeat(x, repeats, /, *, axis=None):
-    if isinstance(repeats, int) or hasattr(repeats, "__index__") or np.size(repeats) == 1:
+    if axis is None:
+        x, axis = manipulation.reshape(x, (-1,)), 0  # records its own gradient
+    axis = copying.normalize_axis(axis, x.ndim)
+    counts = joining._repeat_counts(repeats, x.shape[axis])
+    if isinstance(counts, int):
         # the plain op: its reshape and broadcast_to record the gradient
-        return dispatch.PLAIN["repeat"](x, repeats, axis=axis)
-    raise NoGradientError(
-        "numtile.repeat has no gradient rule for an array of repeats; its input requires grad "
-        "(use .detach() or nt.no_grad(), or an int repeats)"
-    )
+        return dispatch.PLAIN["repeat"](x, counts, axis=axis)
+    return RepeatCounts.apply(x, counts, axis)
 
 
 class Triangle(Function):

@@ -26,6 +26,7 @@ from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
+    complex_math_unary,
     complex_part,
     complex_reduce_accumulate,
     complex_unary,
@@ -85,6 +86,7 @@ __all__ = [
     "compare",
     "complex_binary",
     "complex_compare",
+    "complex_math_unary",
     "complex_part",
     "complex_reduce_accumulate",
     "complex_unary",

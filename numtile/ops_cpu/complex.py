@@ -8,7 +8,7 @@ switch for the dtype it gets, and max, floor or ordering have no complex meaning
 import numba
 import numpy as np
 
-from numtile import opcodes
+from numtile import complex_math, opcodes
 from numtile.ops_cpu.elementwise import _broadcast, _map
 from numtile.ops_cpu.helpers import inlined
 from numtile.ops_cpu.scalar_math import (
@@ -80,6 +80,59 @@ def complex_unary(x, out, op):
         _map(_conj, x, out)
     else:
         raise ValueError("complex_unary: unknown op code")
+
+
+_math = complex_math.build(inlined)
+_cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.log10
+_csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
+_csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
+_csign, _cround = _math.sign, _math.round
+_casin, _cacos, _catan = _math.asin, _math.acos, _math.atan
+_casinh, _cacosh, _catanh = _math.asinh, _math.acosh, _math.atanh
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def complex_math_unary(x, out, op):
+    """out[i] = f(x[i]) of a complex tile for the functions of ``numtile.complex_math`` (codes
+    of COMPLEX_MATH; annex G's special values). A kernel of its own, compiled when first used."""
+    if op == opcodes.COMPLEX_EXPM1:
+        _map(_cexpm1, x, out)
+    elif op == opcodes.COMPLEX_LOG1P:
+        _map(_clog1p, x, out)
+    elif op == opcodes.COMPLEX_LOG2:
+        _map(_clog2, x, out)
+    elif op == opcodes.COMPLEX_LOG10:
+        _map(_clog10, x, out)
+    elif op == opcodes.COMPLEX_SIN:
+        _map(_csin, x, out)
+    elif op == opcodes.COMPLEX_COS:
+        _map(_ccos, x, out)
+    elif op == opcodes.COMPLEX_TAN:
+        _map(_ctan, x, out)
+    elif op == opcodes.COMPLEX_SINH:
+        _map(_csinh, x, out)
+    elif op == opcodes.COMPLEX_COSH:
+        _map(_ccosh, x, out)
+    elif op == opcodes.COMPLEX_TANH:
+        _map(_ctanh, x, out)
+    elif op == opcodes.COMPLEX_SIGN:
+        _map(_csign, x, out)
+    elif op == opcodes.COMPLEX_ROUND:
+        _map(_cround, x, out)
+    elif op == opcodes.COMPLEX_ASIN:
+        _map(_casin, x, out)
+    elif op == opcodes.COMPLEX_ACOS:
+        _map(_cacos, x, out)
+    elif op == opcodes.COMPLEX_ATAN:
+        _map(_catan, x, out)
+    elif op == opcodes.COMPLEX_ASINH:
+        _map(_casinh, x, out)
+    elif op == opcodes.COMPLEX_ACOSH:
+        _map(_cacosh, x, out)
+    elif op == opcodes.COMPLEX_ATANH:
+        _map(_catanh, x, out)
+    else:
+        raise ValueError("complex_math_unary: unknown op code")
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")

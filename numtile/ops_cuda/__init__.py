@@ -30,6 +30,7 @@ from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen
 from numtile.ops_cuda.complex import (
     complex_binary,
     complex_compare,
+    complex_math_unary,
     complex_part,
     complex_reduce_accumulate,
     complex_unary,
@@ -86,6 +87,7 @@ __all__ = [
     "compare",
     "complex_binary",
     "complex_compare",
+    "complex_math_unary",
     "complex_part",
     "complex_reduce_accumulate",
     "complex_unary",

@@ -8,13 +8,20 @@ import math
 
 from numba import cuda
 
-from numtile import opcodes
-from numtile.ops_cuda.elementwise import _STRIDED, _broadcast, _check_op, _operand_dtype, _operands
-from numtile.ops_cuda.launch import DeviceArray, launch
+from numtile import complex_math, opcodes
+from numtile.ops_cuda.elementwise import (
+    _broadcast,
+    _check_op,
+    _operand_dtype,
+    binary_kernel_of,
+    compare_kernel_of,
+)
+from numtile.ops_cuda.launch import DeviceArray, device_function, launch
 
 __all__ = [
     "complex_binary",
     "complex_compare",
+    "complex_math_unary",
     "complex_part",
     "complex_reduce_accumulate",
     "complex_unary",
@@ -75,6 +82,57 @@ def _unary_kernel(x, out, op):
             out[i] = v.conjugate()
 
 
+_math = complex_math.build(device_function)
+_cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.log10
+_csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
+_csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
+_csign, _cround = _math.sign, _math.round
+_casin, _cacos, _catan = _math.asin, _math.acos, _math.atan
+_casinh, _cacosh, _catanh = _math.asinh, _math.acosh, _math.atanh
+
+
+@cuda.jit
+def _math_kernel(x, out, op):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        v = x[i]
+        if op == opcodes.COMPLEX_EXPM1:
+            out[i] = _cexpm1(v)
+        elif op == opcodes.COMPLEX_LOG1P:
+            out[i] = _clog1p(v)
+        elif op == opcodes.COMPLEX_LOG2:
+            out[i] = _clog2(v)
+        elif op == opcodes.COMPLEX_LOG10:
+            out[i] = _clog10(v)
+        elif op == opcodes.COMPLEX_SIN:
+            out[i] = _csin(v)
+        elif op == opcodes.COMPLEX_COS:
+            out[i] = _ccos(v)
+        elif op == opcodes.COMPLEX_TAN:
+            out[i] = _ctan(v)
+        elif op == opcodes.COMPLEX_SINH:
+            out[i] = _csinh(v)
+        elif op == opcodes.COMPLEX_COSH:
+            out[i] = _ccosh(v)
+        elif op == opcodes.COMPLEX_TANH:
+            out[i] = _ctanh(v)
+        elif op == opcodes.COMPLEX_SIGN:
+            out[i] = _csign(v)
+        elif op == opcodes.COMPLEX_ROUND:
+            out[i] = _cround(v)
+        elif op == opcodes.COMPLEX_ASIN:
+            out[i] = _casin(v)
+        elif op == opcodes.COMPLEX_ACOS:
+            out[i] = _cacos(v)
+        elif op == opcodes.COMPLEX_ATAN:
+            out[i] = _catan(v)
+        elif op == opcodes.COMPLEX_ASINH:
+            out[i] = _casinh(v)
+        elif op == opcodes.COMPLEX_ACOSH:
+            out[i] = _cacosh(v)
+        elif op == opcodes.COMPLEX_ATANH:
+            out[i] = _catanh(v)
+
+
 @cuda.jit
 def _part_kernel(x, out, op):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
@@ -87,36 +145,20 @@ def _part_kernel(x, out, op):
             out[i] = v.imag
 
 
-@cuda.jit
-def _binary_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
-    strided = a_kind == _STRIDED or b_kind == _STRIDED
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        x, y = _operands(
-            i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
-        )
-        if op == opcodes.ADD:
-            out[i] = x + y
-        elif op == opcodes.SUBTRACT:
-            out[i] = x - y
-        elif op == opcodes.MULTIPLY:
-            out[i] = x * y
-        elif op == opcodes.DIVIDE:
-            out[i] = x / y
-        elif op == opcodes.POWER:
-            out[i] = _power(x, y)
+@cuda.jit(device=True)
+def _lacking(a, b):
+    """Stands in for the ops complex numbers lack (maximum, floor_divide, ordering...): the
+    launchers refuse their codes, so it never runs."""
+    return a
 
 
-@cuda.jit
-def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
-    strided = a_kind == _STRIDED or b_kind == _STRIDED
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        x, y = _operands(
-            i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
-        )
-        if op == opcodes.EQUAL:
-            out[i] = x == y
-        elif op == opcodes.NOT_EQUAL:
-            out[i] = x != y
+@cuda.jit(device=True)
+def _never(a, b):
+    return False
+
+
+_binary_kernel = binary_kernel_of(_lacking, _lacking, _power, _lacking, _lacking)
+_compare_kernel = compare_kernel_of(_never, _never, _never, _never, _never, _never, _never)
 
 
 @cuda.jit
@@ -148,6 +190,14 @@ def complex_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> Non
     launch(_unary_kernel, out.size, stream, x, out, op)
 
 
+def complex_math_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """out[i] = f(x[i]) of a complex tile for the functions of ``numtile.complex_math`` (codes
+    of opcodes.COMPLEX_MATH)."""
+    if int(op) not in opcodes.COMPLEX_MATH.values():
+        raise ValueError("complex_math_unary: unknown op code")
+    launch(_math_kernel, out.size, stream, x, out, int(op))
+
+
 def complex_part(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
     """out[i] = abs, real or imaginary part of x[i] into a real tile."""
     if int(op) not in _PARTS:
@@ -159,6 +209,8 @@ def complex_binary(a, a_strides, b, b_strides, out, shape, op: int, *, stream=0)
     """out = op(a, b) of complex tiles broadcast over ``shape`` (add, subtract, multiply, divide,
     power: codes of opcodes.BINARY_OPS)."""
     op = _check_op(op, opcodes.BINARY_OPS, "complex_binary")
+    if opcodes.op_name(opcodes.BINARY_OPS, op) not in opcodes.COMPLEX_BINARY:
+        raise ValueError("complex_binary: unknown op code")  # as the CPU kernel
     _operand_dtype(a, b)
     _broadcast(_binary_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
 
@@ -166,6 +218,8 @@ def complex_binary(a, a_strides, b, b_strides, out, shape, op: int, *, stream=0)
 def complex_compare(a, a_strides, b, b_strides, out, shape, op: int, *, stream=0) -> None:
     """Boolean out = op(a, b) of complex tiles (equal, not_equal: codes of opcodes.COMPARE_OPS)."""
     op = _check_op(op, opcodes.COMPARE_OPS, "complex_compare")
+    if opcodes.op_name(opcodes.COMPARE_OPS, op) not in opcodes.COMPLEX_COMPARE:
+        raise ValueError("complex_compare: unknown op code")
     _operand_dtype(a, b)
     _broadcast(_compare_kernel, a, a_strides, b, b_strides, out, shape, op, stream)
 

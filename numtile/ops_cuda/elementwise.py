@@ -178,9 +178,10 @@ def _unary_backward_kernel(dtype: np.dtype):
 
 
 @functools.cache
-def _binary_kernel(dtype: np.dtype):
-    m = scalar_math(dtype)
-    floor_divide, remainder, power = m.floor_divide, m.remainder, m.power
+def binary_kernel_of(maximum, minimum, power, floor_divide, remainder):
+    """The broadcasting kernel of BINARY_OPS over these device functions: one factory for
+    every dtype kind (``complex.py`` passes stubs for the ops complex numbers lack; the
+    launchers never hand a kernel an op code its dtype lacks)."""
 
     @cuda.jit
     def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
@@ -212,6 +213,12 @@ def _binary_kernel(dtype: np.dtype):
 
 
 @functools.cache
+def _binary_kernel(dtype: np.dtype):
+    m = scalar_math(dtype)
+    return binary_kernel_of(maximum, minimum, m.power, m.floor_divide, m.remainder)
+
+
+@functools.cache
 def _binary_math_kernel(dtype: np.dtype):
     m = scalar_math(dtype)
     atan2, copysign, hypot, logaddexp = m.atan2, m.copysign, m.hypot, m.logaddexp
@@ -235,31 +242,50 @@ def _binary_math_kernel(dtype: np.dtype):
     return kernel
 
 
-@cuda.jit
-def _compare_kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
-    strided = a_kind == _STRIDED or b_kind == _STRIDED
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        x, y = _operands(
-            i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
-        )
-        if op == opcodes.EQUAL:
-            out[i] = x == y
-        elif op == opcodes.NOT_EQUAL:
-            out[i] = x != y
-        elif op == opcodes.LESS:
-            out[i] = x < y
-        elif op == opcodes.LESS_EQUAL:
-            out[i] = x <= y
-        elif op == opcodes.GREATER:
-            out[i] = x > y
-        elif op == opcodes.GREATER_EQUAL:
-            out[i] = x >= y
-        elif op == opcodes.LOGICAL_AND:
-            out[i] = x != 0 and y != 0
-        elif op == opcodes.LOGICAL_OR:
-            out[i] = x != 0 or y != 0
-        elif op == opcodes.LOGICAL_XOR:
-            out[i] = (x != 0) != (y != 0)
+def compare_kernel_of(
+    less, less_equal, greater, greater_equal, logical_and, logical_or, logical_xor
+):
+    """The broadcasting kernel of COMPARE_OPS over these device functions (the orderings and
+    logical ops): one factory for every dtype kind, as ``binary_kernel_of``."""
+
+    @cuda.jit
+    def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
+        strided = a_kind == _STRIDED or b_kind == _STRIDED
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            x, y = _operands(
+                i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
+            )
+            if op == opcodes.EQUAL:
+                out[i] = x == y
+            elif op == opcodes.NOT_EQUAL:
+                out[i] = x != y
+            elif op == opcodes.LESS:
+                out[i] = less(x, y)
+            elif op == opcodes.LESS_EQUAL:
+                out[i] = less_equal(x, y)
+            elif op == opcodes.GREATER:
+                out[i] = greater(x, y)
+            elif op == opcodes.GREATER_EQUAL:
+                out[i] = greater_equal(x, y)
+            elif op == opcodes.LOGICAL_AND:
+                out[i] = logical_and(x, y)
+            elif op == opcodes.LOGICAL_OR:
+                out[i] = logical_or(x, y)
+            elif op == opcodes.LOGICAL_XOR:
+                out[i] = logical_xor(x, y)
+
+    return kernel
+
+
+_compare_kernel = compare_kernel_of(
+    cuda.jit(device=True)(lambda x, y: x < y),
+    cuda.jit(device=True)(lambda x, y: x <= y),
+    cuda.jit(device=True)(lambda x, y: x > y),
+    cuda.jit(device=True)(lambda x, y: x >= y),
+    cuda.jit(device=True)(lambda x, y: x != 0 and y != 0),
+    cuda.jit(device=True)(lambda x, y: x != 0 or y != 0),
+    cuda.jit(device=True)(lambda x, y: (x != 0) != (y != 0)),
+)
 
 
 @cuda.jit

@@ -2,38 +2,42 @@
 that write x's own tiles, ordered after every earlier task on them; and the scatter-add
 into zeros behind the gradients of indexing.
 
-A basic key copies each tile of the (broadcast) value into the region of x it maps to; an
-integer-array key along one axis writes the listed positions of x's tiles directly; a mask
-with a scalar (or one-element) value is ``where`` written back into x's tiles; a mask or
-several integer arrays with a tensor value write through a flattened copy of x.
+A basic key copies each tile of the (broadcast) value into the region of x it maps to; a mask
+with a scalar (or one-element) value is ``where`` written back into x's tiles; a mask of x's
+whole shape with a tensor value writes through a flattened copy of x. Any other key (integer
+arrays, masks, boolean scalars among integers, slices, None and ...) puts the value into
+``x[basic part]`` with the indexed axes merged into one, then writes that region back; where
+those merged axes are x's own tiles (one array among full slices) it writes them directly.
 """
 
 from __future__ import annotations
 
-import itertools
 import operator
 
 import numpy as np
 
-from numtile.runtime import Access, get_runtime
-from numtile.tiletensor import codelets
-from numtile.tiletensor.copying import _runs
+from numtile.runtime import Access
 from numtile.tiletensor.copying import copy_regions as _copy_regions
+from numtile.tiletensor.copying import write_region
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.indexing import (
     Key,
     as_values,
     flatten,
-    merge_leading,
+    mask_as_arrays,
+    merge_advanced,
+    move_block,
     parse_key,
     put_positions,
 )
-from numtile.tiletensor.layout import c_strides, current_config
+from numtile.tiletensor.layout import current_config
 from numtile.tiletensor.logic import where
 from numtile.tiletensor.manipulation import (
     _normalize_key,
+    basic_getitem,
     broadcast_to,
+    permute_dims,
     reshape,
     retile,
 )
@@ -67,44 +71,6 @@ def _region(x: TileTensor, key):
     return tuple(shape), axis_map
 
 
-def _write_region(x: TileTensor, values: TileTensor, axis_map) -> None:
-    """Copy tasks writing each tile of ``values`` into the region of x it maps to."""
-    runtime = get_runtime()
-    for v_index, src in zip(values.layout.indices(), values.handles):
-        bounds = values.layout.tile_bounds(v_index)
-        per_axis = []
-        for axis, entry in enumerate(axis_map):
-            if isinstance(entry, int):
-                t = x.layout.tile_of(axis, entry)
-                per_axis.append([(None, None, t, entry - x.layout.starts[axis][t])])
-            else:
-                k, start, step = entry
-                o0, o1 = bounds[k]
-                per_axis.append(list(_runs(x.layout, axis, o0, o1 - o0, start, step)))
-        src_strides = c_strides(src.shape)
-        for piece in itertools.product(*per_axis):
-            dst = x.tile(tuple(run[2] for run in piece))
-            dst_strides = c_strides(dst.shape)
-            shape, strides = [1] * values.ndim, [0] * values.ndim
-            src_offset = dst_offset = 0
-            for axis, (begin, end, _, local) in enumerate(piece):
-                dst_offset += local * dst_strides[axis]
-                entry = axis_map[axis]
-                if not isinstance(entry, int):
-                    k, _, step = entry
-                    shape[k] = end - begin
-                    strides[k] = dst_strides[axis] * step
-                    src_offset += (begin - bounds[k][0]) * src_strides[k]
-            args = (
-                src_offset,
-                np.array(src_strides, np.int64),
-                dst_offset,
-                np.array(strides, np.int64),
-                np.array(shape, np.int64),
-            )
-            runtime.submit(codelets.copy.copy_strided, [(src, R), (dst, RW)], args)
-
-
 def _write_back(x: TileTensor, copy: TileTensor) -> None:
     """Overwrite x's tiles with the values of ``copy`` (same shape, any tiling)."""
     if copy.shape != x.shape:
@@ -120,7 +86,7 @@ def assign(x: TileTensor, parsed: Key, value, accumulate: bool = False) -> TileT
         tiles = tuple(max(1, min(s, current_config().tile)) for s in shape)
         values = as_values(value, x.dtype, shape, tiles)
         if values.size:
-            _write_region(x, values, axis_map)
+            write_region(x, values, axis_map)
         return x
     if parsed.kind == "mask":
         mask = parsed.mask
@@ -136,59 +102,64 @@ def assign(x: TileTensor, parsed: Key, value, accumulate: bool = False) -> TileT
                 scalar = np.asarray(value).reshape(()).item()
             _write_back(x, where(broadcast_to(full, x.shape), scalar, x))
             return x
-        if parsed.axis:
-            raise NotImplementedError("assigning a tensor through a mask that starts after axis 0")
-        if mask.ndim != x.ndim:
-            positions = np.flatnonzero(mask.to_numpy())
-            parsed = Key("arrays", positions=positions, shape=positions.shape, merged=mask.ndim)
-            return assign(x, parsed, value, accumulate)
+        if parsed.axis or mask.ndim != x.ndim:
+            return assign(x, mask_as_arrays(x, parsed), value, accumulate)
         flat = flatten(x)
         flags = flatten(mask)
         flags = retile(flags, flat.tile_shape) if flags.tile_shape != flat.tile_shape else flags
         positions = np.flatnonzero(flags.to_numpy())
-        copy = TileTensor(flat.layout, x.dtype)
-        _copy_regions(flat, copy, [(0, 0, 1)])
+        copy = _fresh(flat)
         put_positions(copy, positions, 0, value, accumulate)
         _write_back(x, copy)
         return x
-    if parsed.basic is not None and all(
-        k == slice(None) or k is Ellipsis for k in _entries(parsed.basic)
-    ):
-        return put_positions(
-            x, parsed.positions, parsed.axis, _flat_values(value, parsed, x), accumulate
-        )
-    merged = merge_leading(x, parsed.merged)
-    copy = TileTensor(merged.layout, x.dtype)
-    _copy_regions(merged, copy, [(a, 0, 1) for a in range(merged.ndim)])
-    put_positions(
-        copy, parsed.positions, parsed.axis, _flat_values(value, parsed, copy), accumulate
-    )
-    _write_back(x, copy)
+    # integer arrays: put into x[basic] with the indexed axes merged, then write that back
+    # (nothing to write back where those merged axes are x's own tiles)
+    _, axis_map = _region(x, parsed.basic)
+    y = basic_getitem(x, parsed.basic)
+    target, axis = merge_advanced(y, parsed.axes)
+    owned = {id(handle) for handle in x.handles}
+    shared = [id(handle) in owned for handle in target.handles]
+    if any(shared) and not all(shared):
+        target = _fresh(target)
+    values = _values_along(value, parsed, target, axis)
+    put_positions(target, parsed.positions, axis, values, accumulate)
+    if not all(shared):
+        write_region(x, _unmerge(target, y.shape, parsed.axes), axis_map)
     return x
 
 
-def _entries(key):
-    return key if isinstance(key, tuple) else (key,)
+def _fresh(x: TileTensor) -> TileTensor:
+    """A copy of ``x`` in new tiles of the same layout."""
+    return _copy_regions(x, TileTensor(x.layout, x.dtype), [(a, 0, 1) for a in range(x.ndim)])
 
 
-def _flat_values(value, parsed: Key, target: TileTensor):
-    """``value`` shaped for a put along the key's axis (the key's shape flattened)."""
-    shape = target.shape[: parsed.axis] + tuple(parsed.shape) + target.shape[parsed.axis + 1 :]
-    if isinstance(value, TileTensor):
-        if value.ndim and value.shape != shape and len(parsed.shape) > 1:
-            value = broadcast_to(value, shape)
-        if len(parsed.shape) > 1:
-            value = reshape(
-                retile(value, value.shape),
-                target.shape[: parsed.axis]
-                + (parsed.positions.size,)
-                + target.shape[parsed.axis + 1 :],
-            )
-        return value
-    array = np.broadcast_to(np.asarray(value), shape) if np.ndim(value) else np.asarray(value)
-    if array.ndim:
-        array = array.reshape(target.shape[: parsed.axis] + (-1,) + target.shape[parsed.axis + 1 :])
-    return array
+def _unmerge(target: TileTensor, shape, axes) -> TileTensor:
+    """The inverse of ``merge_advanced``: ``target`` back in the axis order of ``shape``."""
+    if len(axes) == 1:
+        return target
+    if not axes:
+        return reshape(target, shape)
+    order = [*axes, *(a for a in range(len(shape)) if a not in axes)]
+    moved = reshape(target, tuple(shape[a] for a in order))
+    return permute_dims(moved, [order.index(a) for a in range(len(shape))])
+
+
+def _values_along(value, parsed: Key, target: TileTensor, axis: int):
+    """``value`` broadcast to ``x[key]``'s shape, with the key's broadcast shape moved to
+    ``axis`` and flattened there: the elements put_positions writes along ``axis``."""
+    rest = target.shape[:axis] + target.shape[axis + 1 :]
+    key_shape, place, count = tuple(parsed.shape), parsed.place, len(parsed.shape)
+    result = rest[:place] + key_shape + rest[place:]
+    flat_shape = target.shape[:axis] + (parsed.positions.size,) + target.shape[axis + 1 :]
+    if not isinstance(value, TileTensor):
+        array = np.broadcast_to(np.asarray(value), result)
+        array = np.moveaxis(array, range(place, place + count), range(axis, axis + count))
+        return array.reshape(flat_shape)
+    value = broadcast_to(value, result) if value.shape != result else value
+    value = move_block(value, place, count, axis)
+    if count != 1:
+        value = reshape(retile(value, value.shape), flat_shape)
+    return value
 
 
 @dispatched(public="TileTensor.__setitem__ (assignment)")

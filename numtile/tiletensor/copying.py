@@ -20,7 +20,7 @@ from numtile.tiletensor import codelets
 from numtile.tiletensor.layout import Layout, c_strides
 from numtile.tiletensor.tensor import TileTensor
 
-R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
+R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 
 def normalize_axis(axis, ndim: int) -> int:
@@ -62,7 +62,9 @@ def _runs(src: Layout, axis: int, first: int, count: int, start: int, step: int)
 
 
 def _pieces(src: TileTensor, layout: Layout, axis_map, region):
-    """(flat output tile, source handle, copy_strided arguments) for every piece of a part."""
+    """Every piece of a part: (flat index of a tile of ``layout``, the ``src`` handle, the
+    offset and element strides of the piece in that source tile, its offset and strides in
+    the ``layout`` tile, its shape). The ``axis_map`` and ``region`` of ``copy_parts``."""
     grid_ranges = []
     for k in range(layout.ndim):
         lo, hi = region[k]
@@ -85,8 +87,7 @@ def _pieces(src: TileTensor, layout: Layout, axis_map, region):
                 k, start, step = entry
                 o0, o1 = max(bounds[k][0], region[k][0]), min(bounds[k][1], region[k][1])
                 per_axis.append(list(_runs(src.layout, axis, o0, o1 - o0, start, step)))
-        dst_shape = layout.tile_shape_at(out_index)
-        dst_strides = c_strides(dst_shape)
+        dst_strides = np.array(c_strides(layout.tile_shape_at(out_index)), np.int64)
         for piece in itertools.product(*per_axis):
             handle = src.tile(tuple(run[2] for run in piece))
             src_strides = c_strides(handle.shape)
@@ -101,14 +102,8 @@ def _pieces(src: TileTensor, layout: Layout, axis_map, region):
                     shape[k] = end - begin
                     piece_src_strides[k] = src_strides[axis] * step
                     dst_offset += (begin - bounds[k][0]) * dst_strides[k]
-            args = (
-                src_offset,
-                np.array(piece_src_strides, np.int64),
-                dst_offset,
-                np.array(dst_strides, np.int64),
-                np.array(shape, np.int64),
-            )
-            yield flat, handle, args
+            source = (src_offset, np.array(piece_src_strides, np.int64))
+            yield flat, handle, source, (dst_offset, dst_strides), np.array(shape, np.int64)
 
 
 def copy_parts(out: TileTensor, parts: Sequence[tuple]) -> TileTensor:
@@ -127,14 +122,27 @@ def copy_parts(out: TileTensor, parts: Sequence[tuple]) -> TileTensor:
         for piece in _pieces(src, out.layout, axis_map, region or whole)
     ]
     count = [0] * out.layout.ntiles
-    for flat, _, _ in pieces:
+    for flat, *_ in pieces:
         count[flat] += 1
     runtime = get_runtime()
-    for flat, handle, args in pieces:
+    for flat, handle, source, target, shape in pieces:
         dst = out.handles[flat]
         mode = W if count[flat] == 1 else ACC
+        args = (*source, *target, shape)
         runtime.submit(codelets.copy.copy_strided, [(handle, R), (dst, mode)], args)
     return out
+
+
+def write_region(x: TileTensor, values: TileTensor, axis_map) -> TileTensor:
+    """Copy every tile of ``values`` into the region of ``x`` it maps to, in x's own tiles
+    (``RW``: the region need not cover a tile). ``axis_map`` maps x's axes to values' as in
+    ``copy_parts`` (the roles swapped: values position p is x position start + p * step)."""
+    runtime = get_runtime()
+    whole = tuple((0, n) for n in values.shape)
+    for flat, handle, target, source, shape in _pieces(x, values.layout, axis_map, whole):
+        args = (*source, *target, shape)
+        runtime.submit(codelets.copy.copy_strided, [(values.handles[flat], R), (handle, RW)], args)
+    return x
 
 
 def copy_regions(src: TileTensor, out: TileTensor, axis_map) -> TileTensor:

@@ -111,11 +111,14 @@ def unary_op(x: TileTensor, name: str, float_only: bool = True) -> TileTensor:
     if not isinstance(x, TileTensor):
         raise TypeError(f"{name} expects a TileTensor, got {type(x).__name__}")
     if x.dtype.kind == "c":
-        if name not in opcodes.COMPLEX_UNARY_OPS:
+        if name in opcodes.COMPLEX_MATH:
+            codelet = codelets.elementwise.complex_math[name]
+        elif name in opcodes.COMPLEX_UNARY_OPS:
+            codelet = codelets.elementwise.complex_unary[name]
+        else:
             refuse_complex(x, name)
         parts = ("abs", "real", "imag")
         out = TileTensor(x.layout, real_dtype(x.dtype) if name in parts else x.dtype)
-        codelet = codelets.elementwise.complex_unary[name]
     else:
         if x.dtype == bool_ or (float_only and not is_floating(x.dtype)):
             x = astype(x, float64 if float_only else np.int64)

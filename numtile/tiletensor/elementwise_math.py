@@ -42,6 +42,8 @@ logical_xor = make_binary("logical_xor", "compare")
 def _rounding(x, name: str) -> TileTensor:
     if not isinstance(x, TileTensor):
         raise TypeError(f"{name} expects a TileTensor, got {type(x).__name__}")
+    if x.dtype.kind == "c" and name == "round":  # each part rounded half to even
+        return unary_op(x, name)
     refuse_complex(x, name)
     if x.dtype.kind in "biu":  # integers are already whole: a copy, in their dtype
         return astype(x, x.dtype)

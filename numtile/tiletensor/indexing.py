@@ -24,7 +24,6 @@ from numtile.tiletensor.dtypes import int64
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout, current_config
 from numtile.tiletensor.manipulation import (
-    _normalize_key,
     basic_getitem,
     broadcast_to,
     permute_dims,
@@ -172,75 +171,118 @@ def as_values(value, dtype, shape, tile_shape) -> TileTensor:
 
 
 class Key:
-    """A parsed key: ``kind`` is "basic", "mask" (the mask covers axes [axis, axis + ndim))
-    or "arrays" (int64 ``positions`` of the merged leading axes, or of one axis)."""
+    """A parsed key: ``kind`` is "basic", "mask" (a mask, the only array in the key, covers
+    axes [axis, axis + ndim)) or "arrays" (integer arrays, masks as their ``nonzero``
+    positions, boolean scalars, with integers, slices, None and ...: NumPy's advanced
+    indexing). For "arrays", ``basic`` is the key with each array replaced by ':' (and
+    boolean scalars dropped), ``axes`` the axes of ``x[basic]`` the arrays index,
+    ``positions`` the int64 flat positions into those axes (the arrays broadcast to
+    ``shape``, C order), and ``place`` the output axis where ``shape`` goes."""
 
-    __slots__ = ("kind", "basic", "mask", "axis", "positions", "shape", "merged")
+    __slots__ = ("kind", "basic", "mask", "axis", "axes", "positions", "shape", "place")
 
-    def __init__(self, kind, basic=None, mask=None, axis=0, positions=None, shape=(), merged=1):
-        self.kind, self.basic, self.mask, self.axis = kind, basic, mask, axis
-        self.positions, self.shape, self.merged = positions, shape, merged
+    def __init__(self, kind, basic=None, mask=None, axis=0, axes=(), positions=None, shape=()):
+        self.kind, self.basic, self.mask, self.axis, self.axes = kind, basic, mask, axis, axes
+        self.positions, self.shape, self.place = positions, shape, 0
+
+
+def _scalar_entry(k):
+    """A 0-d integer or boolean array key as the Python int or bool it stands for."""
+    if isinstance(k, (np.ndarray, TileTensor)) and k.ndim == 0:
+        value = host_index_array(k)
+        return bool(value) if value.dtype == np.bool_ else int(value)
+    return k
+
+
+def _is_bool(k) -> bool:
+    return isinstance(k, (bool, np.bool_))
 
 
 def parse_key(x: TileTensor, key) -> Key:
-    """Classify ``key`` for ``x`` (integer arrays and leading-axis masks are waited for)."""
-    entries = key if isinstance(key, tuple) else (key,)
-    advanced = [i for i, k in enumerate(entries) if _is_array_key(k)]
-    if any(isinstance(k, (bool, np.bool_)) for k in entries):
-        raise TypeError("boolean scalars as indices are not supported; use a boolean mask")
+    """Classify ``key`` for ``x`` (integer arrays and masks other than a lone mask of x's
+    leading axes are waited for)."""
+    entries = tuple(_scalar_entry(k) for k in (key if isinstance(key, tuple) else (key,)))
+    advanced = [i for i, k in enumerate(entries) if _is_array_key(k) or _is_bool(k)]
     if not advanced:
-        return Key("basic", basic=key)
-    arrays = {
-        i: host_index_array(entries[i]) if not _is_device_mask(entries[i]) else None
-        for i in advanced
-    }
-    masks = [i for i in advanced if arrays[i] is None or arrays[i].dtype == np.bool_]
-    if masks:
-        if len(advanced) > 1:
-            raise IndexError("a boolean mask cannot be combined with other array indices")
-        return _mask_key(x, entries, masks[0], arrays[masks[0]])
-    rest = [k for i, k in enumerate(entries) if i not in advanced]
-    if all(isinstance(k, slice) or k is Ellipsis for k in rest) and len(advanced) == 1:
+        return Key("basic", basic=entries if isinstance(key, tuple) else entries[0])
+    if len(advanced) == 1 and _is_array_key(entries[advanced[0]]):
         (at,) = advanced
-        if Ellipsis in entries[:at]:
-            at = x.ndim - (len(entries) - at)
-        basic = tuple(k for k in entries[: advanced[0]]) + (slice(None),)
-        basic += tuple(entries[advanced[0] + 1 :])
-        _normalize_key(basic, x.ndim)  # too many indices raise here
-        index = arrays[advanced[0]]
-        positions = wrap_positions(index.reshape(-1), x.shape[at], at)
-        return Key("arrays", basic=basic, axis=at, positions=positions, shape=index.shape)
-    if not all(
-        hasattr(k, "__index__") or i in advanced
+        k = entries[at]
+        host = None if _is_device_mask(k) else host_index_array(k)
+        rest = entries[:at] + entries[at + 1 :]
+        lone = all(isinstance(r, slice) and r == slice(None) or r is Ellipsis for r in rest)
+        if lone and (host is None or host.dtype == np.bool_):
+            return _mask_key(x, entries, at, host)
+    return _arrays_key(x, entries)
+
+
+def _arrays_key(x: TileTensor, entries) -> Key:
+    """NumPy's advanced indexing: masks become their ``nonzero`` arrays, integers next to
+    arrays index like 0-d arrays; the broadcast arrays' shape replaces the indexed axes when
+    the advanced entries are adjacent in the key, else it goes first."""
+    hosts = {i: host_index_array(k) for i, k in enumerate(entries) if _is_array_key(k)}
+    consumed = sum(
+        hosts[i].ndim if i in hosts and hosts[i].dtype == np.bool_ else 1
         for i, k in enumerate(entries)
-        if not (k is Ellipsis and i == len(entries) - 1)
-    ):
-        raise IndexError(
-            "integer arrays combine with integers only (or, one array, with slices); "
-            f"got key {key!r}"
-        )
-    count = len(entries) - (entries[-1] is Ellipsis)
-    if count > x.ndim:
-        raise IndexError(f"too many indices: {count} for a tensor with {x.ndim} axes")
-    parts = [
-        arrays[i] if i in advanced else np.asarray(operator.index(entries[i])) for i in range(count)
+        if not (k is None or k is Ellipsis or _is_bool(k))
+    )
+    if sum(k is Ellipsis for k in entries) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices: {consumed} for a tensor with {x.ndim} axes")
+    flagged = [
+        i for i, k in enumerate(entries) if i in hosts or _is_bool(k) or hasattr(k, "__index__")
     ]
+    adjacent = flagged == list(range(flagged[0], flagged[-1] + 1))
+    basic, axes, arrays, factors, dims = [], [], [], [], []
+    axis = y_axis = 0
+    place = None
+    for i, k in enumerate(entries):
+        if i == flagged[0]:
+            place = y_axis if adjacent else 0
+        if k is Ellipsis:
+            basic += [slice(None)] * (x.ndim - consumed)
+            axis += x.ndim - consumed
+            y_axis += x.ndim - consumed
+        elif _is_bool(k):
+            factors.append(np.zeros(1 if k else 0, np.int64))
+        elif i in hosts and hosts[i].dtype == np.bool_:
+            mask = hosts[i]
+            shape = x.shape[axis : axis + mask.ndim]
+            if mask.shape != shape:
+                raise IndexError(
+                    f"boolean index of shape {mask.shape} does not match the indexed axes "
+                    f"{shape} of a tensor of shape {x.shape} (from axis {axis})"
+                )
+            arrays += [p.astype(np.int64) for p in np.nonzero(mask)]
+            axes += range(y_axis, y_axis + mask.ndim)
+            dims += shape
+            basic += [slice(None)] * mask.ndim
+            axis += mask.ndim
+            y_axis += mask.ndim
+        elif i in hosts:
+            arrays.append(wrap_positions(hosts[i], x.shape[axis], axis))
+            axes.append(y_axis)
+            dims.append(x.shape[axis])
+            basic.append(slice(None))
+            axis += 1
+            y_axis += 1
+        else:
+            basic.append(k)
+            axis += k is not None
+            y_axis += not hasattr(k, "__index__")
     try:
-        parts = np.broadcast_arrays(*parts)
+        parts = np.broadcast_arrays(*arrays, *factors)
     except ValueError:
-        shapes = [p.shape for p in parts]
+        shapes = [np.shape(p) for p in arrays]
         raise IndexError(
             f"shape mismatch: index arrays of shapes {shapes} do not broadcast"
         ) from None
-    wrapped = [wrap_positions(p, x.shape[a], a) for a, p in enumerate(parts)]
-    flat = np.ravel_multi_index(wrapped, x.shape[:count]) if count else np.zeros(0, np.int64)
-    return Key(
-        "arrays",
-        axis=0,
-        positions=flat.reshape(-1).astype(np.int64),
-        shape=parts[0].shape,
-        merged=count,
-    )
+    flat = np.ravel_multi_index(parts[: len(arrays)], dims) if arrays else parts[0]
+    parsed = Key("arrays", basic=tuple(basic), axes=tuple(axes), shape=parts[0].shape)
+    parsed.positions = np.ascontiguousarray(flat, dtype=np.int64).reshape(-1)
+    parsed.place = place
+    return parsed
 
 
 def _is_device_mask(k) -> bool:
@@ -317,24 +359,37 @@ def apply_key(x: TileTensor, parsed: Key) -> TileTensor:
     if parsed.kind == "basic":
         return basic_getitem(x, parsed.basic)
     if parsed.kind == "mask":
-        at, mask = parsed.axis, parsed.mask
-        if at == 0 and mask.ndim == x.ndim:
-            return _masked_whole(x, mask)
-        order = list(range(at, at + mask.ndim))
-        order += [a for a in range(x.ndim) if a not in order]
-        moved = permute_dims(x, order) if at else x
-        positions = np.flatnonzero(mask.to_numpy())
-        out = take_positions(merge_leading(moved, mask.ndim), positions, 0)
-        if at:
-            back = list(range(1, at + 1)) + [0] + list(range(at + 1, out.ndim))
-            out = permute_dims(out, back)
-        return out
-    if parsed.basic is not None:  # one array among slices: take along its axis
-        y = basic_getitem(x, parsed.basic)
-        out = take_positions(y, parsed.positions, parsed.axis)
-        return _split_axis(out, parsed.axis, parsed.shape)
-    out = take_positions(merge_leading(x, parsed.merged), parsed.positions, 0)
-    return _split_axis(out, 0, parsed.shape)
+        if parsed.axis == 0 and parsed.mask.ndim == x.ndim:
+            return _masked_whole(x, parsed.mask)
+        return apply_key(x, mask_as_arrays(x, parsed))
+    merged, axis = merge_advanced(basic_getitem(x, parsed.basic), parsed.axes)
+    out = _split_axis(take_positions(merged, parsed.positions, axis), axis, parsed.shape)
+    return move_block(out, axis, len(parsed.shape), parsed.place)
+
+
+def mask_as_arrays(x: TileTensor, parsed: Key) -> Key:
+    """A mask key as the integer-array key of its ``nonzero`` positions (waits for the mask)."""
+    return _arrays_key(x, (slice(None),) * parsed.axis + (parsed.mask.to_numpy(),))
+
+
+def merge_advanced(y: TileTensor, axes) -> tuple[TileTensor, int]:
+    """``y`` with its ``axes`` merged into one axis (a new one of length 1 when there are
+    none), and that axis: the axis itself for one, else 0 (a copy moves them first)."""
+    if not axes:
+        return reshape(y, (1,) + y.shape), 0
+    if len(axes) == 1:
+        return y, axes[0]
+    order = list(axes) + [a for a in range(y.ndim) if a not in axes]
+    moved = permute_dims(y, order) if order != list(range(y.ndim)) else y
+    return merge_leading(moved, len(axes)), 0
+
+
+def move_block(x: TileTensor, start: int, count: int, to: int) -> TileTensor:
+    """``x`` with its axes [start, start + count) moved, in order, to start at ``to``."""
+    if start == to:
+        return x
+    rest = [a for a in range(x.ndim) if not start <= a < start + count]
+    return permute_dims(x, rest[:to] + list(range(start, start + count)) + rest[to:])
 
 
 def _split_axis(x: TileTensor, axis: int, shape) -> TileTensor:
@@ -349,9 +404,12 @@ def _split_axis(x: TileTensor, axis: int, shape) -> TileTensor:
 
 @dispatched(public="TileTensor.__getitem__ (indexing)")
 def getitem(x: TileTensor, key) -> TileTensor:
-    """``x[key]``: integers, slices (any step), ``None``, ``...``; a boolean mask of x's shape
-    or of some of its axes; integer arrays (NumPy's semantics). A mask waits for the count
-    of its True elements (the output's size), an integer TileTensor for its values.
+    """``x[key]``: integers, slices (any step), ``None``, ``...``, boolean masks, boolean
+    scalars and integer arrays in any mix, with NumPy's advanced-indexing rules (the arrays'
+    broadcast shape replaces the indexed axes when the array, mask, bool and integer entries
+    are adjacent in the key, else it comes first). A lone mask of x's shape waits for the
+    count of its True elements (the output's size); other masks and integer TileTensors are
+    waited for themselves.
 
     >>> import numtile as nt
     >>> x = nt.arange(10, tile_shape=4)
@@ -359,6 +417,9 @@ def getitem(x: TileTensor, key) -> TileTensor:
     ([9, 6, 3, 0], [7, 8, 9])
     >>> x[[0, -1, 0]].to_numpy().tolist()
     [0, 9, 0]
+    >>> y = nt.arange(24).reshape(2, 3, 4)
+    >>> y[0, :, [1, 2]].shape, y[:, 0, [1, 2]].shape, y[True].shape
+    ((2, 3), (2, 2), (1, 2, 3, 4))
     """
     return apply_key(x, parse_key(x, key))
 

@@ -103,6 +103,14 @@ def test_complex_unary_matches_the_cpu_kernel(name, dtype):
     run_twins(kernel, x, out, opcodes.COMPLEX_UNARY_OPS[name], rtol=rtol)
 
 
+@pytest.mark.parametrize("name", list(opcodes.COMPLEX_MATH))
+def test_complex_math_matches_the_cpu_kernel(name):
+    x = _complex(np.complex128)
+    x[:4] = [0.5j, -2 + 0j, 30 + 1j, 2.5 - 0.0j]  # imag 0, tanh's saturation
+    out = np.zeros(SIZE, np.complex128)
+    run_twins("complex_math_unary", x, out, opcodes.COMPLEX_MATH[name], rtol=1e-13)
+
+
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 @pytest.mark.parametrize("name", opcodes.COMPLEX_BINARY + opcodes.COMPLEX_COMPARE)
 def test_complex_binary_matches_the_cpu_kernel(name, dtype):
@@ -151,6 +159,7 @@ _COMPILE_ALL = """
     for t, real in ((types.complex64, types.float32), (types.complex128, types.float64)):
         a = t[::1]
         cuda.compile_ptx(cx._unary_kernel.py_func, (a, a, i64), cc=(9, 0))
+        cuda.compile_ptx(cx._math_kernel.py_func, (a, a, i64), cc=(9, 0))
         cuda.compile_ptx(cx._part_kernel.py_func, (a, real[::1], i64), cc=(9, 0))
         cuda.compile_ptx(cx._reduce_kernel.py_func, (a, a, i64, i64, i64, i64), cc=(9, 0))
         for rank in (1, 2):

@@ -158,7 +158,7 @@ def test_real_inputs_of_conj_real_imag():
 @pytest.mark.parametrize(
     "call, op",
     [
-        (lambda z: nt.sin(z), "sin"),
+        (lambda z: nt.trunc(z), "trunc"),  # sin has complex kernels now (complex_math.py)
         (lambda z: nt.floor(z), "floor"),
         (lambda z: nt.maximum(z, z), "maximum"),
         (lambda z: z < z, "less"),

@@ -399,7 +399,7 @@ def test_unaligned_indexing_copies(key, make_array, check_tiles):
         ("a", TypeError),
         ([0, 5], IndexError),  # integer-array keys (tests/tiletensor/test_indexing.py)
         (np.array([0, -6]), IndexError),
-        (True, TypeError),
+        ((True, 1.5), TypeError),  # x[True] itself is NumPy's new axis (test_indexing.py)
         ((slice(None), [7]), IndexError),
     ],
     ids=repr,

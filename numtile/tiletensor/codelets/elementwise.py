@@ -104,11 +104,11 @@ def _scalar_inplace(kernel_name: str, code: int):
     return kernel
 
 
-def _complex_unary(code):
+def _complex_unary(code, kernel_name="complex_unary"):
     parts = (opcodes.COMPLEX_ABS, opcodes.COMPLEX_REAL, opcodes.COMPLEX_IMAG)
 
     def kernel(ops, x, out):
-        function = ops.complex_part if code in parts else ops.complex_unary
+        function = ops.complex_part if code in parts else getattr(ops, kernel_name)
         function(x.reshape(-1), out.reshape(-1), code)
 
     return kernel
@@ -178,6 +178,10 @@ compare_scalar = {
 complex_unary = {
     name: Codelet(f"complex_unary:{name}", kernel=_complex_unary(code))
     for name, code in opcodes.COMPLEX_UNARY_OPS.items()
+}
+complex_math = {
+    name: Codelet(f"complex_math:{name}", kernel=_complex_unary(code, "complex_math_unary"))
+    for name, code in opcodes.COMPLEX_MATH.items()
 }
 predicate = {
     name: Codelet(f"predicate:{name}", kernel=_predicate(code))

@@ -1,0 +1,290 @@
+"""Complex element-wise functions over real ``math``, with the special values of C99 annex G
+(the array API standard's tables for complex inputs), written once for both kernel packages:
+``build(jit)`` compiles them for one target (``ops_cpu`` passes its inlining ``njit``,
+``ops_cuda`` its device-function ``cuda.jit``).
+
+sin, cos and tan are sinh, cosh and tanh of ``i z`` (the standard defines their special values
+that way); tanh is Kahan's formula (as FreeBSD's and glibc's ctanh), which neither overflows
+nor cancels; asinh, acos and acosh follow CPython's ``cmath`` (products of the square roots of
+1 +- z, no cancellation; asymptotic forms past 1e150); asin and atan are asinh and atanh of
+``i z``. Where the standard leaves the sign of a zero or of an infinity unspecified the
+functions give what NumPy gives on Linux, except the few cases listed in the tests.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+# |x| above which tanh(x + iy) is +-1 to double precision (FreeBSD's threshold)
+_TANH_SATURATION = 22.0
+# below 2**52 a float64 may have a fraction
+_WHOLE = 4503599627370496.0
+_LN2 = 0.6931471805599453
+_LN10 = 2.302585092994046
+_PI = 3.141592653589793
+# above this |z|, asinh and atanh take their asymptotic forms (squares would overflow)
+_LARGE = 1e150
+
+
+def build(jit) -> types.SimpleNamespace:
+    """The functions of complex scalars (``sinh cosh tanh sin cos tan asinh acosh atanh asin
+    acos atan expm1 log log1p log2 log10 sign round``), each compiled by ``jit``."""
+
+    @jit
+    def sinh(z):
+        x, y = z.real, z.imag
+        if y == 0:  # sinh(x) + 0j, also for infinite and NaN x
+            return complex(math.sinh(x), y)
+        if not math.isfinite(y) and x == 0:
+            return complex(x, y - y)  # +-0 + NaN j
+        if not math.isfinite(y) and math.isinf(x):
+            return complex(abs(x), y - y)  # inf + NaN j (the sign unspecified: NumPy's)
+        return complex(math.sinh(x) * math.cos(y), math.cosh(x) * math.sin(y))
+
+    @jit
+    def cosh(z):
+        x, y = z.real, z.imag
+        if y == 0:  # cosh(x) + 0j with the sign of x * y (of y for a NaN x)
+            return complex(math.cosh(x), y if x != x else y * math.copysign(1.0, x))
+        if not math.isfinite(y) and x == 0:
+            return complex(y - y, 0.0)
+        if not math.isfinite(y) and math.isinf(x):
+            return complex(abs(x), y - y)
+        return complex(math.cosh(x) * math.cos(y), math.sinh(x) * math.sin(y))
+
+    @jit
+    def tanh(z):
+        x, y = z.real, z.imag
+        if math.isinf(x):  # +-1 + 0j, the zero signed as sin(2y)
+            zero = math.copysign(0.0, math.sin(2 * y) if math.isfinite(y) else y)
+            return complex(math.copysign(1.0, x), zero)
+        if y == 0:
+            return complex(math.tanh(x), y)
+        if not math.isfinite(y):
+            return complex(x if x == 0 else y - y, y - y)
+        if abs(x) >= _TANH_SATURATION:
+            decay = math.exp(-abs(x))
+            return complex(math.copysign(1.0, x), 4 * math.sin(y) * math.cos(y) * decay * decay)
+        t = math.tan(y)
+        beta = 1.0 + t * t
+        s = math.sinh(x)
+        rho = math.sqrt(1.0 + s * s)
+        denominator = 1.0 + beta * s * s
+        return complex(beta * rho * s / denominator, t / denominator)
+
+    @jit
+    def sin(z):
+        w = sinh(complex(-z.imag, z.real))  # sin(z) = -i sinh(iz)
+        return complex(w.imag, -w.real)
+
+    @jit
+    def cos(z):
+        return cosh(complex(-z.imag, z.real))  # cos(z) = cosh(iz)
+
+    @jit
+    def tan(z):
+        w = tanh(complex(-z.imag, z.real))  # tan(z) = -i tanh(iz)
+        return complex(w.imag, -w.real)
+
+    @jit
+    def sqrt(z):
+        # the principal root, the branch cut on the negative real axis following imag's sign
+        x, y = z.real, z.imag
+        if x == 0 and y == 0:
+            return complex(0.0, y)
+        r = math.sqrt((math.hypot(x, y) + abs(x)) / 2)
+        if x >= 0:
+            return complex(r, y / (2 * r))
+        return complex(abs(y) / (2 * r), math.copysign(r, y))
+
+    @jit
+    def asinh(z):
+        x, y = z.real, z.imag
+        if math.isinf(x):  # +-inf + i(0, pi/4 or NaN), signed as y
+            return complex(x, y if y != y else math.copysign(_PI / 4 if math.isinf(y) else 0.0, y))
+        if math.isinf(y):  # +-inf + i pi/2 (NaN x: inf + NaN j)
+            if x != x:
+                return complex(math.inf, x)
+            return complex(math.copysign(math.inf, x), math.copysign(_PI / 2, y))
+        if x != x or y != y:  # NaN + 0j keeps its zero, all else NaN + NaN j
+            return complex(x, y) if y == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:
+            real = math.log(math.hypot(x / 2, y / 2)) + 2 * _LN2
+            return complex(math.copysign(real, x), math.atan2(y, abs(x)))
+        # CPython's cmath: from the square roots of 1 + iz and 1 - iz, no cancellation
+        s1 = sqrt(complex(1.0 + y, -x))
+        s2 = sqrt(complex(1.0 - y, x))
+        real = math.asinh(s1.real * s2.imag - s2.real * s1.imag)
+        return complex(real, math.atan2(y, s1.real * s2.real - s1.imag * s2.imag))
+
+    @jit
+    def atanh(z):
+        x, y = z.real, z.imag
+        if math.isinf(y):  # +-0 + i pi/2, signed as x and y
+            return complex(math.copysign(0.0, x), math.copysign(_PI / 2, y))
+        if math.isinf(x):
+            return complex(math.copysign(0.0, x), y if y != y else math.copysign(_PI / 2, y))
+        if x != x or y != y:  # +-0 + NaN j keeps its zero, all else NaN + NaN j
+            return complex(x, math.nan) if x == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:  # 1/z to first order
+            size = math.hypot(x, y)
+            return complex(x / size / size, math.copysign(_PI / 2, y))
+        one_minus = 1.0 - x
+        real = 0.25 * math.log1p(4.0 * x / (one_minus * one_minus + y * y))
+        return complex(real, 0.5 * math.atan2(2.0 * y, one_minus * (1.0 + x) - y * y))
+
+    @jit
+    def acos(z):
+        x, y = z.real, z.imag
+        if math.isinf(x):  # (0, pi/4, 3pi/4 or pi) -+ inf j; NaN + inf j
+            if y != y:
+                return complex(y, math.inf)
+            if math.isinf(y):
+                real = _PI / 4 if x > 0 else 3 * _PI / 4
+            else:
+                real = 0.0 if x > 0 else _PI
+            return complex(real, -math.copysign(math.inf, y))
+        if math.isinf(y):
+            return complex(_PI / 2 if x == x else x, -math.copysign(math.inf, y))
+        if x != x or y != y:  # +-0 + NaN j is pi/2 + NaN j, all else NaN + NaN j
+            return complex(_PI / 2, math.nan) if x == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:
+            size = math.log(math.hypot(x / 2, y / 2)) + 2 * _LN2
+            imag = -math.copysign(size, y) if x < 0 else math.copysign(size, -y)
+            return complex(math.atan2(abs(y), x), imag)
+        s1 = sqrt(complex(1.0 - x, -y))  # CPython's cmath, as asinh
+        s2 = sqrt(complex(1.0 + x, y))
+        real = 2.0 * math.atan2(s1.real, s2.real)
+        return complex(real, math.asinh(s2.real * s1.imag - s2.imag * s1.real))
+
+    @jit
+    def acosh(z):
+        x, y = z.real, z.imag
+        if math.isinf(x):  # inf + i(0, pi/4, 3pi/4 or pi), signed as y; inf + NaN j
+            if y != y:
+                return complex(math.inf, y)
+            if math.isinf(y):
+                imag = _PI / 4 if x > 0 else 3 * _PI / 4
+            else:
+                imag = 0.0 if x > 0 else _PI
+            return complex(math.inf, math.copysign(imag, y))
+        if math.isinf(y):
+            return complex(math.inf, math.copysign(_PI / 2, y) if x == x else x)
+        if x != x or y != y:  # +-0 + NaN j is NaN + i pi/2, all else NaN + NaN j
+            return complex(math.nan, _PI / 2) if x == 0 else complex(math.nan, math.nan)
+        if abs(x) > _LARGE or abs(y) > _LARGE:
+            real = math.log(math.hypot(x / 2, y / 2)) + 2 * _LN2
+            return complex(real, math.atan2(y, x))
+        s1 = sqrt(complex(x - 1.0, y))
+        s2 = sqrt(complex(x + 1.0, y))
+        real = math.asinh(s1.real * s2.real + s1.imag * s2.imag)
+        return complex(real, 2.0 * math.atan2(s1.imag, s2.real))
+
+    @jit
+    def asin(z):
+        w = asinh(complex(-z.imag, z.real))  # asin(z) = -i asinh(iz)
+        return complex(w.imag, -w.real)
+
+    @jit
+    def atan(z):
+        w = atanh(complex(-z.imag, z.real))  # atan(z) = -i atanh(iz)
+        return complex(w.imag, -w.real)
+
+    @jit
+    def expm1(z):
+        x, y = z.real, z.imag
+        if y == 0:
+            return complex(math.expm1(x), y)
+        if x == -math.inf:  # -1 + 0j, the zero signed as sin(y)
+            return complex(-1.0, math.copysign(0.0, math.sin(y)) if math.isfinite(y) else 0.0)
+        if x == math.inf and not math.isfinite(y):
+            return complex(x, y - y)
+        half = math.sin(y / 2)
+        # exp(x) cos(y) - 1 without the cancellation near 0
+        return complex(math.expm1(x) * math.cos(y) - 2 * half * half, math.exp(x) * math.sin(y))
+
+    @jit
+    def log(z):
+        # hypot and atan2 carry annex G's special values: log(-0 + 0j) = -inf + pi j, ...
+        x, y = z.real, z.imag
+        large, small = abs(x), abs(y)  # (not max/min: numba-cuda cannot compile them here)
+        if small > large:
+            large, small = small, large
+        if 0.5 <= large <= 1.5:  # log|z| near |z| = 1 without the cancellation
+            real = 0.5 * math.log1p((large - 1.0) * (large + 1.0) + small * small)
+        else:
+            real = math.log(math.hypot(x, y))
+        return complex(real, math.atan2(y, x))
+
+    @jit
+    def log1p(z):
+        x, y = z.real, z.imag
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return log(complex(x + 1.0, y))
+        if abs(x) < 0.5 and abs(y) < 0.5:  # log|1 + z| without the cancellation near 0
+            real = 0.5 * math.log1p(x * (2.0 + x) + y * y)
+        else:
+            real = math.log(math.hypot(x + 1.0, y))
+        return complex(real, math.atan2(y, x + 1.0))
+
+    @jit
+    def log2(z):
+        w = log(z)
+        return complex(w.real / _LN2, w.imag / _LN2)
+
+    @jit
+    def log10(z):
+        w = log(z)
+        return complex(w.real / _LN10, w.imag / _LN10)
+
+    @jit
+    def sign(z):
+        x, y = z.real, z.imag
+        if x != x or y != y:
+            return complex(math.nan, math.nan)
+        if x == 0 and y == 0:
+            return complex(0.0, 0.0)
+        if math.isinf(x) and math.isinf(y):  # inf / inf, as NumPy
+            return complex(math.nan, math.nan)
+        if math.isinf(x) or math.isinf(y):  # the direction of the infinite part
+            x = math.copysign(1.0, x) if math.isinf(x) else 0.0
+            y = math.copysign(1.0, y) if math.isinf(y) else 0.0
+        size = math.hypot(x, y)
+        return complex(x / size, y / size)
+
+    @jit
+    def round_half_even(v):
+        if not abs(v) < _WHOLE:  # inf, NaN, or already whole
+            return v
+        whole = math.floor(v)
+        fraction = v - whole  # exact below 2**52
+        if fraction > 0.5 or fraction == 0.5 and whole - 2.0 * math.floor(whole / 2.0) != 0:
+            whole += 1.0
+        return math.copysign(whole, v)  # -0.4 rounds to -0.0
+
+    @jit
+    def round(z):  # noqa: A001  (the array API name)
+        return complex(round_half_even(z.real), round_half_even(z.imag))
+
+    return types.SimpleNamespace(
+        sinh=sinh,
+        cosh=cosh,
+        tanh=tanh,
+        sin=sin,
+        cos=cos,
+        tan=tan,
+        expm1=expm1,
+        log=log,
+        asinh=asinh,
+        atanh=atanh,
+        acos=acos,
+        acosh=acosh,
+        asin=asin,
+        atan=atan,
+        log1p=log1p,
+        log2=log2,
+        log10=log10,
+        sign=sign,
+        round=round,
+    )
