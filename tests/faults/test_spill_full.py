@@ -86,7 +86,13 @@ def full_spill_dir(request, tmp_path, monkeypatch):
 
 
 def _start(spill_dir: str):
-    return nt.init(ncpu=2, scheduler="eager", host_mem_limit=LIMIT, spill_dir=spill_dir)
+    gc.collect()  # tensors of earlier tests die before the limited runtime starts
+    runtime = nt.init(ncpu=2, scheduler="eager", host_mem_limit=LIMIT, spill_dir=spill_dir)
+    # the tests fill RAM and disk to the byte: anything else tracked would spill first
+    nodes = runtime.manager.counters()["nodes"]
+    held = {name: node["used"] for name, node in nodes.items() if node["used"]}
+    assert not held, f"a fresh runtime already holds tiles: {held}, {runtime.manager.nodes}"
+    return runtime
 
 
 def _tensor(seed: int):
