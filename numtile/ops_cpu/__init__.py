@@ -50,7 +50,7 @@ from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.products import cross
-from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
+from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, qr_explicit, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 from numtile.ops_cpu.scan import add_carry, cumulative_sum, scan_carry
 from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
@@ -100,6 +100,7 @@ __all__ = [
     "nn",
     "potrf",
     "predicate",
+    "qr_explicit",
     "random_fill",
     "reduce_accumulate",
     "running_count",

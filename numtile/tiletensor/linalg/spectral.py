@@ -2,8 +2,9 @@
 that need singular values (ord 2, -2, 'nuc').
 
 A tall matrix (at least twice as many rows as columns) is first reduced by the tiled QR
-(TSQR when it has one tile column): the SVD of its n x n R is the small problem, and
-U = Q @ U_R is applied as tasks (``apply_q``); a wide one is transposed. The small or square
+(TSQR with an explicit Q when it has one tile column: U = Q @ U_R is then one matrix
+product; otherwise U = Q @ U_R is applied as reflector tasks, ``apply_q``): the SVD of its
+n x n R is the small problem; a wide one is transposed. The small or square
 problem is one task on the gathered matrix (the ``dense_lapack`` codelet) on a CPU worker:
 NumPy's threaded LAPACK above 2048 x 2048 elements, SciPy's single-threaded one below. A
 tiled two-sided reduction (band, then bidiagonal or tridiagonal) is not written yet. That
@@ -33,6 +34,7 @@ from numtile.tiletensor.linalg import batched
 from numtile.tiletensor.linalg.common import RW, R, W, float_matrices
 from numtile.tiletensor.linalg.matmul import matmul
 from numtile.tiletensor.linalg.qr import apply_q, eye, qr_factor, r_matrix
+from numtile.tiletensor.linalg.tsqr import one_tile_column, tsqr
 from numtile.tiletensor.logic import where
 from numtile.tiletensor.manipulation import matrix_transpose, reshape
 from numtile.tiletensor.reduction import max as tensor_max
@@ -161,6 +163,10 @@ def _embedded(small: TileTensor, rows: int, columns: int) -> TileTensor:
 def _svd(x: TileTensor, full_matrices: bool) -> SVDResult:
     m, n = x.shape
     k = min(m, n)
+    if _tall(x) and not full_matrices and one_tile_column(x):  # x = Q R: U = Q U_R (a GEMM)
+        q, r = tsqr(x)
+        u_small, s, vh = _dense(r, "svd_reduced", [r.layout, _vector(n, n), r.layout])
+        return SVDResult(matmul(q, u_small), s, vh)
     if _tall(x):  # x = Q R, R = U_R S Vh: U = Q [U_R 0; 0 I]
         factor = qr_factor(x)
         tiles = factor.a.tile_shape
@@ -204,7 +210,9 @@ def singular_values(x: TileTensor) -> TileTensor:
         return batched.spectral(x, "svdvals", lambda m: [singular_values(m)])[0]
     if _wide(x):
         x = matrix_transpose(x)
-    if _tall(x):
+    if _tall(x) and one_tile_column(x):
+        _, x = tsqr(x, form_q=False)
+    elif _tall(x):
         factor = qr_factor(x)
         x = r_matrix(factor, x.shape[1])
     (values,) = _dense(x, "svdvals", [_vector(min(x.shape), _side(x))])
