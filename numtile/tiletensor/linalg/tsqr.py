@@ -25,6 +25,9 @@ from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
 TREE, LEAF = 2, 1  # priorities: the tree is the critical path
+# leaves of at least LEAF_ROWS x n rows while that leaves two per worker: the tree's cost per
+# leaf is fixed (about 4.9 n^3), a taller leaf's QR runs nearer BLAS-3 speed
+LEAF_ROWS = 8
 ARITY = 4  # R's stacked per tree node (see the module docstring)
 
 
@@ -49,14 +52,16 @@ class _Item:
 
 
 def tsqr(x: TileTensor, form_q: bool = True) -> tuple[TileTensor | None, TileTensor]:
-    """(Q, R) of the float matrix ``x`` (m, n), one tile column: Q (m, k) with ``x``'s row
-    tiles, R (k, n) in one tile, k = min(m, n); Q is None unless ``form_q``."""
+    """(Q, R) of the float matrix ``x`` (m, n), one tile column: Q (m, k) with the leaves' row
+    tiles (``x``'s, or taller ones: ``LEAF_ROWS``), R (k, n) in one tile, k = min(m, n); Q is
+    None unless ``form_q``."""
     m, n = x.shape
-    rows = max(x.tile_shape[0], n, 1)
+    runtime = get_runtime()
+    workers = max(1, sum(runtime.worker_counts.values()))
+    rows = max(x.tile_shape[0], n, 1, min(LEAF_ROWS * n, -(-m // (2 * workers))))
     if x.tile_shape != (rows, max(n, 1)):
         x = retile(x, (rows, max(n, 1)))
     k = min(m, n)
-    runtime = get_runtime()
     q = TileTensor(Layout((m, k), (rows, max(k, 1))), x.dtype) if form_q else None
     level = []
     for i in range(x.grid[0]):
