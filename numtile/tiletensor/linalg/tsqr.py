@@ -10,9 +10,10 @@ here, so the dense QR of the stack is as fast), and merging p leaves takes (p - 
 nodes: k = 2 costs 6.7 (p - 1) n^3, k = 4 4.9 (p - 1) n^3, one flat node (dask's choice for
 few chunks) 4p n^3 but serial; 4 keeps two workers busy on the first level.
 
-This is ``qr(mode="reduced")``'s path for one tile column, and the reduction the spectral
-functions use for tall matrices; the Householder-reflector path (``qr.py``) stays for square
-and wide matrices, several tile columns and ``mode="complete"``.
+This is ``qr(mode="reduced")``'s path for one tile column, and the reduction ``svdvals`` and
+the reduced ``svd`` use for tall matrices of one tile column; the Householder-reflector path
+(``qr.py``) stays for several tile columns and ``mode="complete"`` (and so for
+``svd(full_matrices=True)``).
 """
 
 from __future__ import annotations
