@@ -14,6 +14,7 @@ from numtile.autograd import (
     manipulation,
     reduction,
     rules,
+    spectral,
     statistics,
 )
 from numtile.autograd.rules import NoGradientError
@@ -45,5 +46,6 @@ __all__ = [
     "no_grad",
     "reduction",
     "rules",
+    "spectral",
     "statistics",
 ]

@@ -376,8 +376,8 @@ def _qr(x, /, *, mode="reduced"):
 
 
 def _columns_scaled(v, w):
-    """v @ diag(w)."""
-    return multiply(v, reshape(w, (1, w.shape[0])))
+    """v @ diag(w), for matrices and stacks."""
+    return multiply(v, reshape(w, w.shape[:-1] + (1, w.shape[-1])))
 
 
 class EigenValues(Function):
@@ -404,11 +404,12 @@ class EigenVectors(Function):
     @staticmethod
     def backward(ctx, g):
         w, v = ctx.saved
-        n = w.shape[0]
+        n = w.shape[-1]
         vtg = matmul(v, g, transpose_a=True)
         skew = multiply(subtract(vtg, matrix_transpose(vtg)), 0.5)
-        gaps = subtract(reshape(w, (1, n)), reshape(w, (n, 1)))  # E[i, j] = w[j] - w[i]
-        gaps = add(gaps, eye(n, n, gaps.tile_shape, gaps.dtype))
+        # E[..., i, j] = w[j] - w[i]
+        gaps = subtract(reshape(w, w.shape[:-1] + (1, n)), reshape(w, w.shape + (1,)))
+        gaps = add(gaps, eye(n, n, gaps.tile_shape[-2:], gaps.dtype))
         return matmul(v, matmul(divide(skew, gaps), v, transpose_b=True))
 
 

@@ -57,7 +57,7 @@ from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
 from numtile.ops_cpu.products import cross
-from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
+from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, qr_explicit, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 from numtile.ops_cpu.scan import add_carry, cumulative_sum, scan_carry
 from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
@@ -116,6 +116,7 @@ __all__ = [
     "nn",
     "potrf",
     "predicate",
+    "qr_explicit",
     "random_fill",
     "reduce_accumulate",
     "running_count",

@@ -1,6 +1,7 @@
 """Tile kernels of the tiled Householder QR (PLASMA's geqrt / tsqrt / ttqrt / unmqr / tsmqr),
 through scipy's LAPACK (``geqrt``, ``tpqrt``, ``gemqrt``, ``tpmqrt``), and two helpers that
-build the results: ``triu_copy`` (R from the factored tiles) and ``eye_fill`` (Q's start).
+build the results: ``triu_copy`` (R from the factored tiles) and ``eye_fill`` (Q's start);
+``qr_explicit`` (``geqrf`` + ``orgqr``: R and the explicit Q of one tile) for TSQR.
 
 Tiles are row-major; LAPACK reads column-major, so each kernel works on a transposed copy.
 A tile's reflectors are stored as LAPACK leaves them: ``geqrt`` puts R on and above the
@@ -31,7 +32,7 @@ from numba.extending import get_cython_function_address
 
 from numtile.ops_cpu.scipy_blas import LEFT, NO, TRANSPOSE, _symbol, call
 
-for _name in ("geqrt", "tpqrt", "gemqrt", "tpmqrt"):
+for _name in ("geqrt", "tpqrt", "gemqrt", "tpmqrt", "geqrf", "orgqr"):
     for _prefix in "sd":
         _address = get_cython_function_address("scipy.linalg.cython_lapack", _prefix + _name)
         llvm.add_symbol(_symbol(_prefix + _name), _address)
@@ -163,3 +164,40 @@ def eye_fill(out, diagonal):
     for r in range(rows):
         for c in range(columns):
             out[r, c] = 1 if c - r == diagonal else 0
+
+
+@njit(nogil=True, cache=True)
+def _geqrf(major, m, n, tau, r):
+    """geqrf on the column-major ``major`` (m, n); r (k, n) = its R. Returns the workspace."""
+    k = min(m, n)
+    query = np.empty(1, major.dtype)
+    call("geqrf", major, m, n, major, m, tau, query, -1, 0)
+    size = query[0]
+    call("orgqr", major, m, k, k, major, m, tau, query, -1, 0)
+    work = np.empty(int(max(size, query[0], 1.0)), major.dtype)
+    info = call("geqrf", major, m, n, major, m, tau, work, work.size, 0)
+    assert info == 0, "qr_explicit: bad argument to geqrf"
+    for i in range(k):
+        for j in range(n):
+            r[i, j] = major[j, i] if j >= i else 0
+    return work
+
+
+@njit(nogil=True, cache=True)
+def qr_explicit(a, q, r, form_q):
+    """a (m, n) = q[:, :k] @ r with k = min(m, n) (r: (k, n), upper trapezoidal), Q formed
+    explicitly when ``form_q`` (LAPACK geqrf, then orgqr); a is left alone, q's columns past
+    k too."""
+    m, n = a.shape
+    k = min(m, n)
+    assert r.shape[0] == k and r.shape[1] == n, "qr_explicit: r must be (min(m, n), n)"
+    assert not form_q or (q.shape[0] == m and q.shape[1] >= k), "qr_explicit: q too small"
+    if k == 0:
+        return
+    major = np.ascontiguousarray(a.T)  # column-major a
+    tau = np.empty(k, a.dtype)
+    work = _geqrf(major, m, n, tau, r)
+    if form_q:
+        info = call("orgqr", major, m, k, k, major, m, tau, work, work.size, 0)
+        assert info == 0, "qr_explicit: bad argument to orgqr"
+        q[:, :k] = major[:k].T

@@ -100,6 +100,29 @@ def test_qr_runs_on_a_gpu_worker_like_on_cpu(make_array):
         nt.init()
 
 
+@pytest.mark.parametrize("restrict", [None, "cuda"])
+def test_tsqr_with_an_explicit_q_on_cpu_and_gpu_workers(restrict, make_array, monkeypatch):
+    # 21 row tiles, the last one row (shorter than the matrix is wide): a 3-level tree of up
+    # to 4 R's per node with a carried child; on a GPU worker the generic kernels
+    from numtile.tiletensor.linalg import tsqr
+
+    monkeypatch.setattr(tsqr, "LEAF_ROWS", 1)  # leaves of the input's row tiles
+    shape = (61, 3) if restrict is None else (10, 3)
+    a = make_array(shape, np.float64, seed=5)
+    if restrict:
+        nt.init(ncpu=1, ncuda=1, restrict=restrict)
+    try:
+        q, r = nt.linalg.qr(nt.from_numpy(a, tile_shape=(3, 3)))
+        check_qr(a, q, r, "reduced", np.float64)
+        if restrict:
+            assert nt.get_runtime().busy[0] == 0  # the CPU worker ran nothing
+        values = nt.linalg.svdvals(nt.from_numpy(a, tile_shape=(3, 3))).to_numpy()
+        np.testing.assert_allclose(values, np.linalg.svd(a, compute_uv=False), rtol=1e-12)
+    finally:
+        if restrict:
+            nt.init()
+
+
 def test_qr_out_of_core_under_a_host_limit_four_times_below_the_working_set(tmp_path):
     a = np.random.default_rng(5).standard_normal((160, 96))  # a, its factor, Q, R: ~4 x 120 KiB
     runtime = nt.init(ncpu=2, host_mem_limit=128 << 10, spill_dir=str(tmp_path))

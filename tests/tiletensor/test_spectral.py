@@ -1,6 +1,7 @@
 """Tests for numtile/tiletensor/linalg/spectral.py: eigh, eigvalsh, svd, svdvals, pinv,
 matrix_rank and matrix_norm ord 2/-2/'nuc' against NumPy (singular vectors up to sign), the
-TSQR path for tall matrices, bad input, and the gradients of eigh/eigvalsh/svdvals vs torch."""
+TSQR path for tall matrices, bad input, and the gradients of eigh/eigvalsh/svdvals/svd/pinv
+vs torch."""
 
 import numpy as np
 import pytest
@@ -149,11 +150,63 @@ def test_value_gradients_match_torch(name, shape):
     np.testing.assert_allclose(x.grad.to_numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-10)
 
 
-def test_svd_and_pinv_refuse_a_gradient():
-    x = nt.ones((3, 3)).requires_grad_()
-    for function in (nt.linalg.svd, nt.linalg.pinv):
-        with pytest.raises(nt.NoGradientError):
-            function(x)
+def _aligned_weights(u, tu, shape, axis):
+    """Random weights for torch's U (axis -1: its columns) or Vh (axis -2: its rows), and
+    those times the signs that align numtile's singular vectors with torch's."""
+    k = tu.shape[-1] if axis == -1 else tu.shape[-2]
+    signs = np.ones(shape[:-2] + (shape[axis],))
+    ours, theirs = (
+        (u[..., :, :k], tu[..., :, :k]) if axis == -1 else (u[..., :k, :], tu[..., :k, :])
+    )
+    signs[..., :k] = np.sign((ours * theirs).sum(axis=-2 if axis == -1 else -1))
+    weights = np.random.default_rng(12).standard_normal(shape)
+    return weights, weights * (signs[..., None, :] if axis == -1 else signs[..., :, None])
+
+
+@pytest.mark.parametrize(
+    "shape, tiles, full_matrices",
+    [
+        ((6, 6), (4, 4), False),
+        ((9, 4), (4, 3), True),
+        ((4, 7), (3, 3), False),
+        ((2, 5, 3), (1, 5, 3), True),
+    ],
+)
+def test_svd_gradient_matches_torch(shape, tiles, full_matrices):
+    a = np.random.default_rng(13).standard_normal(shape)
+    x = nt.from_numpy(a, tile_shape=tiles).requires_grad_()
+    u, s, vh = nt.linalg.svd(x, full_matrices=full_matrices)
+    t = torch.tensor(a, requires_grad=True)
+    tu, ts, tvh = torch.linalg.svd(t, full_matrices=full_matrices)
+    tu_weight, wu = _aligned_weights(u.detach().to_numpy(), tu.detach().numpy(), u.shape, -1)
+    tv_weight, wv = _aligned_weights(vh.detach().to_numpy(), tvh.detach().numpy(), vh.shape, -2)
+    ws = np.random.default_rng(14).standard_normal(s.shape)
+    loss = nt.sum(u * nt.from_numpy(wu)) + nt.sum(s * nt.from_numpy(ws))
+    (loss + nt.sum(vh * nt.from_numpy(wv))).backward()
+    weights = [torch.tensor(w) for w in (tu_weight, ws, tv_weight)]
+    sum((o * w).sum() for o, w in zip((tu, ts, tvh), weights)).backward()
+    np.testing.assert_allclose(x.grad.to_numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "shape, tiles", [((5, 3), (2, 2)), ((3, 6), (3, 6)), ((2, 4, 4), (1, 4, 4))]
+)
+def test_pinv_gradient_matches_torch(shape, tiles):
+    rng = np.random.default_rng(15)
+    a, weight = rng.standard_normal(shape), rng.standard_normal(shape[:-2] + shape[-2:][::-1])
+    x = nt.from_numpy(a, tile_shape=tiles).requires_grad_()
+    nt.sum(nt.linalg.pinv(x) * nt.from_numpy(weight)).backward()
+    t = torch.tensor(a, requires_grad=True)
+    (torch.linalg.pinv(t) * torch.tensor(weight)).sum().backward()
+    np.testing.assert_allclose(x.grad.to_numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_svd_gradient_of_repeated_singular_values_is_not_finite_as_in_torch():
+    x = nt.from_numpy(np.eye(3) * 2.0).requires_grad_()
+    nt.sum(nt.linalg.svd(x).U * nt.from_numpy(np.arange(9.0).reshape(3, 3))).backward()
+    t = torch.tensor(np.eye(3) * 2.0, requires_grad=True)
+    (torch.linalg.svd(t).U * torch.arange(9.0, dtype=torch.float64).reshape(3, 3)).sum().backward()
+    assert not np.isfinite(x.grad.to_numpy()).all() and not torch.isfinite(t.grad).all()
 
 
 def test_spectral_functions_run_beside_a_gpu_worker(make_array):

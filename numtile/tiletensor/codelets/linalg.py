@@ -303,3 +303,46 @@ gemm_bf16 = Codelet(
     implementations={"cpu": _gemm_bf16_cpu},
     flops=_gemm_flops,
 )
+
+
+# --- spectral functions of stacks that fit one tile: one batched numpy.linalg call per tile
+
+
+def _spectral_values(a, operation):
+    """numpy.linalg's outputs of ``operation`` on the stack ``a`` (..., M, N)."""
+    if operation == "eigh":
+        return np.linalg.eigh(a, UPLO="L")
+    if operation == "eigvalsh":
+        return (np.linalg.eigvalsh(a, UPLO="L"),)
+    if operation == "svdvals":
+        return (np.linalg.svd(a, compute_uv=False),)
+    return np.linalg.svd(a, full_matrices=operation == "svd")
+
+
+def _spectral_stack_cpu(ops, a, *outputs_then_args):
+    # a: the tile's stack; then the outputs' tiles; args: the operation, first, the stack shape
+    *outputs, operation, first, shape = outputs_then_args
+    bad = ~np.isfinite(_matrices(a)).all(axis=(1, 2))
+    if bad.any():
+        member = _member(first, _shape(a)[:-2], int(np.argmax(bad)))
+        raise np.linalg.LinAlgError(
+            f"linalg.{operation}: matrix {member} of the stack of shape {shape} contains infs "
+            "or NaNs (LAPACK's iteration does not converge on them, as in numpy.linalg)"
+        )
+    for out, value in zip(outputs, _spectral_values(a, operation), strict=True):
+        out[...] = value
+
+
+def _spectral_stack_flops(a, *shapes_then_args) -> float:
+    m, n = a[-2:]
+    k = min(m, n)
+    operation = shapes_then_args[-3]
+    per_matrix = (22.0 if operation in ("svd", "svd_reduced", "eigh") else 4.0) * max(m, n) * k * k
+    return math.prod(a[:-2]) * per_matrix
+
+
+spectral_stack = Codelet(
+    "spectral_stack",
+    implementations={"cpu": _spectral_stack_cpu},
+    flops=_spectral_stack_flops,
+)

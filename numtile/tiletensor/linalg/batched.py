@@ -1,5 +1,6 @@
 """Stacks of matrices (``(..., M, M)``) for the factorisation-based functions: Cholesky, the
-general solve, the inverse and the determinants.
+general solve, the inverse and the determinants, and the spectral ones (eigh, svd and their
+values).
 
 Matrices that fit one tile (the tile spans the last two axes) run one task per tile: a
 batched LAPACK call on a CPU (``numpy.linalg`` on the tile's stack), a loop over the stack's
@@ -19,7 +20,12 @@ import numpy as np
 
 from numtile.runtime import get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.codelets.linalg import cholesky_stack, slogdet_stack, solve_stack
+from numtile.tiletensor.codelets.linalg import (
+    cholesky_stack,
+    slogdet_stack,
+    solve_stack,
+    spectral_stack,
+)
 from numtile.tiletensor.creation import full
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
@@ -147,3 +153,39 @@ def slogdet(x: TileTensor, slogdet_2d: Callable) -> tuple[TileTensor, TileTensor
         args = (_first(scratch.layout, index), x.shape)
         runtime.submit(slogdet_stack, [(matrix, RW)] + outputs, args)
     return sign, logabs
+
+
+def _spectral_shapes(shape, operation) -> list[tuple[int, ...]]:
+    """The matrix shapes (batch axes left out) of ``operation``'s outputs for (M, N) inputs."""
+    m, n = shape
+    k = min(m, n)
+    return {
+        "eigh": [(n,), (n, n)],
+        "eigvalsh": [(n,)],
+        "svdvals": [(k,)],
+        "svd": [(m, m), (k,), (n, n)],
+        "svd_reduced": [(m, k), (k,), (k, n)],
+    }[operation]
+
+
+def spectral(x: TileTensor, operation: str, spectral_2d: Callable) -> list[TileTensor]:
+    """The outputs of ``operation`` ("eigh", "eigvalsh", "svd", "svd_reduced", "svdvals") on
+    each matrix of a stack: one batched ``numpy.linalg`` task per tile when a tile holds whole
+    matrices, else ``spectral_2d`` (a list of 2-d tensors) per matrix, stacked again."""
+    batch = x.shape[:-2]
+    if not fits_one_tile(x):
+        results = [spectral_2d(matrix) for matrix in matrices(x)]
+        return [stack(list(parts), batch) for parts in zip(*results)]
+    tiles = x.tile_shape[:-2]
+    shapes = _spectral_shapes(x.shape[-2:], operation)
+    outputs = [
+        TileTensor(Layout(batch + s, tiles + tuple(max(1, e) for e in s)), x.dtype) for s in shapes
+    ]
+    runtime = get_runtime()
+    for index in x.layout.indices():
+        accesses = [(x.tile(index), R)] + [
+            (out.tile(index[:-2] + (0,) * (out.ndim - len(batch))), W) for out in outputs
+        ]
+        args = (operation, _first(x.layout, index), x.shape)
+        runtime.submit(spectral_stack, accesses, args)
+    return outputs

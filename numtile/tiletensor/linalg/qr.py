@@ -9,10 +9,12 @@ fill the upper trapezoid the tile's own reflectors leave free): with one tile co
 the communication-avoiding TSQR, log2(row tiles) steps deep instead of one per tile.
 Priorities follow the critical path: the panel first, then the updates of column k + 1.
 
-Q is never formed unless asked: ``apply_q`` applies it (or Q^T) to any matrix with the factor's
-row tiles, and ``qr`` applies it to the identity's first columns. Tiles are square (side: the
-smaller of the input's tile sides) except with one tile column, where the row tiles are
-kept (at least as tall as the matrix is wide).
+With one tile column and ``mode="reduced"``, ``qr`` takes TSQR with an explicit Q instead
+(``tsqr.py``: LAPACK's blocked geqrf + orgqr per row tile and GEMMs, faster than the reflector
+kernels). Q is never formed unless asked: ``apply_q`` applies it (or Q^T) to any matrix with
+the factor's row tiles, and ``qr`` applies it to the identity's first columns. Tiles are
+square (side: the smaller of the input's tile sides) except with one tile column, where the
+row tiles are kept (at least as tall as the matrix is wide).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, float_matrices
+from numtile.tiletensor.linalg.tsqr import one_tile_column, tsqr
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
@@ -206,6 +209,8 @@ def qr(x: TileTensor, /, *, mode: str = "reduced") -> QRResult:
     if mode not in ("reduced", "complete"):
         raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
     x = check_matrix(x, "qr")
+    if mode == "reduced" and one_tile_column(x):
+        return QRResult(*tsqr(x))
     m, n = x.shape
     factor = qr_factor(x)
     k = min(m, n) if mode == "reduced" else m

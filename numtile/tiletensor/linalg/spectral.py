@@ -2,8 +2,9 @@
 that need singular values (ord 2, -2, 'nuc').
 
 A tall matrix (at least twice as many rows as columns) is first reduced by the tiled QR
-(TSQR when it has one tile column): the SVD of its n x n R is the small problem, and
-U = Q @ U_R is applied as tasks (``apply_q``); a wide one is transposed. The small or square
+(TSQR with an explicit Q when it has one tile column: U = Q @ U_R is then one matrix
+product; otherwise U = Q @ U_R is applied as reflector tasks, ``apply_q``): the SVD of its
+n x n R is the small problem; a wide one is transposed. The small or square
 problem is one task on the gathered matrix (the ``dense_lapack`` codelet) on a CPU worker:
 NumPy's threaded LAPACK above 2048 x 2048 elements, SciPy's single-threaded one below. A
 tiled two-sided reduction (band, then bidiagonal or tridiagonal) is not written yet. That
@@ -11,6 +12,10 @@ task holds every tile of its input and outputs, and its gathered copy and LAPACK
 workspace (about 3 matrices) are outside the memory manager's accounting. Infs or NaNs
 raise ``numpy.linalg.LinAlgError`` when the result is read (NumPy raises for NaNs and
 returns NaNs for some infs).
+
+Stacks ``(..., M, N)``: when a tile holds whole matrices, one batched ``numpy.linalg`` task per
+tile (``batched.spectral``); larger matrices run the 2-d path per matrix, all submitted at
+once.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype, multiply, reciprocal
 from numtile.tiletensor.elementwise import greater as greater_than
 from numtile.tiletensor.layout import Layout
-from numtile.tiletensor.linalg.common import RW, R, W
+from numtile.tiletensor.linalg import batched
+from numtile.tiletensor.linalg.common import RW, R, W, float_matrices
 from numtile.tiletensor.linalg.matmul import matmul
-from numtile.tiletensor.linalg.qr import apply_q, check_matrix, eye, qr_factor, r_matrix
+from numtile.tiletensor.linalg.qr import apply_q, eye, qr_factor, r_matrix
+from numtile.tiletensor.linalg.tsqr import one_tile_column, tsqr
 from numtile.tiletensor.logic import where
 from numtile.tiletensor.manipulation import matrix_transpose, reshape
 from numtile.tiletensor.reduction import max as tensor_max
@@ -61,11 +68,21 @@ def _wide(x: TileTensor) -> bool:
     return m > 0 and n >= 2 * m
 
 
+def check_matrices(x, name: str) -> TileTensor:
+    """``x`` as a float matrix or stack of matrices, or the error NumPy's linalg raises."""
+    (x,), _ = float_matrices(name, x)
+    if x.ndim < 2:
+        raise ValueError(
+            f"{name}: expected a 2-d matrix or a stack of them, got an array of shape {x.shape}"
+        )
+    return x
+
+
 def _square(x: TileTensor, name: str) -> TileTensor:
-    x = check_matrix(x, name)
-    if x.shape[0] != x.shape[1]:
+    x = check_matrices(x, name)
+    if x.shape[-2] != x.shape[-1]:
         raise np.linalg.LinAlgError(
-            f"{name}: expected a square 2-d matrix, got an array of shape {x.shape}"
+            f"{name}: expected square matrices, got an array of shape {x.shape}"
         )
     return x
 
@@ -105,9 +122,14 @@ def eigh(x: TileTensor, /) -> EighResult:
     [1.0, 3.0]
     """
     x = _square(x, "eigh")
+    if x.ndim > 2:
+        return EighResult(*batched.spectral(x, "eigh", _eigh))
+    return EighResult(*_eigh(x))
+
+
+def _eigh(x: TileTensor) -> list[TileTensor]:
     n, side = x.shape[0], _side(x)
-    values, vectors = _dense(x, "eigh", [_vector(n, side), _matrix(n, n, (side, side))])
-    return EighResult(values, vectors)
+    return _dense(x, "eigh", [_vector(n, side), _matrix(n, n, (side, side))])
 
 
 @dispatched(public="numtile.linalg.eigvalsh")
@@ -120,8 +142,13 @@ def eigvalsh(x: TileTensor, /) -> TileTensor:
     [1.0, 3.0]
     """
     x = _square(x, "eigvalsh")
-    (values,) = _dense(x, "eigvalsh", [_vector(x.shape[0], _side(x))])
-    return values
+    if x.ndim > 2:
+        return batched.spectral(x, "eigvalsh", _eigvalsh)[0]
+    return _eigvalsh(x)[0]
+
+
+def _eigvalsh(x: TileTensor) -> list[TileTensor]:
+    return _dense(x, "eigvalsh", [_vector(x.shape[0], _side(x))])
 
 
 def _embedded(small: TileTensor, rows: int, columns: int) -> TileTensor:
@@ -136,6 +163,10 @@ def _embedded(small: TileTensor, rows: int, columns: int) -> TileTensor:
 def _svd(x: TileTensor, full_matrices: bool) -> SVDResult:
     m, n = x.shape
     k = min(m, n)
+    if _tall(x) and not full_matrices and one_tile_column(x):  # x = Q R: U = Q U_R (a GEMM)
+        q, r = tsqr(x)
+        u_small, s, vh = _dense(r, "svd_reduced", [r.layout, _vector(n, n), r.layout])
+        return SVDResult(matmul(q, u_small), s, vh)
     if _tall(x):  # x = Q R, R = U_R S Vh: U = Q [U_R 0; 0 I]
         factor = qr_factor(x)
         tiles = factor.a.tile_shape
@@ -166,14 +197,22 @@ def svd(x: TileTensor, /, *, full_matrices: bool = True) -> SVDResult:
     >>> s.to_numpy().tolist()
     [4.0, 3.0]
     """
-    return _svd(check_matrix(x, "svd"), full_matrices)
+    x = check_matrices(x, "svd")
+    if x.ndim > 2:
+        operation = "svd" if full_matrices else "svd_reduced"
+        return SVDResult(*batched.spectral(x, operation, lambda m: _svd(m, full_matrices)))
+    return _svd(x, full_matrices)
 
 
 def singular_values(x: TileTensor) -> TileTensor:
-    """svdvals of a 2-d float matrix (TSQR first when tall)."""
+    """svdvals of a float matrix or stack (TSQR first when tall)."""
+    if x.ndim > 2:
+        return batched.spectral(x, "svdvals", lambda m: [singular_values(m)])[0]
     if _wide(x):
         x = matrix_transpose(x)
-    if _tall(x):
+    if _tall(x) and one_tile_column(x):
+        _, x = tsqr(x, form_q=False)
+    elif _tall(x):
         factor = qr_factor(x)
         x = r_matrix(factor, x.shape[1])
     (values,) = _dense(x, "svdvals", [_vector(min(x.shape), _side(x))])
@@ -188,14 +227,21 @@ def svdvals(x: TileTensor, /) -> TileTensor:
     >>> nt.linalg.svdvals(nt.from_numpy(np.diag([3.0, -4.0]))).to_numpy().tolist()
     [4.0, 3.0]
     """
-    return singular_values(check_matrix(x, "svdvals"))
+    return singular_values(check_matrices(x, "svdvals"))
 
 
 def _cutoff(s: TileTensor, shape, rtol, dtype):
-    """rtol * the largest singular value (rtol: max(m, n) * eps by default, as NumPy)."""
+    """rtol * the largest singular value of each matrix, (..., 1) (rtol: max(m, n) * eps by
+    default, as NumPy; a tensor of rtols broadcasts against the stack's batch axes)."""
     if rtol is None:
-        rtol = max(shape) * float(np.finfo(dtype).eps)
-    return multiply(tensor_max(s), rtol)
+        rtol = max(shape[-2:]) * float(np.finfo(dtype).eps)
+    elif isinstance(rtol, TileTensor):
+        rtol = reshape(rtol, rtol.shape + (1,))
+    return multiply(tensor_max(s, axis=-1, keepdims=True), rtol)
+
+
+def _empty(x: TileTensor) -> bool:
+    return min(x.shape[-2:]) == 0
 
 
 @dispatched(public="numtile.linalg.pinv")
@@ -207,11 +253,12 @@ def pinv(x: TileTensor, /, *, rtol=None) -> TileTensor:
     >>> nt.linalg.pinv(nt.from_numpy(np.array([[2.0, 0.0], [0.0, 0.0]]))).to_numpy().tolist()
     [[0.5, 0.0], [0.0, 0.0]]
     """
-    x = check_matrix(x, "pinv")
-    if min(x.shape) == 0:
+    x = check_matrices(x, "pinv")
+    if _empty(x):
         return astype(matrix_transpose(x), x.dtype, copy=True)
-    u, s, vh = _svd(x, full_matrices=False)
+    u, s, vh = svd(x, full_matrices=False)
     inverse = where(greater_than(s, _cutoff(s, x.shape, rtol, x.dtype)), reciprocal(s), 0.0)
+    inverse = reshape(inverse, s.shape[:-1] + (1, s.shape[-1]))  # (..., 1, k): scales columns
     return matmul(vh, multiply(u, inverse), transpose_a=True, transpose_b=True)
 
 
@@ -224,16 +271,16 @@ def matrix_rank(x: TileTensor, /, *, rtol=None) -> TileTensor:
     >>> nt.linalg.matrix_rank(nt.from_numpy(np.ones((3, 3)))).item()
     1
     """
-    x = check_matrix(x, "matrix_rank")
-    if min(x.shape) == 0:
-        return astype(tensor_sum(reshape(x, (x.size,))), np.int64)
+    x = check_matrices(x, "matrix_rank")
+    if _empty(x):
+        return astype(tensor_sum(x, axis=(-2, -1)), np.int64)
     s = singular_values(x)
     above = greater_than(s, _cutoff(s, x.shape, rtol, x.dtype))
-    return tensor_sum(astype(above, np.int64))
+    return tensor_sum(astype(above, np.int64), axis=-1)
 
 
 def spectral_norm(x: TileTensor, ord, keepdims: bool) -> TileTensor:
     """matrix_norm for ord 2 (largest singular value), -2 (smallest) and 'nuc' (their sum)."""
-    s = singular_values(check_matrix(x, "matrix_norm"))
-    value = {2: tensor_max, -2: tensor_min, "nuc": tensor_sum}[ord](s)
-    return reshape(value, (1, 1)) if keepdims else value
+    s = singular_values(check_matrices(x, "matrix_norm"))
+    value = {2: tensor_max, -2: tensor_min, "nuc": tensor_sum}[ord](s, axis=-1)
+    return reshape(value, value.shape + (1, 1)) if keepdims else value

@@ -1,0 +1,150 @@
+"""Gradient rules of ``svd`` (U, S and Vh) and ``pinv``, for matrices and stacks of them.
+
+svd, x = U diag(S) Vh (reduced: U (m, k), Vh (k, n), k = min(m, n)), PyTorch's formula
+(``svd_backward``; Townsend, "Differentiating the singular value decomposition", 2016):
+
+    J = (skew(U^T gU) diag(S) + diag(S) skew(Vh gVh^T)) / E + diag(gS),
+    E[i, j] = S[j]^2 - S[i]^2 (its diagonal 1), skew(X) = X - X^T,
+    dx = U J Vh, plus (gU - U U^T gU) diag(S)^-1 Vh when m > n,
+              plus U diag(S)^-1 (gVh - gVh Vh^T Vh) when m < n.
+
+As in PyTorch, the gradient through U or Vh is finite only for distinct singular values
+(repeated ones divide by a zero of E and give infs or NaNs), and the last formula assumes a
+full-rank x when it is not square; the gradient through S alone (``svdvals``) is always
+defined. With ``full_matrices=True`` the columns of U and rows of Vh past k are not unique and
+their gradients are ignored (PyTorch does the same). Each output is its own ``Function`` (the
+tape has one output per node); the gradient is linear in (gU, gS, gVh), so x's gradient is
+the sum of the three contributions.
+
+pinv, P = pinv(x), for a gradient G of P (Golub & Pereyra 1973; PyTorch's ``pinv_backward``),
+valid where the rank is locally constant:
+
+    dx = -P^T G P^T + (I - x P) G^T P P^T + P^T P G^T (I - P x)
+"""
+
+from __future__ import annotations
+
+from numtile.autograd.rules import gradient_rule
+from numtile.autograd.tape import Function
+from numtile.tiletensor.elementwise import add, divide, multiply, negative, subtract
+from numtile.tiletensor.linalg.matmul import matmul
+from numtile.tiletensor.linalg.qr import eye
+from numtile.tiletensor.linalg.spectral import SVDResult, pinv, svd
+from numtile.tiletensor.manipulation import basic_getitem, matrix_transpose, reshape
+
+
+def _row(v):
+    """(..., k) -> (..., 1, k): scales the columns of a (..., r, k) matrix."""
+    return reshape(v, v.shape[:-1] + (1, v.shape[-1]))
+
+
+def _column(v):
+    """(..., k) -> (..., k, 1): scales the rows of a (..., k, c) matrix."""
+    return reshape(v, v.shape + (1,))
+
+
+def _skew(a):
+    return subtract(a, matrix_transpose(a))
+
+
+def _gaps(s):
+    """E[..., i, j] = s[j]^2 - s[i]^2, with ones on the diagonal."""
+    squares = multiply(s, s)
+    gaps = subtract(_row(squares), _column(squares))
+    k = s.shape[-1]
+    return add(gaps, eye(k, k, gaps.tile_shape[-2:], gaps.dtype))
+
+
+def _reduced(u, vh, k: int):
+    """U's first k columns and Vh's first k rows (the reduced factors of a full SVD)."""
+    if u.shape[-1] != k:
+        u = basic_getitem(u, (Ellipsis, slice(None), slice(0, k)))
+    if vh.shape[-2] != k:
+        vh = basic_getitem(vh, (Ellipsis, slice(0, k), slice(None)))
+    return u, vh
+
+
+class SingularValuesOfSVD(Function):
+    @staticmethod
+    def forward(ctx, a, results, full_matrices=True):
+        u, s, vh = svd(a, full_matrices=full_matrices)
+        results += [u, vh]
+        ctx.save_for_backward(*_reduced(u, vh, s.shape[-1]))
+        return s
+
+    @staticmethod
+    def backward(ctx, g):
+        u, vh = ctx.saved
+        return matmul(multiply(u, _row(g)), vh)
+
+
+class LeftSingularVectors(Function):
+    @staticmethod
+    def forward(ctx, a, factors):
+        u, s, vh = factors
+        ctx.save_for_backward(*_reduced(u, vh, s.shape[-1]), s)
+        return u
+
+    @staticmethod
+    def backward(ctx, g):
+        u, vh, s = ctx.saved
+        g, _ = _reduced(g, vh, s.shape[-1])
+        inner = divide(multiply(_skew(matmul(u, g, transpose_a=True)), _row(s)), _gaps(s))
+        if u.shape[-2] > vh.shape[-1]:  # m > n: the part of gU outside U's span
+            scaled = divide(g, _row(s))
+            outside = subtract(scaled, matmul(u, matmul(u, scaled, transpose_a=True)))
+            return matmul(add(matmul(u, inner), outside), vh)
+        return matmul(u, matmul(inner, vh))
+
+
+class RightSingularVectors(Function):
+    @staticmethod
+    def forward(ctx, a, factors):
+        u, s, vh = factors
+        ctx.save_for_backward(*_reduced(u, vh, s.shape[-1]), s)
+        return vh
+
+    @staticmethod
+    def backward(ctx, g):
+        u, vh, s = ctx.saved
+        _, g = _reduced(u, g, s.shape[-1])
+        inner = divide(multiply(_column(s), _skew(matmul(vh, g, transpose_b=True))), _gaps(s))
+        if u.shape[-2] < vh.shape[-1]:  # m < n: the part of gVh outside Vh's row span
+            scaled = divide(g, _column(s))
+            outside = subtract(scaled, matmul(matmul(scaled, vh, transpose_b=True), vh))
+            return matmul(u, add(matmul(inner, vh), outside))
+        return matmul(u, matmul(inner, vh))
+
+
+@gradient_rule("svd")
+def _svd(x, /, *, full_matrices: bool = True):
+    results = []
+    s = SingularValuesOfSVD.apply(x, results, full_matrices=full_matrices)
+    u, vh = results
+    factors = (u, s.detach(), vh)
+    u = LeftSingularVectors.apply(x, factors=factors)
+    vh = RightSingularVectors.apply(x, factors=factors)
+    return SVDResult(u, s, vh)
+
+
+class PseudoInverse(Function):
+    @staticmethod
+    def forward(ctx, a, rtol=None):
+        p = pinv(a, rtol=rtol)
+        ctx.save_for_backward(a, p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        a, p = ctx.saved
+        first = negative(matmul(p, matmul(g, p, transpose_b=True), transpose_a=True))
+        left = matmul(g, matmul(p, p, transpose_b=True), transpose_a=True)  # G^T P P^T
+        left = subtract(left, matmul(a, matmul(p, left)))  # (I - x P) G^T P P^T
+        right = matmul(matmul(p, p, transpose_a=True), g, transpose_b=True)  # P^T P G^T
+        right = subtract(right, matmul(matmul(right, p), a))  # P^T P G^T (I - P x)
+        return add(first, add(left, right))
+
+
+@gradient_rule("pinv")
+def _pinv(x, /, *, rtol=None):
+    return PseudoInverse.apply(x, rtol=rtol)
