@@ -18,7 +18,11 @@ class Codelet:
     scalar arguments. ``implementations={kind: f}`` gives kind-specific versions with the
     same signature instead of (or on top of) ``kernel``: a codelet without ``kernel`` runs
     only on the kinds it names. ``flops(*shapes, *args)`` returns the floating-point
-    operations of one call. A ``control`` codelet receives no tiles, only its arguments: the
+    operations of one call. ``scratch(*tiles, *args)`` returns the bytes of working memory
+    one call allocates beside its tiles (a gathered copy, LAPACK's workspace), given the
+    task's tiles as handles (``shape``, ``dtype``, ``nbytes``): where memory is limited the
+    manager makes room for them before the task starts and gives it back when it ends
+    (``runtime/memory.py``). A ``control`` codelet receives no tiles, only its arguments: the
     runtime's own bookkeeping tasks (``invalidate``, ``wont_use``), run by the host kind.
 
     >>> import numpy as np
@@ -34,6 +38,7 @@ class Codelet:
     implementations: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
     control: bool = False
     flops: Callable[..., float] | None = None
+    scratch: Callable[..., int] | None = None
     calls: int = field(default=0, repr=False)
     seconds: float = field(default=0.0, repr=False)
     total_flops: float = field(default=0.0, repr=False)

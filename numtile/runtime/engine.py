@@ -253,14 +253,14 @@ class Runtime(WorkerSupervision):
 
     def _check_fits(self, task: Task) -> None:
         """Refuse, at submission, a task whose tiles exceed every node it may run on."""
-        need = sum({h.id: h.nbytes for h in task.handles}.values())
+        need = task.bytes_needed()  # its distinct tiles and its declared scratch
         limits = [limit for kind in self.where(task.codelet) for limit in self._limits[kind]]
         if all(limit is not None and need > limit for limit in limits):
             from numtile.runtime.memory import OutOfMemoryError
             from numtile.runtime.spill import format_bytes
 
             raise OutOfMemoryError(
-                f"{task.describe()} needs {format_bytes(need)} for its tiles, more than the "
+                f"{task.describe()} needs {format_bytes(need)} (tiles, scratch), more than the "
                 f"memory limit ({', '.join(format_bytes(x) for x in limits)}): use smaller "
                 "tiles or raise NUMTILE_HOST_MEM_LIMIT / NUMTILE_CUDA_MEM_LIMIT"
             )

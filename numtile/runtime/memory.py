@@ -7,9 +7,13 @@ its replicas on the others, so "the only valid copy" is simply "the only replica
 
 When a task's tiles do not fit on its node, the least recently used replicas that no
 running or prefetching task holds are evicted: written back first (GPU -> host, host ->
-disk) when they are the only copy. A task fails only when its own tiles exceed the node's
-capacity. Everything here runs under one re-entrant lock; the runtime uses the manager only
-when some node is limited or a GPU is in use, so the CPU-only default pays nothing.
+disk) when they are the only copy. A codelet may declare the scratch memory a call
+allocates beside its tiles (``Codelet.scratch``: a gathered matrix, LAPACK's workspace): that
+many bytes are reserved on the task's node, evicting other tiles as for a tile, from before
+the task starts until it ends, and count in ``used`` and ``peak``. A task fails only when
+its own tiles and scratch exceed the node's capacity. Everything here runs under one
+re-entrant lock; the runtime uses the manager only when some node is limited or a GPU is in
+use, so the CPU-only default pays nothing.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Pins(list):
     def __init__(self, pairs) -> None:
         super().__init__(pairs)
         self.keep: list = []
+        self.scratch: tuple[int, int] | None = None  # (node, bytes) reserved for the task
 
 
 class NodeState:
@@ -239,17 +244,18 @@ class MemoryManager:
             return state.node.allocate(handle.shape, handle.dtype, gpu)
         return state.node.allocate(handle.shape, handle.dtype)
 
-    def _no_room(self, nbytes: int, node: int, who, held: bool = True) -> str:
-        """``who`` (a task, a handle or None) needs ``nbytes`` that ``node`` cannot give."""
+    def _no_room(self, nbytes: int, node: int, who, held: bool = True, scratch: int = 0) -> str:
+        """``who`` (a task, a handle or None) needs ``nbytes`` (``scratch`` of them for its
+        working memory) that ``node`` cannot give."""
         state = self.nodes[node]
         if who is None:
             who = "a tile"
         elif not isinstance(who, DataHandle):
             who = who.describe()
-        text = (
-            f"{who} needs {format_bytes(nbytes)} on {state.node.name} but its limit is "
-            f"{format_bytes(state.node.capacity)}"
-        )
+        text = f"{who} needs {format_bytes(nbytes)} on {state.node.name}"
+        if scratch:
+            text += f" ({format_bytes(scratch)} of scratch beside its tiles)"
+        text += f" but its limit is {format_bytes(state.node.capacity)}"
         if held:
             text += f" ({format_bytes(state.pinned_bytes)} held by running tasks)"
         return text
@@ -325,15 +331,16 @@ class MemoryManager:
         """
         state = self.nodes[node]
         distinct = {h.id: h for h in task.handles}
-        need = sum(h.nbytes for h in distinct.values())
+        scratch = task.scratch_bytes()
+        need = sum(h.nbytes for h in distinct.values()) + scratch
         capacity = state.node.capacity
         if capacity is not None and need > capacity:
-            raise OutOfMemoryError(self._no_room(need, node, task, held=False))
+            raise OutOfMemoryError(self._no_room(need, node, task, held=False, scratch=scratch))
         with self.lock:
             self._reap()
             while capacity is not None:
                 # others' pinned tiles cannot be evicted: wait until ours fit beside them
-                extra = sum(h.nbytes for i, h in distinct.items() if not state.pins[i])
+                extra = scratch + sum(h.nbytes for i, h in distinct.items() if not state.pins[i])
                 if state.pinned_bytes + extra <= capacity:
                     break
                 if not wait:
@@ -348,10 +355,28 @@ class MemoryManager:
                     self._fetch(h, node, READS[m], WRITES[m], task, pins)
                     for h, m in zip(task.handles, task.modes)
                 ]
+                if scratch:
+                    self._reserve(task, node, scratch, distinct.values(), pins)
             except BaseException:
                 self._unpin(pins)
                 raise
         return buffers, pins
+
+    def _reserve(self, task: Task, node: int, nbytes: int, tiles, pins: Pins) -> None:
+        """Hold ``nbytes`` of scratch on ``node`` for ``task`` (its tiles are pinned there):
+        evict other tiles to make room; counted as used and held until ``_unpin``."""
+        state = self.nodes[node]
+        try:
+            room = self._make_room(node, nbytes, exclude=tiles)
+        except SpillError as exc:
+            exc.add_note(f"while making room for the scratch of {task.describe()}")
+            raise
+        if not room:
+            raise OutOfMemoryError(self._no_room(nbytes, node, task, scratch=nbytes))
+        state.used += nbytes
+        state.pinned_bytes += nbytes
+        state.peak = max(state.peak, state.used)
+        pins.scratch = (node, nbytes)
 
     def _pin(self, handle: DataHandle, node: int) -> None:
         state = self.nodes[node]
@@ -366,6 +391,11 @@ class MemoryManager:
             if state.pins[handle.id] <= 0:
                 del state.pins[handle.id]
                 state.pinned_bytes -= handle.nbytes
+        if getattr(pins, "scratch", None) is not None:
+            node, nbytes = pins.scratch
+            pins.scratch = None
+            self.nodes[node].used -= nbytes
+            self.nodes[node].pinned_bytes -= nbytes
         self.freed.notify_all()
 
     def release(self, pins: list, failed_writes: list | None = None) -> None:

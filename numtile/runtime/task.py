@@ -237,6 +237,15 @@ class Task:
     def finished(self) -> bool:
         return self.state >= TaskState.DONE
 
+    def scratch_bytes(self) -> int:
+        """The working memory the codelet declares for this call (``Codelet.scratch``)."""
+        scratch = self.codelet.scratch
+        return 0 if scratch is None else int(scratch(*self.handles, *self.args))
+
+    def bytes_needed(self) -> int:
+        """The bytes of this task's distinct tiles plus its scratch."""
+        return sum({h.id: h.nbytes for h in self.handles}.values()) + self.scratch_bytes()
+
     def describe(self) -> str:
         """Human-readable name: codelet, sequence number and tiles touched."""
         tiles = ", ".join(

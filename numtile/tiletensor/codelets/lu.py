@@ -2,8 +2,9 @@
 column of tiles), row interchanges applied to another column of tiles (laswp), the
 determinant's sign and log-magnitude from the factor, and identity tiles.
 
-A panel's tiles are stacked into one scratch array for LAPACK and copied back; its pivots
-are relative to the panel's first row. ``laswp`` stacks a whole column on a GPU; on a CPU it
+A panel's tiles are stacked into one scratch array for LAPACK and copied back (declared as
+the task's scratch, so a memory manager makes room for it); its pivots are relative to the
+panel's first row. ``laswp`` stacks a whole column on a GPU; on a CPU it
 moves only the rows the interchanges change (at most twice the panel's width).
 """
 
@@ -114,7 +115,16 @@ def _identity(ops, out):
     ops.fill(flat[:: out.shape[1] + 1], 1)
 
 
-getrf_panel = Codelet("getrf_panel", kernel=_getrf_panel, flops=_getrf_panel_flops)
+def _getrf_panel_scratch(*tiles_then_args) -> int:
+    # the stacked panel, the finiteness check's booleans over it, and LAPACK's info
+    *tiles, _pivots, _offset, _order, _raises = tiles_then_args
+    panel = sum(tile.nbytes for tile in tiles)
+    return panel + panel // tiles[0].dtype.itemsize + 4
+
+
+getrf_panel = Codelet(
+    "getrf_panel", kernel=_getrf_panel, flops=_getrf_panel_flops, scratch=_getrf_panel_scratch
+)
 laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu})
 slogdet = Codelet("slogdet", kernel=_slogdet)
 identity = Codelet("identity", kernel=_identity)
