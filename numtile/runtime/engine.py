@@ -252,18 +252,12 @@ class Runtime(WorkerSupervision):
         return task
 
     def _check_fits(self, task: Task) -> None:
-        """Refuse, at submission, a task whose tiles exceed every node it may run on."""
-        need = task.bytes_needed()  # its distinct tiles and its declared scratch
-        limits = [limit for kind in self.where(task.codelet) for limit in self._limits[kind]]
-        if all(limit is not None and need > limit for limit in limits):
-            from numtile.runtime.memory import OutOfMemoryError
-            from numtile.runtime.spill import format_bytes
+        """Refuse, at submission, a task whose tiles and scratch exceed every node it may use."""
+        from numtile.runtime.room import check_fits
 
-            raise OutOfMemoryError(
-                f"{task.describe()} needs {format_bytes(need)} (tiles, scratch), more than the "
-                f"memory limit ({', '.join(format_bytes(x) for x in limits)}): use smaller "
-                "tiles or raise NUMTILE_HOST_MEM_LIMIT / NUMTILE_CUDA_MEM_LIMIT"
-            )
+        check_fits(
+            task, [limit for kind in self.where(task.codelet) for limit in self._limits[kind]]
+        )
 
     # -- execution --------------------------------------------------------------------------
 

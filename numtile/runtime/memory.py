@@ -29,6 +29,7 @@ import numpy as np
 
 from numtile.runtime.access import READS, WRITES
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
+from numtile.runtime.room import OutOfMemoryError, scratch_text, tile_bytes
 from numtile.runtime.spill import Spill, SpillError, format_bytes
 
 if TYPE_CHECKING:
@@ -37,10 +38,6 @@ if TYPE_CHECKING:
 
 
 _REGISTER_WAIT_SECONDS = 60.0  # a user tile waits this long for running tasks to free room
-
-
-class OutOfMemoryError(MemoryError):
-    """A task's own tiles do not fit in its memory node's capacity."""
 
 
 class HostNode:
@@ -252,10 +249,10 @@ class MemoryManager:
             who = "a tile"
         elif not isinstance(who, DataHandle):
             who = who.describe()
-        text = f"{who} needs {format_bytes(nbytes)} on {state.node.name}"
-        if scratch:
-            text += f" ({format_bytes(scratch)} of scratch beside its tiles)"
-        text += f" but its limit is {format_bytes(state.node.capacity)}"
+        text = (
+            f"{who} needs {format_bytes(nbytes)}{scratch_text(scratch)} on {state.node.name} "
+            f"but its limit is {format_bytes(state.node.capacity)}"
+        )
         if held:
             text += f" ({format_bytes(state.pinned_bytes)} held by running tasks)"
         return text
@@ -332,7 +329,7 @@ class MemoryManager:
         state = self.nodes[node]
         distinct = {h.id: h for h in task.handles}
         scratch = task.scratch_bytes()
-        need = sum(h.nbytes for h in distinct.values()) + scratch
+        need = tile_bytes(task) + scratch
         capacity = state.node.capacity
         if capacity is not None and need > capacity:
             raise OutOfMemoryError(self._no_room(need, node, task, held=False, scratch=scratch))

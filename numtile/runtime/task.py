@@ -242,10 +242,6 @@ class Task:
         scratch = self.codelet.scratch
         return 0 if scratch is None else int(scratch(*self.handles, *self.args))
 
-    def bytes_needed(self) -> int:
-        """The bytes of this task's distinct tiles plus its scratch."""
-        return sum({h.id: h.nbytes for h in self.handles}.values()) + self.scratch_bytes()
-
     def describe(self) -> str:
         """Human-readable name: codelet, sequence number and tiles touched."""
         tiles = ", ".join(

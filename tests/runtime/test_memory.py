@@ -215,3 +215,54 @@ def test_the_manager_names_task_bytes_and_limit_when_a_task_cannot_fit(limited):
     )
     with pytest.raises(OutOfMemoryError, match=r"'test_probe' \(#1\).* 1\.6 KiB on host .* 1000 B"):
         runtime.manager.acquire(task, HOST)
+
+
+def _scratch_probe(seen, runtime, scratch):
+    """A codelet doubling a tile that declares ``scratch`` bytes and records host's ``used``
+    while it runs."""
+
+    def work(ops, src, dst):
+        seen.append(runtime.manager.counters()["nodes"]["host"]["used"])
+        np.multiply(src, 2, out=dst)
+
+    return Codelet(
+        "test_scratch_probe", implementations={"cpu": work}, scratch=lambda src, dst: scratch
+    )
+
+
+def test_a_codelets_scratch_is_reserved_while_its_task_runs(limited):
+    """Tiles of 16 KiB under a 256 KiB limit: 128 KiB of ballast fits beside the task's two
+    tiles, but not beside them and its 160 KiB of scratch: ballast is evicted first."""
+    runtime = limited(limit=256 * 1024, ncpu=1)
+    ballast = nt.from_numpy(np.arange(8 * 2048, dtype=np.float64), tile_shape=2048)
+    src = DataHandle((2048,), np.float64, np.full(2048, 3.0))
+    dst = DataHandle((2048,), np.float64)
+    ballast.wait()
+    assert runtime.manager.counters()["nodes"]["host"]["evictions"] == 0
+    seen = []
+    runtime.submit(_scratch_probe(seen, runtime, 160 * 1024), [(src, Access.R), (dst, Access.W)])
+    nt.wait_all()
+    host = runtime.manager.counters()["nodes"]["host"]
+    assert host["evictions"] >= 4 and runtime.manager.counters()["spill"]["writes"] >= 4
+    assert 192 * 1024 <= seen[0] <= 256 * 1024 and host["peak"] <= 256 * 1024
+    assert host["used"] == seen[0] - 160 * 1024  # the scratch is given back when it ends
+    np.testing.assert_array_equal(dst.host_array(), 6.0)
+    np.testing.assert_array_equal(ballast.to_numpy(), np.arange(8 * 2048))
+
+
+def test_a_task_whose_scratch_cannot_fit_names_it(limited):
+    runtime = limited(limit=256 * 1024, ncpu=1)
+    src = DataHandle((2048,), np.float64, np.ones(2048))
+    dst = DataHandle((2048,), np.float64)
+    probe = _scratch_probe([], runtime, 240 * 1024)
+    with pytest.raises(
+        OutOfMemoryError,
+        match=r"'test_scratch_probe' .* needs 272\.0 KiB for its tiles and scratch "
+        r"\(240\.0 KiB of it scratch\), more than the memory limit \(256\.0 KiB\)",
+    ):
+        runtime.submit(probe, [(src, Access.R), (dst, Access.W)])
+    from numtile.runtime.task import Task
+
+    task = Task(probe, [src, dst], [Access.R, Access.W], (), 0, 1, None)
+    with pytest.raises(OutOfMemoryError, match=r"240\.0 KiB of it scratch\) on host .* 256\.0"):
+        runtime.manager.acquire(task, HOST)
