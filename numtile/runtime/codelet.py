@@ -22,8 +22,10 @@ class Codelet:
     one call allocates beside its tiles (a gathered copy, LAPACK's workspace), given the
     task's tiles as handles (``shape``, ``dtype``, ``nbytes``): where memory is limited the
     manager makes room for them before the task starts and gives it back when it ends
-    (``runtime/memory.py``). A ``control`` codelet receives no tiles, only its arguments: the
-    runtime's own bookkeeping tasks (``invalidate``, ``wont_use``), run by the host kind.
+    (``runtime/memory.py``); without ``scratch=``, a kernel's own ``scratch`` attribute
+    (set by a wrapper that allocates, as ``narrow.through_float32``) is used. A ``control``
+    codelet receives no tiles, only its arguments: the runtime's own bookkeeping tasks
+    (``invalidate``, ``wont_use``), run by the host kind.
 
     >>> import numpy as np
     >>> double = Codelet(
@@ -47,6 +49,9 @@ class Codelet:
         if self.kernel is None and not self.implementations:
             raise ValueError(f"codelet {self.name!r} needs at least one implementation")
         self.implementations = dict(self.implementations)
+        if self.scratch is None:  # a kernel wrapper may say what it allocates (bfloat16's)
+            kernels = (self.kernel, *self.implementations.values())
+            self.scratch = next((k.scratch for k in kernels if hasattr(k, "scratch")), None)
         REGISTRY[self.name] = self  # a redefinition (tests, notebooks) replaces the entry
 
     def implementation(self, kind: str) -> Callable[..., Any] | None:

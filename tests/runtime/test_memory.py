@@ -266,3 +266,21 @@ def test_a_task_whose_scratch_cannot_fit_names_it(limited):
     task = Task(probe, [src, dst], [Access.R, Access.W], (), 0, 1, None)
     with pytest.raises(OutOfMemoryError, match=r"240\.0 KiB of it scratch\) on host .* 256\.0"):
         runtime.manager.acquire(task, HOST)
+
+
+def test_bfloat16_float32_copies_are_scratch(limited):
+    """exp of a 16 KiB bfloat16 tile widens it and its output to float32 (64 KiB of scratch):
+    under 128 KiB, 64 KiB of ballast fits beside the two tiles but not beside the copies."""
+    import ml_dtypes
+
+    runtime = limited(limit=128 * 1024, ncpu=1)
+    values = np.linspace(-4, 4, 8192).astype(ml_dtypes.bfloat16)
+    x = nt.from_numpy(values, tile_shape=8192)
+    ballast = nt.from_numpy(np.arange(8192, dtype=np.float64), tile_shape=2048)
+    nt.wait_all()
+    assert runtime.manager.counters()["nodes"]["host"]["evictions"] == 0
+    expected = np.exp(values.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(nt.exp(x).to_numpy(), expected)
+    host = runtime.manager.counters()["nodes"]["host"]
+    assert host["evictions"] >= 2 and 96 * 1024 <= host["peak"] <= 128 * 1024
+    np.testing.assert_array_equal(ballast.to_numpy(), np.arange(8192))

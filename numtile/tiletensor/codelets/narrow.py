@@ -6,7 +6,9 @@ element-wise op or a reduction widens each bfloat16 tile it reads to a float32 s
 tiles it writes back to bfloat16 (``ops.bf16_narrow``: nearest, ties to even). One pair of
 conversion kernels per backend thus serves every op, and no op compiles a bfloat16 signature
 of its own; the result is the float32 op's, rounded once, as PyTorch computes bfloat16 ops.
-Copies move the 16-bit patterns as they are (``bits``).
+Copies move the 16-bit patterns as they are (``bits``). The float32 copies are the task's
+scratch (``scratch_bytes``: twice each bfloat16 tile's bytes), which the wrapper declares,
+so a memory manager makes room for them before the task starts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import functools
 
 import ml_dtypes
 import numpy as np
+
+from numtile.runtime import DataHandle
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FLOAT32 = np.dtype(np.float32)
@@ -67,6 +71,16 @@ def cast(ops, x, out) -> None:
         narrow_into(ops, wide, out)
 
 
+def scratch_bytes(*tiles_then_args) -> int:
+    """The bytes of the float32 copies ``through_float32`` makes of a task's bfloat16 tiles
+    (``Codelet.scratch``)."""
+    return sum(
+        2 * tile.nbytes
+        for tile in tiles_then_args
+        if isinstance(tile, DataHandle) and tile.dtype == _BFLOAT16
+    )
+
+
 def through_float32(outputs=(), updates=()):
     """A decorator: ``kernel(ops, *arguments)`` runs on float32 copies of its bfloat16 tiles;
     ``outputs`` (positions in ``arguments``) are written only, ``updates`` read and written,
@@ -93,4 +107,5 @@ def _through_float32(kernel, outputs, updates):
                 narrow_into(ops, wide[position], arguments[position])
         return None
 
+    wrapped.scratch = scratch_bytes
     return wrapped
