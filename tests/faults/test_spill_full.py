@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import numtile as nt
-from numtile.runtime import TaskError
+from numtile.runtime import Access, Codelet, TaskError
 from numtile.runtime import spill as spill_module
+from numtile.runtime.handle import HOST
 from numtile.runtime.spill import SpillError
 
 KiB = 1 << 10
@@ -161,6 +162,31 @@ def test_reading_a_spilled_tensor_when_ram_and_disk_are_full(full_spill_dir, wit
     del y
     gc.collect()
     np.testing.assert_array_equal(within_deadline(x.to_numpy), a)
+
+
+def test_scratch_that_must_spill_fails_naming_its_task_and_holds_nothing(
+    full_spill_dir, within_deadline
+):
+    runtime = _start(full_spill_dir)
+    a, x = _tensor(0)
+    b, y = _tensor(1)  # RAM and disk are full
+    double = Codelet(
+        "test_scratch_double",
+        implementations={"cpu": lambda ops, tile: np.multiply(tile, 2, out=tile)},
+        scratch=lambda tile: TILE,  # room for it means spilling another tile of y
+    )
+    runtime.submit(double, [(y.tile((0, 0)), Access.RW)])
+    with pytest.raises(TaskError, match=r"task 'test_scratch_double' .* cannot spill tile"):
+        within_deadline(y.to_numpy)
+    host = runtime.manager.nodes[HOST]
+    assert host.pinned_bytes == 0 and host.used == LIMIT  # the failed task holds nothing
+    _no_partial_files(full_spill_dir)
+    del x
+    gc.collect()  # room on disk again: the same task runs
+    runtime.submit(double, [(y.tile((1, 0)), Access.RW)])
+    within_deadline(nt.wait_all)
+    doubled = within_deadline(runtime.manager.host_array, y.tile((1, 0)))
+    np.testing.assert_array_equal(doubled, 2 * b[32:64])
 
 
 def test_spill_files_leave_a_user_folder_without_bringing_tiles_home(tmp_path, within_deadline):
