@@ -284,3 +284,32 @@ def test_bfloat16_float32_copies_are_scratch(limited):
     host = runtime.manager.counters()["nodes"]["host"]
     assert host["evictions"] >= 2 and 96 * 1024 <= host["peak"] <= 128 * 1024
     np.testing.assert_array_equal(ballast.to_numpy(), np.arange(8192))
+
+
+def test_tasks_whose_scratch_cannot_fit_together_take_turns(limited):
+    import threading
+
+    runtime = limited(limit=256 * 1024, ncpu=2)
+    running, lock = [], threading.Lock()
+
+    def work(ops, src, dst):
+        with lock:
+            running.append(1)
+            assert len(running) == 1  # 2 x (32 KiB of tiles + 160 KiB of scratch) > 256 KiB
+        np.multiply(src, 2, out=dst)
+        with lock:
+            running.pop()
+
+    codelet = Codelet(
+        "test_scratch_turns", implementations={"cpu": work}, scratch=lambda *_: 160 << 10
+    )
+    pairs = [
+        (DataHandle((2048,), np.float64, np.full(2048, i, float)), DataHandle((2048,), np.float64))
+        for i in range(4)
+    ]
+    for src, dst in pairs:
+        runtime.submit(codelet, [(src, Access.R), (dst, Access.W)])
+    nt.wait_all()
+    for i, (_, dst) in enumerate(pairs):
+        np.testing.assert_array_equal(dst.host_array(), 2.0 * i)
+    assert runtime.manager.nodes[HOST].pinned_bytes == 0
