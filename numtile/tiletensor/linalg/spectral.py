@@ -8,10 +8,12 @@ n x n R is the small problem; a wide one is transposed. The small or square
 problem is one task on the gathered matrix (the ``dense_lapack`` codelet) on a CPU worker:
 NumPy's threaded LAPACK above 2048 x 2048 elements, SciPy's single-threaded one below. A
 tiled two-sided reduction (band, then bidiagonal or tridiagonal) is not written yet. That
-task holds every tile of its input and outputs, and its gathered copy and LAPACK's
-workspace (about 3 matrices) are outside the memory manager's accounting. Infs or NaNs
-raise ``numpy.linalg.LinAlgError`` when the result is read (NumPy raises for NaNs and
-returns NaNs for some infs).
+task holds every tile of its input and outputs, and declares its gathered copy, the outputs
+before they are scattered and LAPACK's workspace as scratch (about 2 n x n matrices for the
+values, 5 for eigh, 8 for svd), so under a memory limit the manager evicts other tiles to
+make room for them before it starts, or refuses it (``OutOfMemoryError``) when its tiles and
+scratch exceed the limit. Infs or NaNs raise ``numpy.linalg.LinAlgError`` when the result is
+read (NumPy raises for NaNs and returns NaNs for some infs).
 
 Stacks ``(..., M, N)``: when a tile holds whole matrices, one batched ``numpy.linalg`` task per
 tile (``batched.spectral``); larger matrices run the 2-d path per matrix, all submitted at
