@@ -107,6 +107,11 @@ def test_metadata_functions_need_no_task(t):
     ],
 )
 def test_a_function_numtile_lacks_raises_type_error_naming_it(call, named, t):
+    if "numpy.add." in named:
+        # NumPy (2.4) keeps a reference to the operand when an override of a ufunc's
+        # reduce/accumulate raises (or returns NotImplemented): a tensor without tiles leaks
+        # nothing that a later memory-limited runtime would count
+        t = nt.zeros((0, 4))
     with pytest.raises(TypeError, match=named.replace(".", r"\.")):
         call(t)
 
