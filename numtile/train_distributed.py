@@ -4,16 +4,17 @@ Every rank runs the same ``Trainer`` with the same seed, so it draws the same ba
 batch is cut into tiles of ``--batch-tile`` sequences, and tile ``b`` of every tensor the
 forward pass makes is owned by rank ``b % P`` (``by_axis(0)``: the ids, and through the
 placement rule every activation after them). Each rank so computes the forward and
-backward of its own sequences. The parameters start held by every rank; a weight's
-gradient sums the contributions of every rank's sequences (accumulations reduced on the
-gradient's owner), and the optimizer step of each parameter tile runs on the owner of its
-gradient tile, which owns the updated parameter from then on (sharded by owner, as ZeRO-3 /
-FSDP; its readers get it once per step, cached until the next update). With
+backward of its own sequences. The parameters are sharded by owner, as ZeRO-3 / FSDP:
+``shard`` gives each parameter tile an owner so that every rank owns about the same bytes
+(largest tiles first, each to the rank owning the fewest bytes so far: every rank computes
+the same table). A weight's gradient sums the contributions of every rank's sequences; its
+tiles take their parameter's owners (``placement.follow_owners``), so each sum is reduced
+on the parameter's owner, which runs the AdamW update and holds the moments; its readers
+get the updated tile once per step, cached until the next update. With
 ``NUMTILE_MPI_PARAMETERS=replicated`` every parameter tile is owned by every rank instead:
 every rank runs every update, reading the gradient reduced on its owner and sent to every
-rank (an all-reduce); the same bytes travel, and the updates run once per rank (measured in
-bench/compare_mpi.py --train: sharded, the default, was faster). The losses are the
-single-process losses up to float32 reduction order.
+rank (an all-reduce). The losses are the single-process losses up to float32 reduction
+order.
 
 Checkpoints stay one HDF5 file: the tiles travel to rank 0, the one writer, which writes
 them tile by tile; the other ranks wait for it to finish. ``--resume`` reads the file on
@@ -54,10 +55,46 @@ def data_parallel(model, parameters: str | None = None) -> None:
     def distributed_forward(*args, **kwargs):
         if parameters == "replicated":
             replicate(model.parameters())
+        else:
+            shard(model.parameters())
         with placement.placing(batches):
             return forward(*args, **kwargs)
 
     model.forward = distributed_forward
+
+
+def balanced_owners(sizes, nranks: int) -> list[int]:
+    """An owner rank for each item of ``sizes`` (bytes) so that the ranks' totals are
+    balanced: the largest first, each to the rank with the fewest bytes so far (the lowest
+    rank on a tie; a stable order on equal sizes). Deterministic, so every rank computes
+    the same; the totals differ by at most the largest item.
+
+    >>> balanced_owners([10, 40, 30, 20, 5], 2)
+    [0, 0, 1, 1, 0]
+    """
+    loads = [0] * nranks
+    owners = [0] * len(sizes)
+    for item in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        rank = min(range(nranks), key=loads.__getitem__)
+        owners[item] = rank
+        loads[rank] += sizes[item]
+    return owners
+
+
+def shard(tensors) -> None:
+    """Give every tile of ``tensors`` (the parameters, in the model's order) an owner rank,
+    balanced by bytes (``balanced_owners``). Tiles that have an owner keep it; the others
+    (all of them before the first step, and a resumed run's new ones) are held by every
+    rank until their owner's first update, so the first forward moves no parameter."""
+    handles = [h for t in tensors for h in t.handles]
+    new = [h for h in handles if getattr(h, "owner", None) is None]
+    if not new:
+        return
+    front = nt.get_runtime().distributed
+    owners = balanced_owners([h.nbytes for h in handles], front.nranks)
+    for handle, owner in zip(handles, owners):
+        if getattr(handle, "owner", None) is None:
+            handle.owner = owner
 
 
 def replicate(tensors) -> None:
@@ -90,4 +127,12 @@ def save_distributed_checkpoint(path, tensors, attrs, **options) -> bool:
     return wrote
 
 
-__all__ = ["MODES", "WRITER", "data_parallel", "replicate", "save_distributed_checkpoint"]
+__all__ = [
+    "MODES",
+    "WRITER",
+    "balanced_owners",
+    "data_parallel",
+    "replicate",
+    "save_distributed_checkpoint",
+    "shard",
+]

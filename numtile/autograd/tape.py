@@ -14,6 +14,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
+from numtile.tiletensor import placement
 from numtile.tiletensor.creation import ones_like
 from numtile.tiletensor.elementwise import accumulate, add, astype
 from numtile.tiletensor.manipulation import retile
@@ -142,6 +143,7 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
         grad = astype(grad, leaf.dtype)
     if grad.tile_shape != leaf.tile_shape:
         grad = retile(grad, leaf.tile_shape)
+    grad = placement.follow_owners(grad, leaf)  # under MPI: reduced on the leaf's owners
     if leaf.grad is None:
         leaf.grad = grad
     else:

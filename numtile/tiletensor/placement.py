@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 
 from numtile.runtime import Access, get_runtime
-from numtile.runtime.distributed.distribution import Replicated
+from numtile.runtime.distributed.distribution import Replicated, TileTable
 from numtile.runtime.distributed.front import place
 from numtile.tiletensor.codelets.copy import fill
 
@@ -105,4 +105,31 @@ def zero_first(runtime, tile) -> bool:
     return True
 
 
-__all__ = ["activate", "inherited", "place_tiles", "placing", "run_placed", "zero_first"]
+def follow_owners(grad, leaf):
+    """Under MPI, give ``grad``'s tiles the owners of ``leaf``'s (same layout) where those
+    are ranks (a sharded parameter's: ``train_distributed.shard``), and return ``grad``:
+    a gradient sum still open is then reduced on the parameter's owner, which runs its
+    update, instead of on the batch's rank that made the tile. Leaves without owners
+    (single process, replicated or not yet placed parameters) leave ``grad`` as it is."""
+    front = get_runtime().distributed
+    if front is None or grad.layout != leaf.layout:
+        return grad
+    owners = [getattr(h, "owner", None) for h in leaf.handles]
+    if not all(isinstance(o, int) and o >= 0 for o in owners):
+        return grad
+    for handle, owner in zip(grad.handles, owners):
+        if getattr(handle, "owner", None) != owner:
+            front.reductions.reroot(handle, owner)
+    grad.distribution = TileTable(dict(zip(grad.layout.indices(), owners)))
+    return grad
+
+
+__all__ = [
+    "activate",
+    "follow_owners",
+    "inherited",
+    "place_tiles",
+    "placing",
+    "run_placed",
+    "zero_first",
+]

@@ -67,6 +67,10 @@ def test_data_parallel_training_equals_one_process_and_resumes_on_other_ranks(da
         assert weight.shape == (256, 16) and np.isfinite(weight[...]).all()
         assert json.loads(f.attrs["step"]) == 2
     assert -1 not in fresh["owners"]  # sharded by default: each parameter tile on one rank
+    # balanced by bytes: the ranks' shares differ by at most the largest tile, and each
+    # rank's moments (and so its updates) are those of its own parameter tiles
+    assert fresh["owners"] == [0, 1] and fresh["moments_on_owners"], fresh
+    assert max(fresh["owned"]) - min(fresh["owned"]) <= fresh["largest"], fresh
     # written by 2 ranks with sharded parameters, read by 3 that replicate them
     resumed = _launch(3, data_dir, checkpoint, "resume", NUMTILE_MPI_PARAMETERS="replicated")
     np.testing.assert_allclose(resumed["losses"], expected[2:], rtol=1e-5)

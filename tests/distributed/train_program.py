@@ -2,7 +2,8 @@
 tests/distributed/test_train_mpi.py): ``fresh`` trains 4 steps and saves a checkpoint at
 step 2, then samples ``SAMPLE`` greedily with the key/value cache (decode steps replayed);
 ``resume`` resumes that checkpoint (written by any number of ranks) to step 4. Each rank
-writes the losses it read (its sample, its parameters' owners) as JSON next to the
+writes the losses it read (its sample, its parameters' owners, the parameter bytes each
+rank owns, whether the AdamW moments live on their parameters' owners) as JSON next to the
 checkpoint."""
 
 from __future__ import annotations
@@ -52,10 +53,34 @@ def main(data: str, checkpoint: str, mode: str) -> None:
         losses = [trainer.train_step() for _ in range(4 - trainer.step)]
         sample = None
     # where the parameters live: ranks (sharded), -1 (replicated: NUMTILE_MPI_PARAMETERS)
-    owners = {getattr(h, "owner", -2) for p in trainer.model.parameters() for h in p.handles}
+    parameters = trainer.model.parameters()
+    owners = {getattr(h, "owner", -2) for p in parameters for h in p.handles}
+    owned = [0] * nt.nranks()  # bytes of parameter tiles per owner rank
+    for handle in (h for p in parameters for h in p.handles):
+        if getattr(handle, "owner", -1) >= 0:
+            owned[handle.owner] += handle.nbytes
+    # each AdamW moment tile lives (and is updated) on its parameter tile's owner
+    moments = [
+        getattr(m, "owner", -2) == getattr(h, "owner", -3)
+        for p in parameters
+        for state in [trainer.optimizer.state[id(p)]]
+        for moment in state
+        for h, m in zip(p.handles, moment.handles)
+    ]
+    largest = max(h.nbytes for p in parameters for h in p.handles)
     # one file per rank: mpiexec may split and interleave the ranks' output lines
     with open(f"{checkpoint}.{mode}.rank{nt.rank()}.json", "w") as f:
-        json.dump({"losses": losses, "sample": sample, "owners": sorted(owners)}, f)
+        json.dump(
+            {
+                "losses": losses,
+                "sample": sample,
+                "owners": sorted(owners),
+                "owned": owned,
+                "largest": largest,
+                "moments_on_owners": all(moments),
+            },
+            f,
+        )
 
 
 if __name__ == "__main__":

@@ -129,6 +129,26 @@ class FromFunction(Distribution):
         return f"distribution({getattr(self.function, '__name__', self.function)!r})"
 
 
+class TileTable(Distribution):
+    """Owners listed tile by tile (``{tile index: rank}``): those of another tensor's tiles,
+    such as a gradient given its parameter's owners. An index not listed cannot be placed.
+
+    >>> TileTable({(0, 0): 1, (0, 1): 0}).owner((0, 1))
+    0
+    """
+
+    def __init__(self, owners: dict[tuple[int, ...], int]) -> None:
+        self.table = dict(owners)
+
+    def owner(self, index: tuple[int, ...]) -> int:
+        if index not in self.table:
+            raise ValueError(f"{self!r} does not list tile {index}")
+        return self.table[index]
+
+    def __repr__(self) -> str:
+        return f"tile_table({len(self.table)} tiles)"
+
+
 def as_distribution(value) -> Distribution:
     """A ``Distribution`` from one, or from a function ``tile index -> rank``."""
     if isinstance(value, Distribution):

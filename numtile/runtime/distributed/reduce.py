@@ -31,6 +31,7 @@ ALL = -1
 ADDITIVE = {
     "axpy",  # gradient sums (autograd's accumulate)
     "reduce:sum",
+    "reduce:sumsq",  # a gradient norm over tiles on several ranks (clip_grad_norm)
     "embedding_scatter",
     "layer_norm_param_grad",
     "rms_norm_param_grad",
@@ -70,6 +71,19 @@ def add_codelet(kind: str) -> Codelet:
     )
 
 
+def copy_codelet(kind: str) -> Codelet:
+    """``out = partial`` on the host kind ``kind``: a new reducing rank's start (``reroot``)."""
+    return Codelet(
+        "mpi_reduce_copy",
+        implementations={kind: lambda ops, partial, out: np.copyto(out, partial)},
+    )
+
+
+def zero_codelet(kind: str) -> Codelet:
+    """``out = 0`` on the host kind ``kind``: a new reducing rank's start without a partial."""
+    return Codelet("mpi_reduce_zero", implementations={kind: lambda ops, out: out.fill(0)})
+
+
 def _holds(handle: DataHandle, rank: int) -> bool:
     """True if ``rank`` holds ``handle``'s current value."""
     ranks = getattr(handle, "ranks", None)
@@ -93,7 +107,8 @@ class Reductions:
     def __init__(self, front) -> None:
         self.front = front
         self.open: dict[int, Reduction] = {}
-        self.add = add_codelet(front.runtime.host_kind)
+        kind = front.runtime.host_kind
+        self.add, self.copy, self.zero = add_codelet(kind), copy_codelet(kind), zero_codelet(kind)
 
     def contributor(self, codelet: Codelet, accesses, args) -> int | None:
         """The rank that computes this accumulation locally, or None (owner computes)."""
@@ -147,6 +162,29 @@ class Reductions:
         if front.rank == rank:
             return front._submit(codelet, local, args, priority, name)
         return None
+
+    def reroot(self, handle: DataHandle, owner: int) -> None:
+        """Make rank ``owner`` the owner of ``handle`` (a tile written on another rank: a
+        gradient made on its batch's rank, given to its parameter's owner). An open group
+        is then reduced on ``owner``: the old reducing rank's sum so far becomes its partial
+        (it travels once, as the new owner's partial would have), the new one's partial, if
+        any, becomes the tile there. Every rank calls it, at the same point of the program.
+        Without an open group only the owner changes: the value travels when read."""
+        reduction = self.open.get(handle.id)
+        if reduction is not None and reduction.root != owner:
+            front = self.front
+            old = reduction.root
+            partial = reduction.partials.pop(owner, None)
+            if front.rank == owner:
+                if partial is not None:
+                    front._submit(self.copy, [(partial, R), (handle, W)])
+                else:
+                    front._submit(self.zero, [(handle, W)])
+            reduction.partials[old] = handle  # (its tile on rank ``old``)
+            reduction.root = owner
+            handle.ranks = frozenset((owner,))
+            handle.holder = owner
+        handle.owner = owner
 
     def pending(self, handle: DataHandle) -> bool:
         return handle.id in self.open
