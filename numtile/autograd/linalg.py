@@ -375,9 +375,23 @@ def _qr(x, /, *, mode="reduced"):
     return QRResult(q, r)
 
 
-def _columns_scaled(v, w):
-    """v @ diag(w), for matrices and stacks."""
-    return multiply(v, reshape(w, w.shape[:-1] + (1, w.shape[-1])))
+def as_row(v):
+    """(..., k) -> (..., 1, k): multiplying by it scales the columns of a (..., r, k) matrix
+    (``v @ diag(w)`` for matrices and stacks)."""
+    return reshape(v, v.shape[:-1] + (1, v.shape[-1]))
+
+
+def as_column(v):
+    """(..., k) -> (..., k, 1): multiplying by it scales the rows of a (..., k, c) matrix."""
+    return reshape(v, v.shape + (1,))
+
+
+def value_gaps(w):
+    """E[..., i, j] = w[j] - w[i] with ones on the diagonal: the divisor of the eigenvector
+    (and singular vector, on squared values) gradients."""
+    n = w.shape[-1]
+    gaps = subtract(as_row(w), as_column(w))
+    return add(gaps, eye(n, n, gaps.tile_shape[-2:], gaps.dtype))
 
 
 class EigenValues(Function):
@@ -391,7 +405,7 @@ class EigenValues(Function):
     @staticmethod
     def backward(ctx, g):
         (v,) = ctx.saved
-        return matmul(_columns_scaled(v, g), v, transpose_b=True)
+        return matmul(multiply(v, as_row(g)), v, transpose_b=True)
 
 
 class EigenVectors(Function):
@@ -404,13 +418,9 @@ class EigenVectors(Function):
     @staticmethod
     def backward(ctx, g):
         w, v = ctx.saved
-        n = w.shape[-1]
         vtg = matmul(v, g, transpose_a=True)
         skew = multiply(subtract(vtg, matrix_transpose(vtg)), 0.5)
-        # E[..., i, j] = w[j] - w[i]
-        gaps = subtract(reshape(w, w.shape[:-1] + (1, n)), reshape(w, w.shape + (1,)))
-        gaps = add(gaps, eye(n, n, gaps.tile_shape[-2:], gaps.dtype))
-        return matmul(v, matmul(divide(skew, gaps), v, transpose_b=True))
+        return matmul(v, matmul(divide(skew, value_gaps(w)), v, transpose_b=True))
 
 
 @gradient_rule("eigh")
@@ -436,7 +446,7 @@ class SingularValues(Function):
     @staticmethod
     def backward(ctx, g):
         u, vh = ctx.saved
-        return matmul(_columns_scaled(u, g), vh)
+        return matmul(multiply(u, as_row(g)), vh)
 
 
 @gradient_rule("svdvals")

@@ -24,23 +24,13 @@ valid where the rank is locally constant:
 
 from __future__ import annotations
 
+from numtile.autograd.linalg import SingularValues, as_column, as_row, value_gaps
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor.elementwise import add, divide, multiply, negative, subtract
 from numtile.tiletensor.linalg.matmul import matmul
-from numtile.tiletensor.linalg.qr import eye
 from numtile.tiletensor.linalg.spectral import SVDResult, pinv, svd
-from numtile.tiletensor.manipulation import basic_getitem, matrix_transpose, reshape
-
-
-def _row(v):
-    """(..., k) -> (..., 1, k): scales the columns of a (..., r, k) matrix."""
-    return reshape(v, v.shape[:-1] + (1, v.shape[-1]))
-
-
-def _column(v):
-    """(..., k) -> (..., k, 1): scales the rows of a (..., k, c) matrix."""
-    return reshape(v, v.shape + (1,))
+from numtile.tiletensor.manipulation import basic_getitem, matrix_transpose
 
 
 def _skew(a):
@@ -49,10 +39,7 @@ def _skew(a):
 
 def _gaps(s):
     """E[..., i, j] = s[j]^2 - s[i]^2, with ones on the diagonal."""
-    squares = multiply(s, s)
-    gaps = subtract(_row(squares), _column(squares))
-    k = s.shape[-1]
-    return add(gaps, eye(k, k, gaps.tile_shape[-2:], gaps.dtype))
+    return value_gaps(multiply(s, s))
 
 
 def _reduced(u, vh, k: int):
@@ -64,18 +51,15 @@ def _reduced(u, vh, k: int):
     return u, vh
 
 
-class SingularValuesOfSVD(Function):
+class SingularValuesOfSVD(SingularValues):
+    """S of a full ``svd``: ``svdvals``' backward, from the reduced factors."""
+
     @staticmethod
     def forward(ctx, a, results, full_matrices=True):
         u, s, vh = svd(a, full_matrices=full_matrices)
         results += [u, vh]
         ctx.save_for_backward(*_reduced(u, vh, s.shape[-1]))
         return s
-
-    @staticmethod
-    def backward(ctx, g):
-        u, vh = ctx.saved
-        return matmul(multiply(u, _row(g)), vh)
 
 
 class LeftSingularVectors(Function):
@@ -89,9 +73,9 @@ class LeftSingularVectors(Function):
     def backward(ctx, g):
         u, vh, s = ctx.saved
         g, _ = _reduced(g, vh, s.shape[-1])
-        inner = divide(multiply(_skew(matmul(u, g, transpose_a=True)), _row(s)), _gaps(s))
+        inner = divide(multiply(_skew(matmul(u, g, transpose_a=True)), as_row(s)), _gaps(s))
         if u.shape[-2] > vh.shape[-1]:  # m > n: the part of gU outside U's span
-            scaled = divide(g, _row(s))
+            scaled = divide(g, as_row(s))
             outside = subtract(scaled, matmul(u, matmul(u, scaled, transpose_a=True)))
             return matmul(add(matmul(u, inner), outside), vh)
         return matmul(u, matmul(inner, vh))
@@ -108,9 +92,9 @@ class RightSingularVectors(Function):
     def backward(ctx, g):
         u, vh, s = ctx.saved
         _, g = _reduced(u, g, s.shape[-1])
-        inner = divide(multiply(_column(s), _skew(matmul(vh, g, transpose_b=True))), _gaps(s))
+        inner = divide(multiply(as_column(s), _skew(matmul(vh, g, transpose_b=True))), _gaps(s))
         if u.shape[-2] < vh.shape[-1]:  # m < n: the part of gVh outside Vh's row span
-            scaled = divide(g, _column(s))
+            scaled = divide(g, as_column(s))
             outside = subtract(scaled, matmul(matmul(scaled, vh, transpose_b=True), vh))
             return matmul(u, add(matmul(inner, vh), outside))
         return matmul(u, matmul(inner, vh))
