@@ -71,6 +71,19 @@ def _geqrt_factors(a, t, k, nb):
             cuda.syncthreads()
 
 
+@cuda.jit(device=True)
+def _reflect(v, j, first, last, tau, top, tail, column):
+    """Apply the reflector I - tau [1; v[first:last, j]] [1; v[first:last, j]]^T to the column
+    [top[j, column]; tail[first:last, column]] (its unit entry meets row j of ``top``)."""
+    w = top[j, column]
+    for r in range(first, last):
+        w += v[r, j] * tail[r, column]
+    w *= tau
+    top[j, column] -= w
+    for r in range(first, last):
+        tail[r, column] -= w * v[r, j]
+
+
 @cuda.jit
 def _geqrt_kernel(a, t, nb):
     m = a.shape[0]
@@ -94,13 +107,7 @@ def _geqrt_kernel(a, t, nb):
         cuda.syncthreads()
         tau = t[j, j % nb]
         for c in range(j + 1 + tid, n, threads):
-            w = a[j, c]
-            for r in range(j + 1, m):
-                w += a[r, j] * a[r, c]
-            w *= tau
-            a[j, c] -= w
-            for r in range(j + 1, m):
-                a[r, c] -= w * a[r, j]
+            _reflect(a, j, j + 1, m, tau, a, a, c)
         cuda.syncthreads()
     _geqrt_factors(a, t, k, nb)
 
@@ -120,14 +127,7 @@ def _gemqrt_kernel(v, t, c, transpose, nb):
     for column in range(cuda.grid(1), c.shape[1], cuda.gridsize(1)):
         for step in range(k):
             j = step if transpose else k - 1 - step
-            tau = t[j, j % nb]
-            w = c[j, column]
-            for r in range(j + 1, m):
-                w += v[r, j] * c[r, column]
-            w *= tau
-            c[j, column] -= w
-            for r in range(j + 1, m):
-                c[r, column] -= w * v[r, j]
+            _reflect(v, j, j + 1, m, t[j, j % nb], c, c, column)
 
 
 def gemqrt(v: Any, t: Any, c: Any, transpose: bool, *, stream: Any = 0) -> None:
@@ -171,13 +171,7 @@ def _tpqrt_kernel(a, b, t, rows, trapezoid, nb):
         cuda.syncthreads()
         tau = t[j, j % nb]
         for c in range(j + 1 + tid, n, threads):
-            w = a[j, c]
-            for r in range(used):
-                w += b[r, j] * b[r, c]
-            w *= tau
-            a[j, c] -= w
-            for r in range(used):
-                b[r, c] -= w * b[r, j]
+            _reflect(b, j, 0, used, tau, a, b, c)
         cuda.syncthreads()
     # T from the reflectors' bottom parts (column i: rows 0.._used_rows(i) - 1 of b; their
     # top parts are distinct unit vectors, orthogonal to each other)
@@ -220,15 +214,7 @@ def _tpmqrt_kernel(v, t, a, b, transpose, rows, trapezoid, nb):
     for column in range(cuda.grid(1), a.shape[1], cuda.gridsize(1)):
         for step in range(k):
             j = step if transpose else k - 1 - step
-            used = _used_rows(rows, trapezoid, j)
-            tau = t[j, j % nb]
-            w = a[j, column]
-            for r in range(used):
-                w += v[r, j] * b[r, column]
-            w *= tau
-            a[j, column] -= w
-            for r in range(used):
-                b[r, column] -= w * v[r, j]
+            _reflect(v, j, 0, _used_rows(rows, trapezoid, j), t[j, j % nb], a, b, column)
 
 
 def tpmqrt(
