@@ -73,6 +73,20 @@ def _dask_rows(case, flops, numtile_seconds, build, chunks, repeat, label):
     ]
 
 
+def _numpy_and_numtile_rows(case, flops, numpy_impl, t_numpy, busy, t_nt) -> list[dict]:
+    """The NumPy row and the numtile row (its ratio against NumPy) of one case."""
+    return [
+        {"case": case, "impl": numpy_impl, "seconds": t_numpy, "rate": _rate(flops, t_numpy)},
+        {
+            "case": case,
+            "impl": f"numtile (busy {busy})",
+            "seconds": t_nt,
+            "rate": _rate(flops, t_nt),
+            "ratio": t_nt / t_numpy,
+        },
+    ]
+
+
 def _qr_flops(m: int, n: int) -> float:
     """geqrf + orgqr of the first n columns: 2 (2 m n^2 - 2/3 n^3)."""
     return 2 * (2.0 * m * n * n - 2.0 * n**3 / 3.0)
@@ -106,21 +120,9 @@ def bench_qr(m: int, n: int, tile: tuple[int, int], repeat: int, chunks: list[in
     _check_qr(a, q.to_numpy(), r.to_numpy())
     name = "tsqr" if tile[1] >= n else "qr"
     case = f"{name} f64 {m}x{n} (tile {tile[0]}x{tile[1]})"
-    rows = [
-        {
-            "case": case,
-            "impl": f"numpy.linalg.qr ({THREADS} thr)",
-            "seconds": t_numpy,
-            "rate": _rate(flops, t_numpy),
-        },
-        {
-            "case": case,
-            "impl": f"numtile (busy {busy})",
-            "seconds": t_nt,
-            "rate": _rate(flops, t_nt),
-            "ratio": t_nt / t_numpy,
-        },
-    ]
+    rows = _numpy_and_numtile_rows(
+        case, flops, f"numpy.linalg.qr ({THREADS} thr)", t_numpy, busy, t_nt
+    )
     # dask's qr is TSQR over one column of chunks (rows per chunk >= columns)
     rows += _dask_rows(
         case,
@@ -148,21 +150,9 @@ def bench_svdvals(m: int, n: int, tile: tuple[int, int], repeat: int, chunks: li
     expected = np.linalg.svd(a, compute_uv=False)
     np.testing.assert_allclose(nt.linalg.svdvals(x).to_numpy(), expected, rtol=1e-10)
     case = f"svdvals f64 {m}x{n} (tile {tile[0]}x{tile[1]})"
-    rows = [
-        {
-            "case": case,
-            "impl": f"numpy svd(compute_uv=False) {THREADS}thr",
-            "seconds": t_numpy,
-            "rate": _rate(flops, t_numpy),
-        },
-        {
-            "case": case,
-            "impl": f"numtile (busy {busy})",
-            "seconds": t_nt,
-            "rate": _rate(flops, t_nt),
-            "ratio": t_nt / t_numpy,
-        },
-    ]
+    rows = _numpy_and_numtile_rows(
+        case, flops, f"numpy svd(compute_uv=False) {THREADS}thr", t_numpy, busy, t_nt
+    )
     rows += _dask_rows(
         case,
         flops,
