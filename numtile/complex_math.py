@@ -32,6 +32,14 @@ def build(jit) -> types.SimpleNamespace:
     acos atan expm1 log log1p log2 log10 sign round``), each compiled by ``jit``."""
 
     @jit
+    def times_i(z):  # exact: a swap and a sign, signed zeros and NaNs kept
+        return complex(-z.imag, z.real)
+
+    @jit
+    def times_minus_i(w):
+        return complex(w.imag, -w.real)
+
+    @jit
     def sinh(z):
         x, y = z.real, z.imag
         if y == 0:  # sinh(x) + 0j, also for infinite and NaN x
@@ -75,17 +83,15 @@ def build(jit) -> types.SimpleNamespace:
 
     @jit
     def sin(z):
-        w = sinh(complex(-z.imag, z.real))  # sin(z) = -i sinh(iz)
-        return complex(w.imag, -w.real)
+        return times_minus_i(sinh(times_i(z)))  # sin(z) = -i sinh(iz)
 
     @jit
     def cos(z):
-        return cosh(complex(-z.imag, z.real))  # cos(z) = cosh(iz)
+        return cosh(times_i(z))  # cos(z) = cosh(iz)
 
     @jit
     def tan(z):
-        w = tanh(complex(-z.imag, z.real))  # tan(z) = -i tanh(iz)
-        return complex(w.imag, -w.real)
+        return times_minus_i(tanh(times_i(z)))  # tan(z) = -i tanh(iz)
 
     @jit
     def sqrt(z):
@@ -183,13 +189,11 @@ def build(jit) -> types.SimpleNamespace:
 
     @jit
     def asin(z):
-        w = asinh(complex(-z.imag, z.real))  # asin(z) = -i asinh(iz)
-        return complex(w.imag, -w.real)
+        return times_minus_i(asinh(times_i(z)))  # asin(z) = -i asinh(iz)
 
     @jit
     def atan(z):
-        w = atanh(complex(-z.imag, z.real))  # atan(z) = -i atanh(iz)
-        return complex(w.imag, -w.real)
+        return times_minus_i(atanh(times_i(z)))  # atan(z) = -i atanh(iz)
 
     @jit
     def expm1(z):
