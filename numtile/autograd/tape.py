@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from numtile.tiletensor import placement
 from numtile.tiletensor.creation import ones_like
+from numtile.tiletensor.dtypes import bfloat16 as NARROW
 from numtile.tiletensor.elementwise import accumulate, add, astype
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
@@ -180,6 +181,8 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
             for value, value_grad in zip(node.inputs, input_grads):
                 if value_grad is None or not getattr(value, "requires_grad", False):
                     continue
+                if NARROW in (value.dtype, value_grad.dtype) and value_grad.dtype != value.dtype:
+                    value_grad = astype(value_grad, value.dtype)  # as torch: grads take its dtype
                 if value._node is None:
                     accumulate_grad(value, value_grad)
                 elif id(value) in grads:

@@ -12,6 +12,8 @@ import numpy as np
 
 from numtile.autograd.reduction import LogSoftmax, Softmax
 from numtile.autograd.tape import Function
+from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.fused.embedding import embedding_backward, embedding_forward
 from numtile.tiletensor.fused.linear import (
     linear_backward_input,
@@ -33,16 +35,31 @@ from numtile.tiletensor.tensor import TileTensor
 
 
 class LinearFunction(Function):
-    """y = x @ W + b with W (in, out), or x @ W^T + b with W (out, in) when ``transposed``."""
+    """y = x @ W + b with W (in, out), or x @ W^T + b with W (out, in) when ``transposed``.
+
+    In bf16-mixed (as ``torch.autocast``): ``x`` and W are cast to bfloat16 (and kept so for
+    the backward), the GEMMs accumulate in float32 and write a bfloat16 ``y`` (the bias added
+    before the one rounding); the backward reads bfloat16, gives ``x`` a gradient of its own
+    dtype and W and b float32 ones (sums in float32)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, transposed=False):
-        ctx.x_tiles, ctx.x_grad = x.tile_shape, x.requires_grad
+        ctx.x_tiles, ctx.x_grad, ctx.x_dtype = x.tile_shape, x.requires_grad, x.dtype
         x = match_last_tile(x, weight.tile_shape[1 if transposed else 0])
-        ctx.save_for_backward(x, weight)
         ctx.transposed = transposed
         ctx.has_bias = bias is not None
+        ctx.weight_grad, ctx.weight_layout = weight.requires_grad, weight.layout
+        ctx.weight_dtype = weight.dtype
         ctx.rounding = gemm_rounding()  # the backward GEMMs run in the forward's precision
+        ctx.bf16 = ctx.rounding == BF16_MIXED and _bf16_able(x, weight, bias)
+        if ctx.bf16:
+            x, weight = _to_bf16(x), _to_bf16(weight)
+            out_tile = (weight.tile_shape[0 if transposed else 1],)
+            if bias is not None and bias.tile_shape != out_tile:
+                bias = retile(bias, out_tile)
+            ctx.save_for_backward(x, weight)
+            return linear_forward(x, weight, transposed, bias=bias)
+        ctx.save_for_backward(x, weight)
         y = linear_forward(x, weight, transposed, ctx.rounding)
         if bias is not None:
             y = y + bias
@@ -52,14 +69,33 @@ class LinearFunction(Function):
     def backward(ctx, g):
         x, weight = ctx.saved
         gx = gw = gb = None
+        if ctx.bf16:
+            g = _to_bf16(g)
         if ctx.x_grad:
-            gx = linear_backward_input(g, weight, x, ctx.transposed, ctx.rounding)
+            gx = linear_backward_input(
+                g, weight, x, ctx.transposed, ctx.rounding, dtype=ctx.x_dtype
+            )
             gx = retile(gx, ctx.x_tiles)
-        if weight.requires_grad:
-            gw = linear_backward_weight(x, g, weight.layout, ctx.transposed, ctx.rounding)
+        if ctx.weight_grad:
+            gw = linear_backward_weight(
+                x, g, ctx.weight_layout, ctx.transposed, ctx.rounding, dtype=ctx.weight_dtype
+            )
         if ctx.has_bias:
-            gb = tensor_sum(g, axis=tuple(range(g.ndim - 1)))
+            gb = tensor_sum(g, axis=tuple(range(g.ndim - 1)), dtype=ctx.weight_dtype)
         return gx, gw, gb
+
+
+BF16_MIXED = gemm_rounding("bf16-mixed")
+
+
+def _bf16_able(x, weight, bias) -> bool:
+    """Whether bf16-mixed casts this linear to bfloat16 (float32 or bfloat16 operands)."""
+    floats = (np.dtype(np.float32), bfloat16)
+    return all(t is None or t.dtype in floats for t in (x, weight, bias))
+
+
+def _to_bf16(x: TileTensor) -> TileTensor:
+    return x if x.dtype == bfloat16 else astype(x, bfloat16)
 
 
 def linear(

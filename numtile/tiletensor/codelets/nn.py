@@ -11,8 +11,16 @@ import math
 import numpy as np
 
 from numtile.runtime import Codelet
-from numtile.tiletensor.codelets.narrow import is_narrow, narrow_into, widen
+from numtile.tiletensor.codelets.narrow import (
+    bits,
+    is_narrow,
+    narrow_into,
+    scratch_bytes,
+    through_float32,
+    widen,
+)
 from numtile.tiletensor.codelets.views import flat, rows
+from numtile.tiletensor.precision import use_mkl_bf16
 
 # -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
 
@@ -82,6 +90,64 @@ attention_backward = Codelet(
     flops=lambda q, k, *a: 2.5 * _attention_flops(q, k),
 )
 
+# -- linear layers in bf16-mixed: bfloat16 activations and weights, float32 accumulation ----
+# (a, b bfloat16 tiles; their uint16 bits reach the bf16 GEMM kernel: oneMKL's where the CPU
+# has bf16 units, else the exact widen-and-sgemm fallback, ``ops_cpu.low_precision``)
+
+
+def _bf16_gemm(ops):
+    """The bf16 x bf16 -> float32 GEMM kernel of a CPU worker (``kernel``'s ops: the GPU's)."""
+    return ops.gemm_bf16_mkl if use_mkl_bf16(ops) else ops.gemm_bf16
+
+
+def _linear_bf16(gemm2d, ops, a, b, c, trans_a, trans_b, beta):
+    # float32 c (= or +=) op(a) @ op(b): a chain's partial sum, or a weight's gradient
+    gemm2d(rows(bits(a)), rows(bits(b)), rows(c), trans_a, trans_b, 1.0, beta)
+
+
+def _linear_bf16_out(gemm2d, ops, a, b, *tiles_then_args):
+    # out (bfloat16) = round(partial + bias + op(a) @ op(b)): the sum in a float32 scratch
+    # tile, rounded once; the float32 partial (the chain's earlier products) and the bias row
+    # are there when the flags say so
+    *tiles, trans_a, trans_b, has_partial, has_bias = tiles_then_args
+    out = rows(tiles[-1])
+    acc = ops.empty(tuple(out.shape), np.float32)
+    if has_bias:  # acc = ones(rows, 1) @ bias(1, n): the bias on every row
+        ones = ops.empty((out.shape[0], 1), np.float32)
+        ops.fill(flat(ones), 1.0)
+        bias = tiles[int(has_partial)]
+        ops.gemm(ones, bias.reshape(1, -1), acc, False, False, 1.0, 0.0)
+    else:
+        ops.fill(flat(acc), 0.0)
+    if has_partial:
+        ops.axpy(1.0, flat(tiles[0]), flat(acc))
+    gemm2d(rows(bits(a)), rows(bits(b)), acc, trans_a, trans_b, 1.0, 1.0)
+    narrow_into(ops, acc, out)
+
+
+def _linear_bf16_flops(a, b, *shapes_then_args) -> float:
+    out, trans_a = shapes_then_args[-5], shapes_then_args[-4]
+    return 2.0 * math.prod(out) * (math.prod(a[:-1]) if trans_a else a[-1])
+
+
+def _bf16_codelet(name, body, flops):
+    """A codelet running ``body(gemm2d, ops, ...)`` with the worker kind's bf16 GEMM."""
+    return Codelet(
+        name,
+        kernel=lambda ops, *rest: body(ops.gemm_bf16, ops, *rest),
+        implementations={"cpu": lambda ops, *rest: body(_bf16_gemm(ops), ops, *rest)},
+        flops=flops,
+        scratch=scratch_bytes,  # the widened inputs (and the float32 sum of a bfloat16 out)
+    )
+
+
+linear_bf16 = _bf16_codelet(
+    "linear_bf16",
+    _linear_bf16,
+    lambda a, b, c, trans_a, *args: 2.0 * math.prod(c) * (math.prod(a[:-1]) if trans_a else a[-1]),
+)
+linear_bf16_out = _bf16_codelet("linear_bf16_out", _linear_bf16_out, _linear_bf16_flops)
+
 # -- embedding -------------------------------------------------------------------------------
 
 
@@ -96,29 +162,38 @@ def _embedding_scatter(ops, ids, grad_out, grad_table, v_start):
 embedding_gather = Codelet("embedding_gather", kernel=_embedding_gather)
 embedding_scatter = Codelet("embedding_scatter", kernel=_embedding_scatter)
 
+# -- norms, rotary embedding, cross-entropy: bfloat16 tiles are read (and their outputs
+# written) through float32 copies, the maths in float32 and float64 row statistics, as
+# torch.autocast runs them -----------------------------------------------------------------
+
 # -- layer norm ------------------------------------------------------------------------------
 
 
+@through_float32()
 def _row_moments(ops, x, s1, s2):
     ops.nn.row_moments_accumulate(rows(x), flat(s1), flat(s2))
 
 
+@through_float32(outputs=(5,))
 def _layer_norm(ops, x, gamma, beta, s1, s2, y, n, eps):
     ops.nn.layer_norm_apply(rows(x), gamma, beta, flat(s1), flat(s2), rows(y), n, eps)
 
 
+@through_float32()
 def _layer_norm_backward_sums(ops, x, dy, gamma, s1, s2, a1, a2, n, eps):
     ops.nn.layer_norm_backward_accumulate(
         rows(x), rows(dy), gamma, flat(s1), flat(s2), flat(a1), flat(a2), n, eps
     )
 
 
+@through_float32(outputs=(7,))
 def _layer_norm_backward(ops, x, dy, gamma, s1, s2, a1, a2, dx, n, eps):
     ops.nn.layer_norm_backward_apply(
         rows(x), rows(dy), gamma, flat(s1), flat(s2), flat(a1), flat(a2), rows(dx), n, eps
     )
 
 
+@through_float32(updates=(4, 5))
 def _layer_norm_param_grad(ops, x, dy, s1, s2, dgamma, dbeta, n, eps):
     ops.nn.layer_norm_param_grad(rows(x), rows(dy), flat(s1), flat(s2), dgamma, dbeta, n, eps)
 
@@ -130,18 +205,22 @@ layer_norm_backward = Codelet("layer_norm_backward", kernel=_layer_norm_backward
 layer_norm_param_grad = Codelet("layer_norm_param_grad", kernel=_layer_norm_param_grad)
 
 
+@through_float32(outputs=(3,))
 def _rms_norm(ops, x, gamma, s2, y, n, eps):
     ops.nn.rms_norm_apply(rows(x), gamma, flat(s2), rows(y), n, eps)
 
 
+@through_float32()
 def _rms_norm_backward_sums(ops, x, dy, gamma, s2, a2, n, eps):
     ops.nn.rms_norm_backward_accumulate(rows(x), rows(dy), gamma, flat(s2), flat(a2), n, eps)
 
 
+@through_float32(outputs=(5,))
 def _rms_norm_backward(ops, x, dy, gamma, s2, a2, dx, n, eps):
     ops.nn.rms_norm_backward_apply(rows(x), rows(dy), gamma, flat(s2), flat(a2), rows(dx), n, eps)
 
 
+@through_float32(updates=(3,))
 def _rms_norm_param_grad(ops, x, dy, s2, dgamma, n, eps):
     ops.nn.rms_norm_param_grad(rows(x), rows(dy), flat(s2), dgamma, n, eps)
 
@@ -154,6 +233,7 @@ rms_norm_param_grad = Codelet("rms_norm_param_grad", kernel=_rms_norm_param_grad
 # -- rotary position embedding: tiles are (batch, sequence, heads * head width) ---------------
 
 
+@through_float32(outputs=(3,))
 def _rope(ops, x, cos, sin, out, n_heads, inverse):
     for b in range(x.shape[0]):
         ops.nn.rope_apply(x[b], cos, sin, out[b], n_heads, inverse)
@@ -164,14 +244,17 @@ rope = Codelet("rope", kernel=_rope, flops=lambda x, *args: 3.0 * math.prod(x))
 # -- cross-entropy ---------------------------------------------------------------------------
 
 
+@through_float32()
 def _logsumexp(ops, logits, m, s):
     ops.nn.logsumexp_accumulate(rows(logits), flat(m), flat(s))
 
 
+@through_float32()
 def _cross_entropy_pick(ops, logits, targets, picked, v_start):
     ops.nn.cross_entropy_pick(rows(logits), flat(targets), v_start, flat(picked))
 
 
+@through_float32(outputs=(5,))
 def _cross_entropy_backward(ops, logits, targets, m, s, grad, dlogits, v_start, inverse_count):
     scale = float(ops.to_host(grad).reshape(-1)[0]) * inverse_count
     ops.nn.cross_entropy_backward(

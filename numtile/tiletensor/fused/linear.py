@@ -3,14 +3,22 @@
 W is stored (in, out), or (out, in) when ``transposed`` (the GEMM reads it transposed, no
 copy). Activation tiles are read as (rows, features) blocks, so any tiling of the leading
 axes works.
+
+bfloat16 operands (bf16-mixed, ``numtile.nn.functional.linear``) multiply through the bf16
+GEMM with float32 accumulation: a float32 output sums in place, a bfloat16 one sums its
+products in float32 (a partial tile when the inner axis has several tiles), adds the bias
+and is rounded once, by the last task of its chain.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from numtile.runtime import Access, get_runtime
+from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor.codelets.linalg import gemm_rows, gemm_rows_rounded
+from numtile.tiletensor.codelets.narrow import is_narrow
+from numtile.tiletensor.codelets.nn import linear_bf16, linear_bf16_out
+from numtile.tiletensor.dtypes import bfloat16 as BFLOAT16
 from numtile.tiletensor.fused.rows import lead_indices, match_last_tile
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.placement import zero_first
@@ -40,6 +48,31 @@ def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool, rounding) -> 
             )
 
 
+def _chain_bf16(runtime, out_tile, pairs, trans_a, trans_b, bias_tile=None) -> None:
+    """out_tile = sum of op(a) @ op(b) over ``pairs`` of bfloat16 tiles (+ the bias row),
+    accumulated in float32: in ``out_tile`` itself when it is float32, else in a float32
+    partial that the last task adds to its product and the bias, rounding once."""
+    narrow = out_tile.dtype == BFLOAT16
+    body = pairs[:-1] if narrow else pairs
+    partial = (DataHandle(out_tile.shape, np.float32) if body else None) if narrow else out_tile
+    split = bool(body) and zero_first(runtime, partial)
+    for n, (a, b) in enumerate(body):
+        first = n == 0 and not split
+        runtime.submit(
+            linear_bf16,
+            [(a, R), (b, R), (partial, W if first else RW)],
+            (trans_a, trans_b, 0.0 if first else 1.0),
+        )
+    if narrow:
+        a, b = pairs[-1]
+        extra = [(t, R) for t in (partial, bias_tile) if t is not None]
+        runtime.submit(
+            linear_bf16_out,
+            [(a, R), (b, R), *extra, (out_tile, W)],
+            (trans_a, trans_b, partial is not None, bias_tile is not None),
+        )
+
+
 def _rounding(rounding, dtype) -> tuple[int, int]:
     """``rounding`` (default: the current precision's), or none for a non-float32 GEMM."""
     if np.dtype(dtype) != np.float32:
@@ -48,10 +81,12 @@ def _rounding(rounding, dtype) -> tuple[int, int]:
 
 
 def _rows_times_weight(
-    a: TileTensor, weight: TileTensor, out: TileTensor, weight_tile, trans_b, rounding
+    a: TileTensor, weight: TileTensor, out: TileTensor, weight_tile, trans_b, rounding, bias=None
 ):
-    """out[..., col] = sum over inner of a[..., inner] @ op(W[weight_tile(col, inner)])."""
+    """out[..., col] = sum over inner of a[..., inner] @ op(W[weight_tile(col, inner)])
+    (+ ``bias[col]``: bfloat16 operands only, added before the one rounding)."""
     runtime = get_runtime()
+    narrow = is_narrow(a)
     rounding = _rounding(rounding, out.dtype)
     for lead in lead_indices(out):
         for col in range(out.grid[-1]):
@@ -59,15 +94,21 @@ def _rows_times_weight(
                 (a.tile(lead + (inner,)), weight.tile(weight_tile(col, inner)))
                 for inner in range(a.grid[-1])
             ]
-            _chain(runtime, out.tile(lead + (col,)), pairs, False, trans_b, rounding)
+            if narrow:
+                bias_tile = None if bias is None else bias.tile((col,))
+                _chain_bf16(runtime, out.tile(lead + (col,)), pairs, False, trans_b, bias_tile)
+            else:
+                _chain(runtime, out.tile(lead + (col,)), pairs, False, trans_b, rounding)
     return out
 
 
 def linear_forward(
-    x: TileTensor, weight: TileTensor, transposed: bool = False, rounding=None
+    x: TileTensor, weight: TileTensor, transposed: bool = False, rounding=None, bias=None
 ) -> TileTensor:
     """``x @ W`` (W (in, out)) or ``x @ W^T`` (W (out, in)); ``x``'s last tile must match W's.
     ``rounding``: the GEMMs' (input, output) mantissa bits (default: the current precision's).
+    For bfloat16 ``x`` and ``W`` the result is bfloat16 (float32 sums rounded once), and
+    ``bias`` (float32, tiled like W's output axis) is added before that rounding.
 
     >>> import numtile as nt
     >>> w = nt.ones((3, 2), tile_shape=(2, 2))
@@ -78,6 +119,7 @@ def linear_forward(
     x = match_last_tile(x, weight.tile_shape[in_axis])
     n_out = weight.shape[out_axis]
     layout = Layout(x.shape[:-1] + (n_out,), x.tile_shape[:-1] + (weight.tile_shape[out_axis],))
+    assert bias is None or (is_narrow(x) and bias.tile_shape == layout.tile_shape[-1:])
     # out column j, inner k: W tile (j, k) stored (out, in), (k, j) stored (in, out)
     return _rows_times_weight(
         x,
@@ -86,20 +128,27 @@ def linear_forward(
         lambda j, k: (j, k) if transposed else (k, j),
         transposed,
         rounding,
+        bias,
     )
 
 
 def linear_backward_input(
-    grad: TileTensor, weight: TileTensor, x: TileTensor, transposed: bool = False, rounding=None
+    grad: TileTensor,
+    weight: TileTensor,
+    x: TileTensor,
+    transposed: bool = False,
+    rounding=None,
+    dtype=None,
 ) -> TileTensor:
-    """d(x @ op(W))/dx: ``grad @ op(W)^T``, tiled like ``x`` (whose last tile matches W's)."""
+    """d(x @ op(W))/dx: ``grad @ op(W)^T``, tiled like ``x`` (whose last tile matches W's),
+    of ``dtype`` (default ``x``'s)."""
     out_axis = 0 if transposed else 1
     grad = match_last_tile(grad, weight.tile_shape[out_axis])
     # input column k, inner j (an output column): the same W tile as forward's (j, k)
     return _rows_times_weight(
         grad,
         weight,
-        TileTensor(x.layout, x.dtype),
+        TileTensor(x.layout, dtype or x.dtype),
         lambda k, j: (j, k) if transposed else (k, j),
         not transposed,
         rounding,
@@ -107,12 +156,18 @@ def linear_backward_input(
 
 
 def linear_backward_weight(
-    x: TileTensor, grad: TileTensor, weight_layout: Layout, transposed: bool = False, rounding=None
+    x: TileTensor,
+    grad: TileTensor,
+    weight_layout: Layout,
+    transposed: bool = False,
+    rounding=None,
+    dtype=None,
 ) -> TileTensor:
-    """d(x @ op(W))/dW: ``x^T grad`` ((in, out)), or ``grad^T x`` when ``transposed``."""
+    """d(x @ op(W))/dW: ``x^T grad`` ((in, out)), or ``grad^T x`` when ``transposed``, of
+    ``dtype`` (default ``x``'s; bfloat16 operands sum into float32 ones in float32)."""
     out_axis = 0 if transposed else 1
     grad = match_last_tile(grad, weight_layout.tile_shape[out_axis])
-    gw = TileTensor(weight_layout, x.dtype)
+    gw = TileTensor(weight_layout, dtype or x.dtype)
     runtime = get_runtime()
     rounding = _rounding(rounding, gw.dtype)
     leads = list(lead_indices(x))
@@ -122,5 +177,8 @@ def linear_backward_weight(
         for lead in leads:
             g_tile, x_tile = grad.tile(lead + (j,)), x.tile(lead + (k,))
             pairs.append((g_tile, x_tile) if transposed else (x_tile, g_tile))
-        _chain(runtime, gw.tile(index), pairs, True, False, rounding)
+        if is_narrow(x):
+            _chain_bf16(runtime, gw.tile(index), pairs, True, False)
+        else:
+            _chain(runtime, gw.tile(index), pairs, True, False, rounding)
     return gw

@@ -11,6 +11,7 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.dtypes import bfloat16
 from numtile.tiletensor.elementwise import add, astype, log, multiply, not_equal, subtract
 from numtile.tiletensor.fused.rows import lead_indices, row_stats
 from numtile.tiletensor.reduction import sum as tensor_sum
@@ -50,11 +51,14 @@ def cross_entropy_forward(logits: TileTensor, targets: TileTensor, count: int):
     row_loss = subtract(add(m, log(s)), picked)
     mask = astype(not_equal(targets, IGNORE), np.float64)
     total = tensor_sum(multiply(row_loss, mask))
-    return astype(multiply(total, 1.0 / count), logits.dtype), m, s
+    # a bfloat16 loss would keep 3 digits: float32, as autocast computes the loss
+    loss_dtype = np.float32 if logits.dtype == bfloat16 else logits.dtype
+    return astype(multiply(total, 1.0 / count), loss_dtype), m, s
 
 
 def cross_entropy_backward(logits, targets, m, s, grad: TileTensor, count: int) -> TileTensor:
-    """d(loss)/d(logits) for the 0-d ``grad`` of the loss ``cross_entropy_forward`` gave."""
+    """d(loss)/d(logits) for the 0-d ``grad`` of the loss ``cross_entropy_forward`` gave
+    (of the logits' dtype: computed in float32 and rounded once for bfloat16 logits)."""
     dlogits = TileTensor(logits.layout, logits.dtype)
     runtime = get_runtime()
     v_starts = logits.layout.starts[-1]
