@@ -16,6 +16,12 @@ On disk a checkpoint is one HDF5 file that plain h5py reads:
   ``OSError`` on a damaged chunk), and a 0-d dataset, which HDF5 cannot chunk, carries the
   CRC-32 of its bytes in its attribute ``crc32``.
 
+HDF5 has no bfloat16 type: a bfloat16 tensor is stored as its uint16 bit patterns (the
+upper halves of the float32 values) with the dataset attribute ``dtype = "bfloat16"``; a
+plain h5py reader gets those uint16 values and turns them back with
+``bits.view(ml_dtypes.bfloat16)`` or, with NumPy alone, ``(bits.astype(np.uint32) << 16)
+.view(np.float32)`` (exact).
+
 Checksums changed nothing else, so the format version is still 1: numtile releases from
 before them read these files (and HDF5 verifies the chunks for them), and files they wrote,
 which have no checksums, still load here, unverified (``checkpoint_info`` tells which).
@@ -54,7 +60,7 @@ import numpy as np
 from numtile.io.files import atomic_output
 from numtile.runtime import DataHandle, get_runtime
 from numtile.tiletensor import Layout, TileTensor
-from numtile.tiletensor.dtypes import check_dtype
+from numtile.tiletensor.dtypes import bfloat16, check_dtype
 
 FORMAT = "numtile-checkpoint"
 FORMAT_VERSION = 1
@@ -107,19 +113,23 @@ def save_checkpoint(
             dataset = parent.create_dataset(
                 leaf,
                 shape=tensor.shape,
-                dtype=tensor.dtype,
+                dtype=_disk_dtype(tensor.dtype),
                 chunks=chunks,
                 fletcher32=chunks is not None,
             )
             dataset.attrs["tile_shape"] = np.array(tensor.tile_shape, dtype=np.int64)
+            if tensor.dtype == bfloat16:
+                dataset.attrs["dtype"] = "bfloat16"
             for index, handle in zip(tensor.layout.indices(), tensor.handles):
                 runtime.wait_handles([handle])
                 tile = handle.host_array()
-                if check_finite and tile.dtype.kind == "f" and not np.isfinite(tile).all():
+                floating = tile.dtype.kind == "f" or tile.dtype == bfloat16
+                if check_finite and floating and not np.isfinite(tile).all():
                     raise ValueError(
                         f"tensor {name!r} holds NaN or infinity (tile {index}); "
                         f"not saved, {os.fspath(path)} is left as it was"
                     )
+                tile = tile.view(dataset.dtype)  # bfloat16: its bits
                 dataset[_region(tensor.layout, index)] = tile
                 if chunks is None and tensor.ndim == 0:
                     dataset.attrs["crc32"] = np.int64(_crc32(tile))
@@ -171,16 +181,22 @@ def load_checkpoint(
 
 def _read_tiles(path, name: str, dataset: h5py.Dataset, layout: Layout, dtype: np.dtype):
     """Yield ``(index, array)`` for every tile of ``layout``, checksums verified by HDF5."""
+    disk = _disk_dtype(dtype)
     try:
         for index in layout.indices():
-            yield index, np.asarray(dataset[_region(layout, index)], dtype=dtype)
+            yield index, np.asarray(dataset[_region(layout, index)], dtype=disk).view(dtype)
     except (OSError, RuntimeError, KeyError, ValueError) as exc:
         raise _corrupt(
             path, f"tensor {name!r}: its data is damaged (failed checksum) or unreadable ({exc})"
         ) from exc
     expected = dataset.attrs.get("crc32")
-    if expected is not None and _crc32(np.asarray(dataset[()], dtype=dtype)) != int(expected):
+    if expected is not None and _crc32(np.asarray(dataset[()], dtype=disk)) != int(expected):
         raise _corrupt(path, f"tensor {name!r}: its data is damaged (failed CRC-32 checksum)")
+
+
+def _disk_dtype(dtype: np.dtype) -> np.dtype:
+    """The HDF5 dataset's dtype for tensors of ``dtype``: bfloat16 as its uint16 bits."""
+    return np.dtype(np.uint16) if dtype == bfloat16 else dtype
 
 
 def _crc32(array: np.ndarray) -> int:
@@ -310,6 +326,8 @@ def _open(path):
                     dtype = check_dtype(dataset.dtype)
                 except TypeError as exc:
                     raise _corrupt(path, f"tensor {name!r}: {exc}") from None
+                if dataset.attrs.get("dtype") == "bfloat16" and dtype == np.uint16:
+                    dtype = bfloat16
                 _check_chunks(path, name, dataset)
                 stored = dataset.attrs.get("tile_shape")
                 entries[name] = {
