@@ -11,6 +11,7 @@ from numtile.runtime.distributed.distribution import ALL, as_distribution
 from numtile.runtime.distributed.front import place
 from numtile.tiletensor import codelets, placement
 from numtile.tiletensor.dispatch import dispatched
+from numtile.tiletensor.dlpack_bf16 import from_dlpack_array
 from numtile.tiletensor.dtypes import check_dtype, float64, int64
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
@@ -135,7 +136,7 @@ def asarray(
         raise ValueError("copy=False with a distribution: each rank's tiles are copies")
     if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
         # torch, JAX, array_api_strict...: a view of the producer's memory (tiles copy it)
-        obj = np.from_dlpack(obj, copy=False if copy is False else None)
+        obj = from_dlpack_array(obj, copy=False if copy is False else None)
     if copy is False:
         try:
             array = np.asarray(obj, dtype=dtype, copy=False)
@@ -325,5 +326,5 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> TileTensor:
         return _from_tensor(x, None, copy, None)
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"from_dlpack needs an object with __dlpack__, got {type(x).__name__}")
-    array = np.from_dlpack(x, copy=copy)
+    array = from_dlpack_array(x, copy=copy)  # bfloat16 (kDLBfloat) producers too
     return _shared(array, None) if copy is False else _from_array(_native(array), None, None)

@@ -19,7 +19,8 @@ import numpy as np
 
 from numtile.runtime import get_runtime
 from numtile.tiletensor import dispatch
-from numtile.tiletensor.dtypes import result_type
+from numtile.tiletensor.dlpack_bf16 import export_bf16
+from numtile.tiletensor.dtypes import bfloat16, result_type
 from numtile.tiletensor.tensor import TileTensor
 
 KDL_CPU = 1  # DLPack's device type of host memory (DLDeviceType.kDLCPU)
@@ -91,6 +92,8 @@ def dlpack(x: TileTensor, stream=None, max_version=None, dl_device=None, copy=No
         )
     else:
         array = x.to_numpy()
+    if array.dtype == bfloat16:  # NumPy's DLPack has no bfloat16: its bits, retyped
+        return export_bf16(array, max_version)
     if max_version is None:
         return array.__dlpack__()
     return array.__dlpack__(max_version=max_version, copy=False)
