@@ -127,13 +127,57 @@ def cpu_fallback(mode: str) -> str | None:
     return None
 
 
-_WARNED: set[str] = set()
+TENSOR_CORES = (8, 0)  # the compute capability of bf16 and TF32 tensor cores (Ampere)
+
+
+def gpu_fallback(mode: str, gpus) -> str | None:
+    """What the GPUs older than sm_80 among ``gpus`` ((name, compute capability) pairs) do
+    instead of ``mode``'s tensor-core GEMM, or None when none of them falls back.
+
+    >>> gpu_fallback("tf32", [("cuda0", (8, 0))]) is None
+    True
+    """
+    check_mode(mode)
+    old = [
+        f"{name} (sm_{major}{minor})"
+        for name, (major, minor) in gpus
+        if (major, minor) < TENSOR_CORES
+    ]
+    if mode == "fp32" or not old:
+        return None
+    kind = "TF32" if mode == "tf32" else "bf16"
+    rounding = (
+        "round their float32 inputs to TF32" if mode == "tf32" else "widen bfloat16 to float32"
+    )
+    return (
+        f"{', '.join(old)} {'is' if len(old) == 1 else 'are'} older than sm_80 and has no {kind} "
+        f"tensor cores: its GEMMs {rounding} with a @cuda.jit kernel and run the float32 GEMM "
+        f"(cuBLAS sgemm), the same numbers with no speed-up"
+    )
+
+
+def gpu_capabilities() -> list[tuple[str, tuple[int, int]]]:
+    """(name, compute capability) of the current runtime's GPUs (none without CUDA workers)."""
+    from numtile.runtime import get_runtime
+
+    found = {}
+    for node in get_runtime().nodes:
+        capability = getattr(getattr(node, "device", None), "compute_capability", None)
+        if capability is not None:
+            found[node.name] = tuple(capability)
+    return list(found.items())
+
+
+_WARNED: set[tuple[str, str]] = set()
 
 
 def warn_fallback(mode: str) -> str | None:
-    """Warn once per process and mode when the CPU falls back (``cpu_fallback``); returns it."""
-    message = cpu_fallback(mode)
-    if message and mode not in _WARNED:
-        _WARNED.add(mode)
-        warnings.warn(f"precision {mode!r}: {message}", PrecisionFallbackWarning, stacklevel=3)
-    return message
+    """Warn once per process, mode and kind of worker when the CPU (``cpu_fallback``) or a GPU
+    (``gpu_fallback``) falls back; returns the messages, or None."""
+    messages = {"cpu": cpu_fallback(mode), "gpu": gpu_fallback(mode, gpu_capabilities())}
+    for kind, message in messages.items():
+        if message and (mode, kind) not in _WARNED:
+            _WARNED.add((mode, kind))
+            warnings.warn(f"precision {mode!r}: {message}", PrecisionFallbackWarning, stacklevel=3)
+    said = [m for m in messages.values() if m]
+    return "; ".join(said) if said else None
