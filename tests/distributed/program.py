@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -380,6 +381,34 @@ def last_sends() -> None:
     nt.init(ncpu=1)
 
 
+def bf16_tiles() -> None:
+    """bfloat16 tiles travel between ranks as their bytes: ops on block-cyclic bfloat16
+    tensors equal the float32 ops rounded once (ml_dtypes) on every rank, and a bf16-mixed
+    linear layer (float32 partial sums, one rounding) equals its single-process result."""
+    from numtile.nn import functional
+
+    bf16 = nt.bfloat16
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((7, 5)).astype(bf16), rng.standard_normal((7, 5))
+    d = nt.distribution
+    x = nt.from_numpy(a, tile_shape=(3, 2), distribution=d.block_cyclic())
+    z = nt.from_numpy(b, tile_shape=(3, 2), distribution=lambda i: (sum(i) + 1) % nt.nranks())
+    got = (x * 2 + z.astype(bf16)).to_numpy()
+    want = (a.astype(np.float32) * 2 + b.astype(bf16).astype(np.float32)).astype(bf16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    total = nt.sum(x, axis=0).to_numpy().astype(np.float64)  # partials of every rank
+    np.testing.assert_allclose(total, a.astype(np.float64).sum(0), rtol=2**-7)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    tw = nt.from_numpy(w, tile_shape=(2, 3), distribution=d.by_axis(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # this CPU's bf16 fallback, said once
+        with nt.nn.precision("bf16-mixed"):
+            y = functional.linear(x.astype(np.float32), tw)  # three inner tiles: a partial
+    exact = a.astype(np.float64) @ w.astype(bf16).astype(np.float64)
+    assert y.dtype == bf16
+    np.testing.assert_allclose(y.to_numpy().astype(np.float64), exact, rtol=2**-7, atol=1e-6)
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
@@ -394,6 +423,7 @@ CHECKS = {
     "split_gemm_chains": split_gemm_chains,
     "gather_on_one_rank": gather_on_one_rank,
     "last_sends": last_sends,
+    "bf16_tiles": bf16_tiles,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }
 
