@@ -6,6 +6,14 @@ own mode wins inside its forward. What each mode does to a GEMM is in
 ``numtile.tiletensor.precision``: parameters, AdamW state and gradients always stay float32
 (the master weights), so a checkpoint saved in one mode resumes in any other.
 
+``bf16-mixed`` also stores activations in bfloat16, as ``torch.autocast`` does: a linear
+layer casts its input and weight to bfloat16 (and keeps those for the backward), sums its
+GEMMs in float32 and writes a bfloat16 output, rounded once with the bias added; attention,
+GELU/SiLU and products of bfloat16 activations stay bfloat16; norms, rotary embeddings and
+the loss read bfloat16 and compute in float32 (the loss is float32); the residual stream,
+which adds a bfloat16 branch to a float32 sum, stays float32; weight gradients are summed in
+float32.
+
 Where the hardware lacks the units of a mode (TF32 anywhere but an sm_80+ GPU; bf16 on a CPU
 without AVX512-BF16/AMX), choosing it warns once, naming the fallback taken: the same
 numbers, computed by the float32 GEMM.

@@ -100,3 +100,34 @@ def test_bf16_flash_attention_codelets_on_cuda_match_the_cpu():
     np.testing.assert_array_equal(gpu[0].view(np.uint16), cpu[0].view(np.uint16))  # out
     for name, got, want in zip(("lse", "dq", "dk", "dv"), gpu[1:], cpu[1:]):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.skipif(not available(), reason="needs a GPU or the CUDA simulator")
+def test_bf16_linear_codelets_on_cuda_match_the_cpu():
+    from numba import cuda
+
+    from numtile import ops_cpu
+
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((5, 3)).astype(BF16), rng.standard_normal((4, 3)).astype(BF16)
+    partial, bias = rng.standard_normal((5, 4)).astype(np.float32), np.arange(4, dtype=np.float32)
+    results = []
+    for kind, ops, to_device, to_host in (
+        ("cpu", ops_cpu, np.copy, np.asarray),
+        ("cuda", StreamOps(cuda.stream()), cuda.to_device, lambda t: t.copy_to_host()),
+    ):
+        out, grad = np.zeros((5, 4), BF16), np.zeros((3, 4), np.float32)
+        t = [to_device(x) for x in (a, b, partial, bias, out, grad)]
+        # out = round(partial + bias + a @ b^T); grad = a^T @ (a @ b^T rounded) in float32
+        codelets.nn.linear_bf16_out.implementation(kind)(
+            ops, t[0], t[1], t[2], t[3], t[4], False, True, True, True
+        )
+        codelets.nn.linear_bf16.implementation(kind)(ops, t[0], t[4], t[5], True, False, 0.0)
+        results.append([to_host(x) for x in (t[4], t[5])])
+    (out_cpu, grad_cpu), (out_gpu, grad_gpu) = results
+    exact = partial + bias + a.astype(np.float32) @ b.astype(np.float32).T
+    np.testing.assert_allclose(
+        out_cpu.astype(np.float32), exact.astype(BF16).astype(np.float32), rtol=2**-8
+    )
+    np.testing.assert_array_equal(out_gpu.view(np.uint16), out_cpu.view(np.uint16))
+    np.testing.assert_allclose(grad_gpu, grad_cpu, rtol=1e-5, atol=1e-6)

@@ -116,7 +116,7 @@ def _linear_bf16_out(gemm2d, ops, a, b, *tiles_then_args):
         ones = ops.empty((out.shape[0], 1), np.float32)
         ops.fill(flat(ones), 1.0)
         bias = tiles[int(has_partial)]
-        ops.gemm(ones, bias.reshape(1, -1), acc, False, False, 1.0, 0.0)
+        ops.gemm(ones, bias.reshape(1, tuple(bias.shape)[0]), acc, False, False, 1.0, 0.0)
     else:
         ops.fill(flat(acc), 0.0)
     if has_partial:
