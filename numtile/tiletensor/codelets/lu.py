@@ -125,6 +125,19 @@ def _getrf_panel_scratch(*tiles_then_args) -> int:
 getrf_panel = Codelet(
     "getrf_panel", kernel=_getrf_panel, flops=_getrf_panel_flops, scratch=_getrf_panel_scratch
 )
-laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu})
+
+
+def _laswp_scratch(*tiles_then_pivots) -> int:
+    """What ``_laswp_cpu`` allocates: four integer or boolean arrays over the column's rows,
+    the rows the interchanges move (at most two per pivot) and one tile's share of them as
+    NumPy gathers it, with their indices. (A GPU stacks the whole column instead: not
+    declared, the CPU's bound is.)"""
+    *tiles, pivots = tiles_then_pivots
+    rows = sum(tile.shape[0] for tile in tiles)
+    moved = min(rows, 2 * pivots.shape[0])
+    return 25 * rows + moved * (2 * tiles[0].shape[1] * tiles[0].dtype.itemsize + 64)
+
+
+laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu}, scratch=_laswp_scratch)
 slogdet = Codelet("slogdet", kernel=_slogdet)
 identity = Codelet("identity", kernel=_identity)

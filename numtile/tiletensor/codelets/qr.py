@@ -248,15 +248,11 @@ def _dense_flops(*shapes_then_args) -> float:
     return (22.0 if operation in ("svd", "svd_reduced", "eigh") else 4.0) * max(m, n) * k * k
 
 
-def _dense_scratch(*tiles_then_args) -> int:
-    """The bytes a ``dense_lapack`` call allocates beside its tiles, from above: the gathered
-    matrix, LAPACK's copy of it (it overwrites its input), the outputs before they are
-    scattered, and the workspace (``gesdd``: about 4 k^2 elements with vectors, ``syevd``
-    2 n^2, plus O(max(m, n)) for every driver), plus 10 integers per row. Measured with
-    tracemalloc on SciPy's drivers, it is within 1.0-1.2x of their peak (eigh: 1.7x, its
-    bound being NumPy's ``syevd``)."""
-    *tiles, shape, _tile, operation, _upper, _outputs = tiles_then_args
-    m, n = shape
+def lapack_bytes(m: int, n: int, operation: str, itemsize: int) -> int:
+    """The bytes a spectral LAPACK driver allocates beside its input for one (m, n) matrix,
+    from above: its copy of the matrix (it overwrites its input), the outputs, and the
+    workspace (``gesdd``: about 4 k^2 elements with vectors, ``syevd`` 2 n^2, plus
+    O(max(m, n)) for every driver), plus 10 integers per row."""
     k, large = min(m, n), max(m, n)
     outputs = {
         "eigh": n * n + n,
@@ -267,7 +263,17 @@ def _dense_scratch(*tiles_then_args) -> int:
     }.get(operation, 0)
     vectors = {"eigh": 2, "svd": 4, "svd_reduced": 4}.get(operation, 0)
     workspace = vectors * k * k + 64 * large
-    return (2 * m * n + outputs + workspace) * tiles[0].dtype.itemsize + 40 * large
+    return (m * n + outputs + workspace) * itemsize + 40 * large
+
+
+def _dense_scratch(*tiles_then_args) -> int:
+    """The bytes a ``dense_lapack`` call allocates beside its tiles: the gathered matrix and
+    what LAPACK allocates on it (``lapack_bytes``). Measured with tracemalloc on SciPy's
+    drivers, it is within 1.0-1.2x of their peak (eigh: 1.7x, its bound being NumPy's
+    ``syevd``)."""
+    *tiles, shape, _tile, operation, _upper, _outputs = tiles_then_args
+    itemsize = tiles[0].dtype.itemsize
+    return math.prod(shape) * itemsize + lapack_bytes(*shape, operation, itemsize)
 
 
 dense_lapack = Codelet(
