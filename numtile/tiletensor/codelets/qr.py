@@ -54,9 +54,10 @@ def _corner_copy(ops, source, out):
 
 
 def _geqrt_flops(a, t) -> float:
+    # LAPACK's count for geqrf: 2 m n^2 - 2/3 n^3 when m >= n
     m, n = a
     k = min(m, n)
-    return 2.0 * m * n * k - (m + n) * k * k + 2.0 * k**3 / 3.0
+    return 2.0 * (2.0 * m * n * k - (m + n) * k * k + 2.0 * k**3 / 3.0)
 
 
 def _gemqrt_flops(v, t, c, transpose) -> float:
