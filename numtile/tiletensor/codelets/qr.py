@@ -2,7 +2,9 @@
 tile), ``gemqrt`` [unmqr] (its Q applied to a tile of the same row), ``tpqrt`` [tsqrt/ttqrt]
 (QR of an R stacked on a square or triangular tile below), ``tpmqrt`` [tsmqr/ttmqr] (that Q
 applied to a pair of tiles), and the result builders ``triu_copy``, ``eye_fill`` and
-``corner_copy``.
+``corner_copy``; ``geqrt_panel``, the blocked QR's panel (``linalg/qr_blocked.py``: LAPACK's
+geqrt on a tile column stacked, its whole block reflector's T^T and its diagonal tile's
+unit lower V as two more tiles). Each declares its copies and LAPACK workspace as scratch.
 
 Plus ``dense_lapack``: one task on the gathered matrix for the spectral functions (eigh, svd and
 their values) on a CPU worker. A large matrix goes to NumPy's LAPACK, whose BLAS is not the
