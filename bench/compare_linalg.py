@@ -8,6 +8,9 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   LU/solve float64 n x n (b: n x 1) vs scipy.linalg.lu_factor + lu_solve, 2 threads  [<= 0.9]
                                     vs dask.array.linalg.solve, best chunk   [<= 0.6]
                                     (and the busy fraction of the workers during it) [>= 90%]
+  lu_ooc: LU/solve float64 4096, the host limit 4x below its working set, vs no limit
+                                    (fresh processes; the ratio is time, limited / unlimited)
+                                                                           [<= 2.0]
   QR f64 8192 x 8192, TSQR f64 65536 x 1024, svdvals f64 65536 x 512: see ``qr_cases.py``
                                     (vs numpy.linalg.qr / svd and dask.array.linalg)
   tiny tasks: x + 1 over 20,000 one-element tiles vs Dask threaded, bare ThreadPoolExecutor
@@ -279,6 +282,68 @@ def bench_gelu(size: int, repeat: int) -> list[dict]:
     ]
 
 
+LU_CHILD = """
+import json, statistics, sys, time
+import numpy as np
+import numtile as nt
+n, tile, repeat = (int(v) for v in sys.argv[1:4])
+runtime = nt.init()  # NUMTILE_HOST_MEM_LIMIT / NUMTILE_SPILL_DIR come from the environment
+rng = np.random.default_rng(3)
+a, b = rng.standard_normal((n, n)), rng.standard_normal((n, 1))
+ta, tb = nt.from_numpy(a, tile_shape=(tile, tile)), nt.from_numpy(b, tile_shape=(tile, 1))
+times = []
+for _ in range(repeat + 1):  # the first run compiles and warms the pool
+    start = time.perf_counter()
+    x = nt.linalg.solve(ta, tb).to_numpy()
+    times.append(time.perf_counter() - start)
+residual = np.linalg.norm(a @ x - b) / (np.linalg.norm(a) * np.linalg.norm(x))
+counters = runtime.manager.counters() if runtime.manager is not None else {}
+print(json.dumps({"seconds": statistics.median(times[1:]), "residual": residual,
+                  "counters": counters}))
+"""
+
+
+def bench_lu_out_of_core(n: int, tile: int, repeat: int, factor: int = 4) -> list[dict]:
+    """LU + solve with the host limit ``factor`` times below its working set (the matrix, its
+    factor and the right-hand sides: 2 n^2 float64) and without, each in a fresh process."""
+    import json
+    import subprocess
+    import tempfile
+
+    working_set = 2 * n * n * 8
+    limit = working_set // factor
+    flops = 2.0 * n**3 / 3.0 + 2.0 * n**2
+    results = {}
+    for label, value in (("no limit", None), (f"host limit {limit >> 20} MiB", limit)):
+        env = dict(os.environ)
+        env.pop("NUMTILE_HOST_MEM_LIMIT", None)
+        with tempfile.TemporaryDirectory(prefix="numtile-lu-ooc-") as spill:
+            if value is not None:
+                env.update(NUMTILE_HOST_MEM_LIMIT=str(value), NUMTILE_SPILL_DIR=spill)
+            command = [sys.executable, "-c", LU_CHILD, str(n), str(tile), str(repeat)]
+            out = subprocess.run(command, env=env, capture_output=True, text=True)
+        if out.returncode:
+            raise RuntimeError(f"lu ooc {label}: the child failed:\n{out.stderr[-3000:]}")
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["residual"] < 1e-12, result["residual"]
+        results[label] = result
+        host = result["counters"].get("nodes", {}).get("host", {})
+        spill = result["counters"].get("spill", {})
+        print(f"lu ooc {label}: {result['seconds']:.2f} s, host {host}, spill {spill}", flush=True)
+    case = f"lu ooc f64 {n} (tile {tile}, {factor}x limit)"
+    unlimited = results["no limit"]["seconds"]
+    return [
+        {
+            "case": case,
+            "impl": f"numtile, {label}",
+            "seconds": result["seconds"],
+            "rate": _gflops(flops, result["seconds"]),
+            "ratio": result["seconds"] / unlimited if label != "no limit" else None,
+        }
+        for label, result in results.items()
+    ]
+
+
 STARTUP_SCRIPT = """
 import numpy as np
 import numtile as nt
@@ -356,6 +421,9 @@ def main(argv=None) -> int:
         tile = args.lu_tile or (128 if quick else None)
         chunks = [128, 256] if quick else [1024, 2048, 4096]
         rows += bench_lu(n, tile, args.repeat, chunks)
+    if "lu_ooc" in cases:
+        n = args.lu_n or (512 if quick else 4096)
+        rows += bench_lu_out_of_core(n, args.lu_tile or (64 if quick else 512), args.repeat)
     if "qr" in cases:
         n = args.qr_n or (512 if quick else 8192)
         tile = args.qr_tile or (128 if quick else 512)

@@ -51,17 +51,18 @@ def _clean(t, k, nb):
 @njit(nogil=True, cache=True)
 def geqrt(a, t):
     """QR of the (m, n) tile a in place: R on and above the diagonal, the reflectors below;
-    t (n, ib) gets the block reflector factors."""
+    t (n, ib) gets the block reflector factors. A column-major a is factored without a copy."""
     m, n = a.shape
     k = min(m, n)
     assert t.shape[0] == n and t.shape[1] >= 1, "geqrt: t must be (columns, ib)"
     nb = min(t.shape[1], k)
     if k > 0:
-        major = np.ascontiguousarray(a.T)
+        major = np.ascontiguousarray(a.T)  # a.T itself when a is column-major
         work = np.empty(nb * n, a.dtype)
         info = call("geqrt", major, m, n, nb, major, max(1, m), t, t.shape[1], work, 0)
         assert info == 0, "geqrt: bad argument"
-        a[:, :] = major.T
+        if major.ctypes.data != a.ctypes.data:
+            a[:, :] = major.T
     _clean(t, k, nb)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.narrow import bits
+from numtile.tiletensor.codelets.qr import lapack_bytes
 from numtile.tiletensor.codelets.views import rows
 from numtile.tiletensor.precision import use_mkl_bf16
 
@@ -341,8 +342,18 @@ def _spectral_stack_flops(a, *shapes_then_args) -> float:
     return math.prod(a[:-2]) * per_matrix
 
 
+def _spectral_stack_scratch(a, *outputs_then_args) -> int:
+    # the finiteness check's booleans, numpy's result arrays before they are copied into the
+    # output tiles, and one matrix's LAPACK copy and workspace (numpy's loop reuses them)
+    *outputs, operation, _first, _shape = outputs_then_args
+    m, n = a.shape[-2:]
+    results = sum(out.nbytes for out in outputs)
+    return math.prod(a.shape) + results + lapack_bytes(m, n, operation, a.dtype.itemsize)
+
+
 spectral_stack = Codelet(
     "spectral_stack",
     implementations={"cpu": _spectral_stack_cpu},
     flops=_spectral_stack_flops,
+    scratch=_spectral_stack_scratch,
 )

@@ -17,7 +17,7 @@ from numtile.runtime import Codelet
 _ONE = np.ones(1, np.int64)
 
 
-def _stack(ops, tiles, buffer):
+def stack(ops, tiles, buffer):
     """Copy equally wide tiles one under another into the C-contiguous ``buffer``."""
     offset = 0
     for tile in tiles:
@@ -26,8 +26,8 @@ def _stack(ops, tiles, buffer):
         offset += tile.size
 
 
-def _unstack(ops, buffer, tiles):
-    """The inverse of ``_stack``: copy the rows of ``buffer`` back into the tiles."""
+def unstack(ops, buffer, tiles):
+    """The inverse of ``stack``: copy the rows of ``buffer`` back into the tiles."""
     offset = 0
     for tile in tiles:
         size = np.array([tile.size], np.int64)
@@ -35,17 +35,17 @@ def _unstack(ops, buffer, tiles):
         offset += tile.size
 
 
-def _stacked(ops, tiles):
+def stacked(ops, tiles):
     rows = sum(tile.shape[0] for tile in tiles)
     buffer = ops.empty((rows, tiles[0].shape[1]), tiles[0].dtype)
-    _stack(ops, tiles, buffer)
+    stack(ops, tiles, buffer)
     return buffer
 
 
 def _getrf_panel(ops, *tiles_then_args):
     # tiles: the panel's tiles from the diagonal down, then its pivots tile
     *tiles, pivots, offset, order, singular_raises = tiles_then_args
-    panel = _stacked(ops, tiles)
+    panel = stacked(ops, tiles)
     if not np.isfinite(ops.to_host(panel)).all():
         raise ValueError(
             f"linalg: the matrix of shape ({order}, {order}) contains infs or NaNs "
@@ -60,7 +60,7 @@ def _getrf_panel(ops, *tiles_then_args):
             f"singular matrix: the matrix of shape ({order}, {order}) has an exactly zero "
             f"pivot U[{row}, {row}] in its LU factorisation"
         )
-    _unstack(ops, panel, tiles)
+    unstack(ops, panel, tiles)
 
 
 def _getrf_panel_flops(*shapes_then_args) -> float:
@@ -72,9 +72,9 @@ def _getrf_panel_flops(*shapes_then_args) -> float:
 def _laswp(ops, *tiles_then_pivots):
     # a column of tiles from the panel's row down; the panel's pivots last
     *tiles, pivots = tiles_then_pivots
-    column = _stacked(ops, tiles)
+    column = stacked(ops, tiles)
     ops.laswp(column, pivots)
-    _unstack(ops, column, tiles)
+    unstack(ops, column, tiles)
 
 
 def _laswp_cpu(ops, *tiles_then_pivots):
@@ -125,6 +125,19 @@ def _getrf_panel_scratch(*tiles_then_args) -> int:
 getrf_panel = Codelet(
     "getrf_panel", kernel=_getrf_panel, flops=_getrf_panel_flops, scratch=_getrf_panel_scratch
 )
-laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu})
+
+
+def _laswp_scratch(*tiles_then_pivots) -> int:
+    """What ``_laswp_cpu`` allocates: four integer or boolean arrays over the column's rows,
+    the rows the interchanges move (at most two per pivot) and one tile's share of them as
+    NumPy gathers it, with their indices. (A GPU stacks the whole column instead: not
+    declared, the CPU's bound is.)"""
+    *tiles, pivots = tiles_then_pivots
+    rows = sum(tile.shape[0] for tile in tiles)
+    moved = min(rows, 2 * pivots.shape[0])
+    return 25 * rows + moved * (2 * tiles[0].shape[1] * tiles[0].dtype.itemsize + 64)
+
+
+laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu}, scratch=_laswp_scratch)
 slogdet = Codelet("slogdet", kernel=_slogdet)
 identity = Codelet("identity", kernel=_identity)

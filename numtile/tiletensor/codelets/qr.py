@@ -2,7 +2,9 @@
 tile), ``gemqrt`` [unmqr] (its Q applied to a tile of the same row), ``tpqrt`` [tsqrt/ttqrt]
 (QR of an R stacked on a square or triangular tile below), ``tpmqrt`` [tsmqr/ttmqr] (that Q
 applied to a pair of tiles), and the result builders ``triu_copy``, ``eye_fill`` and
-``corner_copy``.
+``corner_copy``; ``geqrt_panel``, the blocked QR's panel (``linalg/qr_blocked.py``: LAPACK's
+geqrt on a tile column stacked, its whole block reflector's T^T and its diagonal tile's
+unit lower V as two more tiles). Each declares its copies and LAPACK workspace as scratch.
 
 Plus ``dense_lapack``: one task on the gathered matrix for the spectral functions (eigh, svd and
 their values) on a CPU worker. A large matrix goes to NumPy's LAPACK, whose BLAS is not the
@@ -15,9 +17,12 @@ task starts.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.lu import stacked, unstack
 
 
 def _geqrt(ops, a, t):
@@ -51,9 +56,10 @@ def _corner_copy(ops, source, out):
 
 
 def _geqrt_flops(a, t) -> float:
+    # LAPACK's count for geqrf: 2 m n^2 - 2/3 n^3 when m >= n
     m, n = a
     k = min(m, n)
-    return 2.0 * m * n * k - (m + n) * k * k + 2.0 * k**3 / 3.0
+    return 2.0 * (2.0 * m * n * k - (m + n) * k * k + 2.0 * k**3 / 3.0)
 
 
 def _gemqrt_flops(v, t, c, transpose) -> float:
@@ -72,13 +78,88 @@ def _tpmqrt_flops(v, t, a, b, transpose, triangular) -> float:
     return (2.0 if triangular else 4.0) * rows * v[1] * a[1]
 
 
-geqrt = Codelet("geqrt", kernel=_geqrt, flops=_geqrt_flops)
-gemqrt = Codelet("gemqrt", kernel=_gemqrt, flops=_gemqrt_flops)
-tpqrt = Codelet("tpqrt", kernel=_tpqrt, flops=_tpqrt_flops)
-tpmqrt = Codelet("tpmqrt", kernel=_tpmqrt, flops=_tpmqrt_flops)
+def _work(t, columns) -> int:
+    """Elements of the LAPACK workspace a kernel with factor tile ``t`` allocates (nb x n)."""
+    return min(t.shape[1], t.shape[0]) * columns
+
+
+def _geqrt_scratch(a, t) -> int:
+    # the column-major copy of a and the workspace
+    return (math.prod(a.shape) + _work(t, a.shape[1])) * a.dtype.itemsize
+
+
+def _gemqrt_scratch(v, t, c, transpose) -> int:
+    return (math.prod(v.shape) + math.prod(c.shape) + _work(t, c.shape[1])) * c.dtype.itemsize
+
+
+def _tpqrt_scratch(a, b, t, triangular) -> int:
+    return (math.prod(a.shape) + math.prod(b.shape) + _work(t, a.shape[1])) * a.dtype.itemsize
+
+
+def _tpmqrt_scratch(v, t, a, b, transpose, triangular) -> int:
+    copies = math.prod(v.shape) + math.prod(a.shape) + math.prod(b.shape)
+    return (copies + _work(t, a.shape[1])) * a.dtype.itemsize
+
+
+geqrt = Codelet("geqrt", kernel=_geqrt, flops=_geqrt_flops, scratch=_geqrt_scratch)
+gemqrt = Codelet("gemqrt", kernel=_gemqrt, flops=_gemqrt_flops, scratch=_gemqrt_scratch)
+tpqrt = Codelet("tpqrt", kernel=_tpqrt, flops=_tpqrt_flops, scratch=_tpqrt_scratch)
+tpmqrt = Codelet("tpmqrt", kernel=_tpmqrt, flops=_tpmqrt_flops, scratch=_tpmqrt_scratch)
 triu_copy = Codelet("triu_copy", kernel=_triu_copy)
 eye_fill = Codelet("eye_fill", kernel=_eye_fill)
 corner_copy = Codelet("corner_copy", kernel=_corner_copy)
+
+
+def _geqrt_panel(ops, *tiles):
+    # a panel's tiles from the diagonal down, then its T^T (columns x columns) and the unit
+    # lower V of its diagonal tile (that tile's shape): one block reflector I - V T V^T
+    *column, t, v = tiles
+    panel = stacked(ops, column)
+    ops.geqrt(panel, t)
+    unstack(ops, panel, column)
+    _unit_lower(ops, column[0], v)
+
+
+def _geqrt_panel_cpu(ops, *tiles):
+    # as _geqrt_panel, the panel stacked column-major for LAPACK: one copy, not two
+    *column, t, v = tiles
+    rows, columns = sum(tile.shape[0] for tile in column), t.shape[0]
+    major = np.empty((columns, rows), t.dtype)  # the panel, transposed
+    starts = np.cumsum([0] + [tile.shape[0] for tile in column])
+    for tile, start, stop in zip(column, starts[:-1], starts[1:]):
+        major[:, start:stop] = tile.T
+    ops.geqrt(major.T, t)
+    for tile, start, stop in zip(column, starts[:-1], starts[1:]):
+        tile[:, :] = major[:, start:stop].T
+    _unit_lower(ops, column[0], v)
+
+
+def _unit_lower(ops, source, v):
+    """v = the unit lower trapezoid of ``source`` (its strictly lower part, ones on the
+    diagonal): the diagonal tile's reflectors."""
+    rows, columns = v.shape
+    ops.band(source.reshape(1, rows, columns), v.reshape(1, rows, columns), 0, 0, -rows, -1)
+    ops.fill(v.reshape(-1)[:: columns + 1][: min(rows, columns)], 1)
+
+
+def _geqrt_panel_flops(*shapes) -> float:
+    *column, _t, _v = shapes
+    return _geqrt_flops((sum(s[0] for s in column), column[0][1]), None)
+
+
+def _geqrt_panel_scratch(*tiles) -> int:
+    # the stacked panel and LAPACK's workspace (a GPU's geqrt works in place)
+    *column, t, _v = tiles
+    return sum(tile.nbytes for tile in column) + _work(t, t.shape[0]) * t.dtype.itemsize
+
+
+geqrt_panel = Codelet(
+    "geqrt_panel",
+    kernel=_geqrt_panel,
+    implementations={"cpu": _geqrt_panel_cpu},
+    flops=_geqrt_panel_flops,
+    scratch=_geqrt_panel_scratch,
+)
 
 
 # --- one task on the gathered matrix ----------------------------------------------------------
@@ -170,15 +251,11 @@ def _dense_flops(*shapes_then_args) -> float:
     return (22.0 if operation in ("svd", "svd_reduced", "eigh") else 4.0) * max(m, n) * k * k
 
 
-def _dense_scratch(*tiles_then_args) -> int:
-    """The bytes a ``dense_lapack`` call allocates beside its tiles, from above: the gathered
-    matrix, LAPACK's copy of it (it overwrites its input), the outputs before they are
-    scattered, and the workspace (``gesdd``: about 4 k^2 elements with vectors, ``syevd``
-    2 n^2, plus O(max(m, n)) for every driver), plus 10 integers per row. Measured with
-    tracemalloc on SciPy's drivers, it is within 1.0-1.2x of their peak (eigh: 1.7x, its
-    bound being NumPy's ``syevd``)."""
-    *tiles, shape, _tile, operation, _upper, _outputs = tiles_then_args
-    m, n = shape
+def lapack_bytes(m: int, n: int, operation: str, itemsize: int) -> int:
+    """The bytes a spectral LAPACK driver allocates beside its input for one (m, n) matrix,
+    from above: its copy of the matrix (it overwrites its input), the outputs, and the
+    workspace (``gesdd``: about 4 k^2 elements with vectors, ``syevd`` 2 n^2, plus
+    O(max(m, n)) for every driver), plus 10 integers per row."""
     k, large = min(m, n), max(m, n)
     outputs = {
         "eigh": n * n + n,
@@ -189,7 +266,17 @@ def _dense_scratch(*tiles_then_args) -> int:
     }.get(operation, 0)
     vectors = {"eigh": 2, "svd": 4, "svd_reduced": 4}.get(operation, 0)
     workspace = vectors * k * k + 64 * large
-    return (2 * m * n + outputs + workspace) * tiles[0].dtype.itemsize + 40 * large
+    return (m * n + outputs + workspace) * itemsize + 40 * large
+
+
+def _dense_scratch(*tiles_then_args) -> int:
+    """The bytes a ``dense_lapack`` call allocates beside its tiles: the gathered matrix and
+    what LAPACK allocates on it (``lapack_bytes``). Measured with tracemalloc on SciPy's
+    drivers, it is within 1.0-1.2x of their peak (eigh: 1.7x, its bound being NumPy's
+    ``syevd``)."""
+    *tiles, shape, _tile, operation, _upper, _outputs = tiles_then_args
+    itemsize = tiles[0].dtype.itemsize
+    return math.prod(shape) * itemsize + lapack_bytes(*shape, operation, itemsize)
 
 
 dense_lapack = Codelet(

@@ -8,6 +8,7 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets import narrow
 from numtile.tiletensor.codelets.narrow import through_float32
 from numtile.tiletensor.layout import c_strides
 
@@ -40,6 +41,16 @@ def _reduce(code):
     return kernel
 
 
+def _reduce_scratch(x, out, move_axes, pre, n, post) -> int:
+    """The float32 copies of bfloat16 tiles, plus the copy of x that gathers reduced axes
+    which are not adjacent (float32 too where x is widened)."""
+    widened = narrow.scratch_bytes(x)
+    if move_axes is None:
+        return widened + narrow.scratch_bytes(out)
+    itemsize = 4 if widened else x.dtype.itemsize
+    return widened + narrow.scratch_bytes(out) + _size(x.shape) * itemsize
+
+
 @through_float32(outputs=(1,))
 def _softmax(ops, x, out, pre, n, post):
     ops.softmax(x.reshape(-1), out.reshape(-1), pre, n, post)
@@ -51,7 +62,12 @@ def _softmax_backward(ops, y, grad_out, grad_in, pre, n, post):
 
 
 reduce = {
-    name: Codelet(f"reduce:{name}", kernel=_reduce(code), flops=lambda x, out, *_: _size(x))
+    name: Codelet(
+        f"reduce:{name}",
+        kernel=_reduce(code),
+        flops=lambda x, out, *_: _size(x),
+        scratch=_reduce_scratch,
+    )
     for name, code in opcodes.REDUCE_OPS.items()
 }
 softmax = Codelet("softmax", kernel=_softmax, flops=lambda x, out, *_: 5 * _size(x))

@@ -1,13 +1,14 @@
 """Tiled Householder QR, as PLASMA's and Chameleon's ``geqrf``, and TSQR for tall matrices.
 
-For each tile column k (a panel): ``geqrt`` factors tile (k, k) and ``gemqrt`` applies its Q^T
-to the rest of tile row k; then each tile below is eliminated against the R on the diagonal
-(``tpqrt`` on the pair, ``tpmqrt`` on the pair's rows to the right: the flat "TS" tree). For
-a tall matrix (at least twice as many rows as columns) each tile of the panel is factored on
-its own and the R's are reduced pairwise along a binary tree ("TT" steps, whose reflectors
-fill the upper trapezoid the tile's own reflectors leave free): with one tile column this is
-the communication-avoiding TSQR, log2(row tiles) steps deep instead of one per tile.
-Priorities follow the critical path: the panel first, then the updates of column k + 1.
+Square and wide matrices (and tall ones of one row tile) take the blocked QR of
+``qr_blocked.py``: one LAPACK panel task per tile column and GEMM updates. A tall matrix (at
+least twice as many rows as columns, several row tiles) reduces along a tree of tile kernels
+instead: for each tile column k, ``geqrt`` factors each tile of the panel on its own,
+``gemqrt`` applies its Q^T to the rest of its tile row, and the R's are reduced pairwise
+along a binary tree (``tpqrt`` "TT" steps, whose reflectors fill the upper trapezoid the
+tile's own reflectors leave free, and ``tpmqrt`` on the pair's rows to the right): with one
+tile column this is the communication-avoiding TSQR, log2(row tiles) steps deep. Priorities
+follow the critical path: the panel first, then the updates of column k + 1.
 
 With one tile column and ``mode="reduced"``, ``qr`` takes TSQR with an explicit Q instead
 (``tsqr.py``: LAPACK's blocked geqrf + orgqr per row tile and GEMMs, faster than the reflector
@@ -26,7 +27,9 @@ from numtile.tiletensor.codelets.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqr
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.linalg import qr_blocked
 from numtile.tiletensor.linalg.common import RW, R, W, float_matrices
+from numtile.tiletensor.linalg.qr_blocked import BlockedFactor
 from numtile.tiletensor.linalg.tsqr import one_tile_column, tsqr
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
@@ -35,26 +38,26 @@ INNER_BLOCK = 32  # LAPACK's nb inside a tile: the width of each block reflector
 
 
 class QRFactor(NamedTuple):
-    """A tiled Householder QR in place: ``a`` holds R and the reflectors, ``t_tile`` the
-    block factors of each tile's own QR, ``t_tree`` those of the steps that eliminate it."""
+    """A tall matrix's tiled Householder QR in place: ``a`` holds R and the reflectors,
+    ``t_tile`` the block factors of each tile's own QR, ``t_tree`` those of the tree's steps
+    that eliminate it."""
 
     a: TileTensor
     t_tile: TileTensor
     t_tree: TileTensor
-    tree: bool
+
+    tree = True  # square and wide matrices: qr_blocked.BlockedFactor
 
     def panels(self) -> int:
         return min(self.a.grid)
 
     def leaves(self, k: int) -> list[int]:
         """The row tiles ``geqrt`` factors in panel k."""
-        return list(range(k, self.a.grid[0])) if self.tree else [k]
+        return list(range(k, self.a.grid[0]))
 
     def steps(self, k: int) -> list[tuple[int, int]]:
-        """(top, bottom) row tiles of panel k's eliminations, in order."""
+        """(top, bottom) row tiles of panel k's eliminations (TT steps), in order."""
         rows = self.a.grid[0]
-        if not self.tree:
-            return [(k, i) for i in range(k + 1, rows)]
         pairs, stride = [], 1
         while k + stride < rows:
             pairs += [(i, i + stride) for i in range(k, rows - stride, 2 * stride)]
@@ -76,14 +79,15 @@ def factor_tiles(x: TileTensor) -> TileTensor:
     return retile(x, tiles)
 
 
-def qr_factor(x: TileTensor) -> QRFactor:
+def qr_factor(x: TileTensor) -> QRFactor | BlockedFactor:
     """Householder QR of the 2-d float matrix ``x`` (left alone) as tasks."""
     a = factor_tiles(x)
     m, n = a.shape
     p, q = a.grid
-    tree = m >= 2 * n and p > 1
+    if m < 2 * n or p == 1:
+        return qr_blocked.factor(a)
     t_layout = Layout((n, p * INNER_BLOCK), (a.tile_shape[1], INNER_BLOCK))
-    factor = QRFactor(a, TileTensor(t_layout, a.dtype), TileTensor(t_layout, a.dtype), tree)
+    factor = QRFactor(a, TileTensor(t_layout, a.dtype), TileTensor(t_layout, a.dtype))
     runtime = get_runtime()
     panel_first, next_column = 3 * q, 2 * q
     for k in range(factor.panels()):
@@ -99,16 +103,19 @@ def qr_factor(x: TileTensor) -> QRFactor:
                 runtime.submit(gemqrt, [(v, R), (t, R), (a.tile((i, j)), RW)], (True,), priority(j))
         for top, bottom in factor.steps(k):
             v, t = a.tile((bottom, k)), factor.t_tree.tile((k, bottom))
-            runtime.submit(tpqrt, [(a.tile((top, k)), RW), (v, RW), (t, W)], (tree,), panel)
+            runtime.submit(tpqrt, [(a.tile((top, k)), RW), (v, RW), (t, W)], (True,), panel)
             for j in range(k + 1, q):
                 tiles = [(v, R), (t, R), (a.tile((top, j)), RW), (a.tile((bottom, j)), RW)]
-                runtime.submit(tpmqrt, tiles, (True, tree), priority(j))
+                runtime.submit(tpmqrt, tiles, (True, True), priority(j))
     return factor
 
 
-def apply_q(factor: QRFactor, c: TileTensor, transpose: bool = False, identity=False) -> None:
+def apply_q(factor, c: TileTensor, transpose: bool = False, identity=False) -> None:
     """c = Q c (or Q^T c) in place; c has the factor's row tiles. ``identity``: c starts as
     the identity's first columns, so step k leaves the tile columns left of row k alone."""
+    if isinstance(factor, BlockedFactor):
+        qr_blocked.apply(factor, c, transpose, identity)
+        return
     a = factor.a
     rows, column_tile = a.tile_shape[0], c.tile_shape[1]
     runtime = get_runtime()
@@ -130,7 +137,7 @@ def apply_q(factor: QRFactor, c: TileTensor, transpose: bool = False, identity=F
             v, t = a.tile((bottom, k)), factor.t_tree.tile((k, bottom))
             for j in columns:
                 tiles = [(v, R), (t, R), (c.tile((top, j)), RW), (c.tile((bottom, j)), RW)]
-                runtime.submit(tpmqrt, tiles, (transpose, factor.tree))
+                runtime.submit(tpmqrt, tiles, (transpose, True))
         if not transpose:
             leaves()
 
