@@ -380,6 +380,51 @@ def last_sends() -> None:
     nt.init(ncpu=1)
 
 
+def one_writer() -> None:
+    """``save_hf``'s folder writer under MPI: the tiles travel to rank 0, which alone writes
+    the folder (the others receive nothing and leave when it is complete); the files equal
+    NumPy; a write that fails on rank 0 raises on every rank instead of hanging them."""
+    import tempfile
+
+    from safetensors.numpy import load_file
+
+    from numtile.io import hf as files
+
+    node = nt.get_runtime().distributed.node
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((7, 5)), rng.standard_normal(9)
+    x = nt.from_numpy(a, tile_shape=(3, 2), distribution=nt.distribution.block_cyclic()) * 2
+    y = nt.from_numpy(b, tile_shape=4, distribution=nt.distribution.by_axis(0)) + 1
+    # one folder for every rank (made by rank 0, named to the others by the test's folder)
+    folder = os.path.join(os.environ.get("NUMTILE_TEST_CHECKS_DIR") or tempfile.gettempdir(), "hf")
+    nt.wait_all()
+    before = node.bytes_received
+    files.write_folder(folder, "{}", [("x", x), ("y", y)], "float64")
+    received = node.bytes_received - before
+    assert (received > 0) == (nt.rank() == 0), received  # rank 0 gathers, the others send
+    written = load_file(os.path.join(folder, files.WEIGHTS))
+    np.testing.assert_array_equal(written["x"], 2 * a)
+    np.testing.assert_array_equal(written["y"], b + 1)
+    assert not [n for n in os.listdir(os.path.dirname(folder)) if n.endswith(".tmp")]
+    if nt.rank() == 0:  # what rank 0 alone meets: a full disk, say
+
+        def full(*args):
+            raise OSError("no space left")
+
+        files.write_safetensors, write = full, files.write_safetensors
+    try:
+        files.write_folder(folder, "{}", [("x", x)], "float64")
+    except (OSError, RuntimeError) as error:  # on rank 0 its own error, on the others its text
+        assert "no space left" in str(error), error
+        assert isinstance(error, OSError) == (nt.rank() == 0), error
+    else:
+        raise AssertionError("the failed write was not reported")
+    finally:
+        if nt.rank() == 0:
+            files.write_safetensors = write
+    np.testing.assert_array_equal(load_file(os.path.join(folder, files.WEIGHTS))["y"], b + 1)
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
@@ -393,6 +438,7 @@ CHECKS = {
     "sequence_mismatch": sequence_mismatch,
     "split_gemm_chains": split_gemm_chains,
     "gather_on_one_rank": gather_on_one_rank,
+    "one_writer": one_writer,
     "last_sends": last_sends,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }
