@@ -35,9 +35,13 @@ if TYPE_CHECKING:
 
 CHECK_TAG = 0  # the submission checks of the waits (``sequence.py``): pickled, to every rank
 NOTICE_TAG = 1  # "a task failed on my rank": pickled text, to every other rank
-_IDLE_SLEEP = 1e-3  # seconds between polls with nothing in flight (notices only)
+# seconds between polls with nothing in flight (notices only): a new transfer task ends the
+# pause at once, so only a failure notice or a wait's exchange may wait this long
+_IDLE_SLEEP = 2e-3
 _BUSY_SLEEP = 2e-5  # ... with requests in flight, growing by as much per idle poll
-_MAX_BUSY_SLEEP = float(os.environ.get("NUMTILE_MPI_MAX_POLL", "2e-4"))  # ... up to this
+# ... up to this: each poll runs MPICH's progress over every request (~0.1 ms from Python on a
+# loaded core), so at 0.2 ms the loop used 12-15% of a core while one receive waited
+_MAX_BUSY_SLEEP = float(os.environ.get("NUMTILE_MPI_MAX_POLL", "1e-3"))
 _FAILURE_POLL = 0.01  # seconds between looks for a sender's failure (rare; one probe each)
 
 
@@ -143,12 +147,13 @@ class MpiNode:
         notices: list = []
         exchange = None
         idle = 0  # polls in a row that completed nothing
+        pause = 0.0  # how long the next look for a task may wait for one (instead of a sleep)
         probed = 0.0  # when the receives last looked for their senders' failures
         while not runtime.closed:
-            task = runtime.scheduler.try_pop(worker)
+            task = runtime.scheduler.try_pop(worker, pause)
             if task is not None:
                 in_flight.append(self._post(runtime, worker, ops, task))
-                idle = 0
+                idle, pause = 0, 0.0
                 continue
             notices = self._relay_notices(runtime, notices)
             exchange = self._progress_exchange(exchange)
@@ -160,11 +165,13 @@ class MpiNode:
             for transfer in done:
                 in_flight.remove(transfer)
                 self._finish(runtime, worker, transfer)
-            if done:
-                idle = 0
-            else:  # back off while transfers are in flight: the cores are the workers'
-                idle += 1
-                time.sleep(min(_BUSY_SLEEP * idle, _MAX_BUSY_SLEEP) if in_flight else _IDLE_SLEEP)
+            # back off while nothing completes: the cores are the workers' (a new task ends
+            # the pause at once)
+            idle = 0 if done else idle + 1
+            if in_flight or exchange is not None:
+                pause = min(_BUSY_SLEEP * idle, _MAX_BUSY_SLEEP)
+            else:
+                pause = _IDLE_SLEEP
         for transfer in in_flight:
             transfer.error = transfer.error or TaskCancelled(
                 f"{transfer.task.describe()} cancelled by runtime shutdown"
