@@ -426,6 +426,35 @@ def one_writer() -> None:
     np.testing.assert_array_equal(load_file(os.path.join(folder, files.WEIGHTS))["y"], b + 1)
 
 
+def tied_weight_gradient() -> None:
+    """A weight read by two GEMMs over every rank's rows (as GPT-2's token embedding by the
+    embedding and the LM head): its two gradient sums reach the owner as one, so rank 0
+    receives as many bytes as for one use (P-1 partial tiles), and the gradient equals NumPy."""
+    node = nt.get_runtime().distributed.node
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((4 * nt.nranks(), 6)), rng.standard_normal((4 * nt.nranks(), 6))
+    rows = nt.distribution.by_axis(0)
+    x = nt.from_numpy(a, tile_shape=(2, 6), distribution=rows)
+    z = nt.from_numpy(b, tile_shape=(2, 6), distribution=rows)
+    received = []
+    for uses in (1, 2):
+        w = nt.from_numpy(np.ones((6, 3)), tile_shape=(6, 3), distribution=lambda index: 0)
+        w.requires_grad_()
+        loss = nt.sum(nt.matmul(x, w))
+        if uses == 2:
+            loss = loss + nt.sum(nt.matmul(z, w))
+        nt.wait_all()
+        before = node.bytes_received
+        loss.backward()
+        grad = w.grad.to_numpy(root=0)
+        received.append(node.bytes_received - before)
+        total = a.sum(axis=0) + (b.sum(axis=0) if uses == 2 else 0)
+        if nt.rank() == 0:
+            np.testing.assert_allclose(grad, total[:, None] * np.ones((1, 3)), rtol=1e-12)
+    if nt.rank() == 0:
+        assert received[1] == received[0] == (nt.nranks() - 1) * 6 * 3 * 8, received
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
@@ -439,6 +468,7 @@ CHECKS = {
     "sequence_mismatch": sequence_mismatch,
     "split_gemm_chains": split_gemm_chains,
     "gather_on_one_rank": gather_on_one_rank,
+    "tied_weight_gradient": tied_weight_gradient,
     "one_writer": one_writer,
     "last_sends": last_sends,
     "failure": failure,  # last: its notices may still arrive at the other ranks
