@@ -455,6 +455,42 @@ def tied_weight_gradient() -> None:
         assert received[1] == received[0] == (nt.nranks() - 1) * 6 * 3 * 8, received
 
 
+KERNEL = """import numba
+
+
+@numba.njit(cache=True)
+def twice(x):
+    return 2 * x
+"""
+
+
+def compiles_once() -> None:
+    """The ranks of one host compile a cached kernel once: they reach it together, one
+    compiles it (a disk-cache miss) while the others wait, then they load what it wrote (a
+    hit each). The kernel's file is new to this launch, so its cache starts empty."""
+    import importlib
+    import tempfile
+
+    node = nt.get_runtime().distributed.node
+    folder = os.environ.get("NUMTILE_TEST_CHECKS_DIR") or tempfile.gettempdir()
+    path = os.path.join(folder, f"kernel_{node.comm.bcast(os.getpid())}.py")
+    if nt.rank() == 0:
+        with open(path + ".tmp", "w") as f:
+            f.write(KERNEL)
+        os.replace(path + ".tmp", path)
+    node.exchange(None, 60)  # the file is there, and the ranks start together
+    sys.path.insert(0, folder)  # (a cached kernel's module is imported by name on loading)
+    try:
+        module = importlib.import_module(os.path.basename(path)[:-3])
+    finally:
+        sys.path.remove(folder)
+    np.testing.assert_array_equal(module.twice(np.arange(3.0)), [0.0, 2.0, 4.0])
+    stats = module.twice.stats
+    mine = (sum(stats.cache_misses.values()), sum(stats.cache_hits.values()))
+    every = [mine, *node.exchange(mine, 60).values()]
+    assert sorted(every) == [(0, 1)] * (nt.nranks() - 1) + [(1, 0)], every
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
@@ -469,6 +505,7 @@ CHECKS = {
     "split_gemm_chains": split_gemm_chains,
     "gather_on_one_rank": gather_on_one_rank,
     "tied_weight_gradient": tied_weight_gradient,
+    "compiles_once": compiles_once,
     "one_writer": one_writer,
     "last_sends": last_sends,
     "failure": failure,  # last: its notices may still arrive at the other ranks
