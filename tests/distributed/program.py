@@ -19,6 +19,12 @@ from tests.faults.test_random_graphs import CODELETS, OPS, TILES, _random_graph,
 ACC = Access.ACCUMULATE
 
 
+def launch_name() -> int:
+    """A name of this launch, the same on every rank: rank 0's process id."""
+    theirs = nt.get_runtime().distributed.node.exchange(os.getpid(), 60)
+    return os.getpid() if nt.rank() == 0 else theirs[0]
+
+
 def random_graphs(seeds: int = 6) -> None:
     """Random task graphs over tiles with random owners (some replicated, some unowned):
     every tile, read on every rank, equals a sequential NumPy replay."""
@@ -267,8 +273,11 @@ def observability() -> None:
     import os
     import tempfile
 
+    # a folder of this launch's own: launches that run at once (two test runs on one machine)
+    # overwrote and removed each other's trace at one shared path in /tmp
+    folder = os.environ.get("NUMTILE_TEST_CHECKS_DIR") or tempfile.gettempdir()
     path = os.environ.get("NUMTILE_TEST_TRACE") or os.path.join(
-        tempfile.gettempdir(), "numtile-mpi-trace.json"
+        folder, f"numtile-mpi-trace-{launch_name()}.json"
     )
     a = np.arange(144.0).reshape(12, 12)  # 3 x 3 tiles: every rank computes some
     x = nt.from_numpy(a, tile_shape=(4, 4), distribution=nt.distribution.block_cyclic())
@@ -473,7 +482,7 @@ def compiles_once() -> None:
 
     node = nt.get_runtime().distributed.node
     folder = os.environ.get("NUMTILE_TEST_CHECKS_DIR") or tempfile.gettempdir()
-    path = os.path.join(folder, f"kernel_{node.comm.bcast(os.getpid())}.py")
+    path = os.path.join(folder, f"kernel_{launch_name()}.py")
     if nt.rank() == 0:
         with open(path + ".tmp", "w") as f:
             f.write(KERNEL)
