@@ -526,6 +526,13 @@ if __name__ == "__main__":
     # mpiexec forwards each rank's output in chunks that may split a line and interleave with
     # another rank's: the test reads the passed checks from one file per rank instead
     record = os.environ.get("NUMTILE_TEST_CHECKS_DIR")
+    if record:  # and each rank's whole output goes to a file of its own (the test showed the
+        # tail of mpiexec's interleaved output: a rare failure's message was lost)
+        log = os.open(os.path.join(record, f"rank{nt.rank()}.log"), os.O_WRONLY | os.O_CREAT)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(log, 1)
+        os.dup2(log, 2)
     for name in sys.argv[1:] or CHECKS:
         CHECKS[name]()
         print(f"CHECK {name} ok rank {nt.rank()}", flush=True)
