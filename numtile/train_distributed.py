@@ -27,8 +27,8 @@ import os
 
 import numtile as nt
 from numtile.io import save_checkpoint
+from numtile.runtime.distributed import one_writer
 from numtile.runtime.distributed.front import ALL
-from numtile.runtime.distributed.sequence import check_timeout
 from numtile.tiletensor import placement
 
 WRITER = 0  # the rank that writes checkpoints
@@ -114,17 +114,11 @@ def replicate(tensors) -> None:
 def save_distributed_checkpoint(path, tensors, attrs, **options) -> bool:
     """``save_checkpoint`` under MPI, on every rank: the tiles travel to rank 0 (``WRITER``),
     which writes the file; True on the rank that wrote it."""
-    front = nt.get_runtime().distributed
     handles = [handle for tensor in tensors.values() for handle in tensor.handles]
-    front.send_to(handles, (WRITER,))  # the ranks agree on what they save
-    wrote = front.rank == WRITER
-    if wrote:
-        with front.local_waits():  # the tiles come to this rank only: no wait is collective
+    with one_writer(nt.get_runtime(), handles, WRITER) as writing:
+        if writing:
             save_checkpoint(path, tensors, attrs, **options)
-    # the others wait for the file (a run that stops after a save finds it complete), and do
-    # not run ahead into the next step while the writer writes
-    front.node.exchange(("saved", path), check_timeout())
-    return wrote
+    return writing
 
 
 __all__ = [

@@ -147,7 +147,7 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
     grad = placement.follow_owners(grad, leaf)  # under MPI: reduced on the leaf's owners
     if leaf.grad is None:
         leaf.grad = grad
-    else:
+    elif not placement.fold_sums(leaf.grad, grad):  # under MPI: one sum travels, not two
         accumulate(leaf.grad, grad)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from numtile.io.files import _process_alive
 from numtile.runtime import DataHandle, get_runtime
+from numtile.runtime.distributed import one_writer
 from numtile.tiletensor import Layout, TileTensor
 
 CONFIG = "config.json"
@@ -193,6 +194,15 @@ def write_folder(
             size = 0
         shards[-1].append((name, tensor))
         size += nbytes
+    handles = [handle for _, tensor in tensors for handle in tensor.handles]
+    with one_writer(get_runtime(), handles) as writing:  # under MPI: rank 0 alone writes
+        if writing:
+            _write_shards(folder, config_text, shards, out, extra_files)
+
+
+def _write_shards(folder: str, config_text: str, shards, out: np.dtype, extra_files) -> None:
+    """``write_folder``'s files (``shards``: lists of (name, tensor)), written into a
+    temporary folder renamed onto ``folder``."""
     with temporary_folder(folder) as tmp:
         with open(os.path.join(tmp, CONFIG), "w") as f:
             f.write(config_text + "\n")
@@ -206,7 +216,7 @@ def write_folder(
             file_name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
             write_safetensors(os.path.join(tmp, file_name), shard, out)
             weight_map.update((name, file_name) for name, _ in shard)
-        total = sum(tensor.size * out.itemsize for _, tensor in tensors)
+        total = sum(tensor.size * out.itemsize for shard in shards for _, tensor in shard)
         with open(os.path.join(tmp, INDEX), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
 

@@ -81,14 +81,21 @@ class EagerScheduler:
                 self._ready.wait()
             return None
 
-    def try_pop(self, worker: int) -> Task | None:
+    def try_pop(self, worker: int, timeout: float = 0.0) -> Task | None:
+        """A task for ``worker`` if one is ready within ``timeout`` seconds, else None."""
         if not self._mixed:
             try:
-                self._tokens.get_nowait()
+                self._tokens.get(timeout=timeout) if timeout else self._tokens.get_nowait()
             except queue.Empty:
                 return None
         with self._lock:
-            return None if self._stopping else self._take(worker)
+            if self._stopping:
+                return None
+            task = self._take(worker)
+            if task is None and timeout and self._mixed:
+                self._ready.wait(timeout)
+                task = None if self._stopping else self._take(worker)
+            return task
 
     def finished(self, task: Task, worker: int) -> None:
         pass
@@ -187,9 +194,10 @@ class DmdaScheduler:
                 return None
             return heapq.heappop(self._heaps[worker])[2]
 
-    def try_pop(self, worker: int) -> Task | None:
+    def try_pop(self, worker: int, timeout: float = 0.0) -> Task | None:
+        tokens = self._tokens[worker]
         try:
-            self._tokens[worker].get_nowait()
+            tokens.get(timeout=timeout) if timeout else tokens.get_nowait()
         except queue.Empty:
             return None
         with self._lock:
@@ -240,7 +248,7 @@ class SyncScheduler:
     def pop(self, worker: int) -> Task | None:
         return None
 
-    def try_pop(self, worker: int) -> Task | None:
+    def try_pop(self, worker: int, timeout: float = 0.0) -> Task | None:
         return None
 
     def finished(self, task: Task, worker: int) -> None:

@@ -124,8 +124,28 @@ def follow_owners(grad, leaf):
     return grad
 
 
+def fold_sums(total, grad) -> bool:
+    """Under MPI, ``total += grad`` without ``grad``'s partial sums travelling, when every
+    tile of ``grad`` is a sum still open (a gradient just made from the tiles of several
+    ranks) reduced where ``total``'s tile is: each rank adds its partial into ``total``'s
+    (runtime/distributed/reduce.py ``fold``), so the two gradients of a tied weight (GPT-2's
+    token embedding, read by the embedding and the LM head) reach the owner as one sum. Then
+    ``grad`` is consumed (invalidated) and True; else nothing changes and False."""
+    front = get_runtime().distributed
+    if front is None or total.layout != grad.layout or total.dtype != grad.dtype:
+        return False
+    pairs = list(zip(grad.handles, total.handles))
+    if not all(front.reductions.can_fold(source, target) for source, target in pairs):
+        return False
+    for source, target in pairs:
+        front.reductions.fold(source, target)
+    grad.invalidate()
+    return True
+
+
 __all__ = [
     "activate",
+    "fold_sums",
     "follow_owners",
     "inherited",
     "place_tiles",

@@ -20,6 +20,12 @@ from tests.faults.test_random_graphs import CODELETS, OPS, TILES, _random_graph,
 ACC = Access.ACCUMULATE
 
 
+def launch_name() -> int:
+    """A name of this launch, the same on every rank: rank 0's process id."""
+    theirs = nt.get_runtime().distributed.node.exchange(os.getpid(), 60)
+    return os.getpid() if nt.rank() == 0 else theirs[0]
+
+
 def random_graphs(seeds: int = 6) -> None:
     """Random task graphs over tiles with random owners (some replicated, some unowned):
     every tile, read on every rank, equals a sequential NumPy replay."""
@@ -268,8 +274,11 @@ def observability() -> None:
     import os
     import tempfile
 
+    # a folder of this launch's own: launches that run at once (two test runs on one machine)
+    # overwrote and removed each other's trace at one shared path in /tmp
+    folder = os.environ.get("NUMTILE_TEST_CHECKS_DIR") or tempfile.gettempdir()
     path = os.environ.get("NUMTILE_TEST_TRACE") or os.path.join(
-        tempfile.gettempdir(), "numtile-mpi-trace.json"
+        folder, f"numtile-mpi-trace-{launch_name()}.json"
     )
     a = np.arange(144.0).reshape(12, 12)  # 3 x 3 tiles: every rank computes some
     x = nt.from_numpy(a, tile_shape=(4, 4), distribution=nt.distribution.block_cyclic())
@@ -409,6 +418,117 @@ def bf16_tiles() -> None:
     np.testing.assert_allclose(y.to_numpy().astype(np.float64), exact, rtol=2**-7, atol=1e-6)
 
 
+def one_writer() -> None:
+    """``save_hf``'s folder writer under MPI: the tiles travel to rank 0, which alone writes
+    the folder (the others receive nothing and leave when it is complete); the files equal
+    NumPy; a write that fails on rank 0 raises on every rank instead of hanging them."""
+    import tempfile
+
+    from safetensors.numpy import load_file
+
+    from numtile.io import hf as files
+
+    node = nt.get_runtime().distributed.node
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((7, 5)), rng.standard_normal(9)
+    x = nt.from_numpy(a, tile_shape=(3, 2), distribution=nt.distribution.block_cyclic()) * 2
+    y = nt.from_numpy(b, tile_shape=4, distribution=nt.distribution.by_axis(0)) + 1
+    # one folder for every rank (made by rank 0, named to the others by the test's folder)
+    folder = os.path.join(os.environ.get("NUMTILE_TEST_CHECKS_DIR") or tempfile.gettempdir(), "hf")
+    nt.wait_all()
+    before = node.bytes_received
+    files.write_folder(folder, "{}", [("x", x), ("y", y)], "float64")
+    received = node.bytes_received - before
+    assert (received > 0) == (nt.rank() == 0), received  # rank 0 gathers, the others send
+    written = load_file(os.path.join(folder, files.WEIGHTS))
+    np.testing.assert_array_equal(written["x"], 2 * a)
+    np.testing.assert_array_equal(written["y"], b + 1)
+    if nt.rank() == 0:  # (the others may read on while rank 0 starts the next write)
+        assert not [n for n in os.listdir(os.path.dirname(folder)) if n.endswith(".tmp")]
+        # what rank 0 alone meets: a full disk, say
+
+        def full(*args):
+            raise OSError("no space left")
+
+        files.write_safetensors, write = full, files.write_safetensors
+    try:
+        files.write_folder(folder, "{}", [("x", x)], "float64")
+    except (OSError, RuntimeError) as error:  # on rank 0 its own error, on the others its text
+        assert "no space left" in str(error), error
+        assert isinstance(error, OSError) == (nt.rank() == 0), error
+    else:
+        raise AssertionError("the failed write was not reported")
+    finally:
+        if nt.rank() == 0:
+            files.write_safetensors = write
+    np.testing.assert_array_equal(load_file(os.path.join(folder, files.WEIGHTS))["y"], b + 1)
+
+
+def tied_weight_gradient() -> None:
+    """A weight read by two GEMMs over every rank's rows (as GPT-2's token embedding by the
+    embedding and the LM head): its two gradient sums reach the owner as one, so rank 0
+    receives as many bytes as for one use (P-1 partial tiles), and the gradient equals NumPy."""
+    node = nt.get_runtime().distributed.node
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((4 * nt.nranks(), 6)), rng.standard_normal((4 * nt.nranks(), 6))
+    rows = nt.distribution.by_axis(0)
+    x = nt.from_numpy(a, tile_shape=(2, 6), distribution=rows)
+    z = nt.from_numpy(b, tile_shape=(2, 6), distribution=rows)
+    received = []
+    for uses in (1, 2):
+        w = nt.from_numpy(np.ones((6, 3)), tile_shape=(6, 3), distribution=lambda index: 0)
+        w.requires_grad_()
+        loss = nt.sum(nt.matmul(x, w))
+        if uses == 2:
+            loss = loss + nt.sum(nt.matmul(z, w))
+        nt.wait_all()
+        before = node.bytes_received
+        loss.backward()
+        grad = w.grad.to_numpy(root=0)
+        received.append(node.bytes_received - before)
+        total = a.sum(axis=0) + (b.sum(axis=0) if uses == 2 else 0)
+        if nt.rank() == 0:
+            np.testing.assert_allclose(grad, total[:, None] * np.ones((1, 3)), rtol=1e-12)
+    if nt.rank() == 0:
+        assert received[1] == received[0] == (nt.nranks() - 1) * 6 * 3 * 8, received
+
+
+KERNEL = """import numba
+
+
+@numba.njit(cache=True)
+def twice(x):
+    return 2 * x
+"""
+
+
+def compiles_once() -> None:
+    """The ranks of one host compile a cached kernel once: they reach it together, one
+    compiles it (a disk-cache miss) while the others wait, then they load what it wrote (a
+    hit each). The kernel's file is new to this launch, so its cache starts empty."""
+    import importlib
+    import tempfile
+
+    node = nt.get_runtime().distributed.node
+    folder = os.environ.get("NUMTILE_TEST_CHECKS_DIR") or tempfile.gettempdir()
+    path = os.path.join(folder, f"kernel_{launch_name()}.py")
+    if nt.rank() == 0:
+        with open(path + ".tmp", "w") as f:
+            f.write(KERNEL)
+        os.replace(path + ".tmp", path)
+    node.exchange(None, 60)  # the file is there, and the ranks start together
+    sys.path.insert(0, folder)  # (a cached kernel's module is imported by name on loading)
+    try:
+        module = importlib.import_module(os.path.basename(path)[:-3])
+    finally:
+        sys.path.remove(folder)
+    np.testing.assert_array_equal(module.twice(np.arange(3.0)), [0.0, 2.0, 4.0])
+    stats = module.twice.stats
+    mine = (sum(stats.cache_misses.values()), sum(stats.cache_hits.values()))
+    every = [mine, *node.exchange(mine, 60).values()]
+    assert sorted(every) == [(0, 1)] * (nt.nranks() - 1) + [(1, 0)], every
+
+
 CHECKS = {
     "random_graphs": random_graphs,
     "tiled_ops": tiled_ops,
@@ -422,6 +542,9 @@ CHECKS = {
     "sequence_mismatch": sequence_mismatch,
     "split_gemm_chains": split_gemm_chains,
     "gather_on_one_rank": gather_on_one_rank,
+    "tied_weight_gradient": tied_weight_gradient,
+    "compiles_once": compiles_once,
+    "one_writer": one_writer,
     "last_sends": last_sends,
     "bf16_tiles": bf16_tiles,
     "failure": failure,  # last: its notices may still arrive at the other ranks
@@ -433,6 +556,13 @@ if __name__ == "__main__":
     # mpiexec forwards each rank's output in chunks that may split a line and interleave with
     # another rank's: the test reads the passed checks from one file per rank instead
     record = os.environ.get("NUMTILE_TEST_CHECKS_DIR")
+    if record:  # and each rank's whole output goes to a file of its own (the test showed the
+        # tail of mpiexec's interleaved output: a rare failure's message was lost)
+        log = os.open(os.path.join(record, f"rank{nt.rank()}.log"), os.O_WRONLY | os.O_CREAT)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(log, 1)
+        os.dup2(log, 2)
     for name in sys.argv[1:] or CHECKS:
         CHECKS[name]()
         print(f"CHECK {name} ok rank {nt.rank()}", flush=True)

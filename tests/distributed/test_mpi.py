@@ -39,14 +39,31 @@ def test_checks_under_mpiexec(nranks, scheduler, tmp_path):
     command = [_mpiexec(), "-n", str(nranks), sys.executable, "-m", "tests.distributed.program"]
     env = {**_environment(), "NUMTILE_SCHEDULER": scheduler}
     env["NUMTILE_TEST_CHECKS_DIR"] = str(tmp_path)  # each rank lists the checks it passed
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"timed out after {TIMEOUT} s\n{_ranks_report(tmp_path, nranks)}")
+    output = (done.stdout + done.stderr)[-2000:]
+    assert done.returncode == 0, f"{output}\n{_ranks_report(tmp_path, nranks)}"
     for rank in range(nranks):
-        passed = (tmp_path / f"rank{rank}").read_text().split()
-        assert passed == list(CHECKS), (rank, passed, output[-4000:])
+        passed = _read(tmp_path / f"rank{rank}").split()
+        assert passed == list(CHECKS), f"rank {rank}\n{_ranks_report(tmp_path, nranks)}"
+
+
+def _read(path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _ranks_report(folder, nranks: int) -> str:
+    """Each rank's passed checks and the end of its own output (the launch's files)."""
+    lines = []
+    for rank in range(nranks):
+        passed = _read(folder / f"rank{rank}").split()
+        lines.append(f"--- rank {rank}: passed {passed}")
+        lines.append(_read(folder / f"rank{rank}.log")[-1500:])
+    return "\n".join(lines)
 
 
 def test_single_process_never_imports_mpi4py():

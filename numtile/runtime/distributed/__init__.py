@@ -11,6 +11,7 @@ distributed runtime starts.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 
@@ -80,4 +81,43 @@ def gather_on(runtime, handles, root: int) -> bool:
     return front.gather(handles, rank)
 
 
-__all__ = ["gather_on", "launched_by_mpi", "nranks", "rank"]
+@contextlib.contextmanager
+def one_writer(runtime, handles, root: int = 0):
+    """Every rank enters the block with the tiles it writes to a file: they travel to rank
+    ``root``, which alone runs the block (its waits its own) and gets True; the others get
+    False and leave once ``root`` has, so no rank reads the file before it is complete and
+    only one process writes it. If the block raises on ``root``, the others raise
+    ``RuntimeError`` with its text. Without MPI: a plain block, True.
+
+    >>> from numtile.runtime.session import get_runtime
+    >>> with one_writer(get_runtime(), []) as writing:
+    ...     writing
+    True
+    """
+    front = runtime.distributed
+    if front is None:
+        yield True
+        return
+    from numtile.runtime.distributed.sequence import check_timeout
+
+    front.send_to(list(handles), (root,))
+    if front.rank != root:
+        try:
+            yield False
+        finally:
+            failure = front.node.exchange(None, check_timeout())[root]
+        if failure is not None:
+            raise RuntimeError(f"rank {root} failed to write: {failure}")
+        return
+    failure = None
+    try:
+        with front.local_waits():  # the tiles come to this rank only: no wait is collective
+            yield True
+    except BaseException as error:
+        failure = f"{type(error).__name__}: {error}"
+        raise
+    finally:  # the others wait for the file (and do not run ahead while it is written)
+        front.node.exchange(failure, check_timeout())
+
+
+__all__ = ["gather_on", "launched_by_mpi", "nranks", "one_writer", "rank"]

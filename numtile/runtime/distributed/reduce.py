@@ -186,6 +186,40 @@ class Reductions:
             handle.holder = owner
         handle.owner = owner
 
+    def can_fold(self, source: DataHandle, target: DataHandle) -> bool:
+        """True if ``fold(source, target)`` applies: ``source``'s sum is still open and
+        ``target``'s is open on the same reducing rank, or ``target`` is owned there."""
+        reduction = self.open.get(source.id)
+        if reduction is None or source.shape != target.shape or source.dtype != target.dtype:
+            return False
+        other = self.open.get(target.id)
+        if other is not None:
+            return other.root == reduction.root
+        return getattr(target, "owner", None) == reduction.root
+
+    def fold(self, source: DataHandle, target: DataHandle) -> None:
+        """``target += source`` where ``source`` is a sum still open (``can_fold``): each
+        rank's partial of ``source`` joins its partial of ``target`` (added into it there,
+        or taken as it is), and the reducing rank adds its own share, so ``source``'s
+        partials never travel: ``target``'s group carries them to the owner in its sum.
+        ``source`` is consumed: its value is the reducing rank's share only (the caller
+        invalidates it). Every rank calls it, at the same point of the program."""
+        front = self.front
+        reduction = self.open.pop(source.id)
+        root = reduction.root
+        into = self.open.get(target.id)
+        if into is None:
+            into = self.open[target.id] = Reduction(target, root)
+        for rank, partial in reduction.partials.items():
+            if rank not in into.partials:
+                into.partials[rank] = partial  # (None on the other ranks)
+            elif front.rank == rank:
+                front._submit(self.add, [(partial, R), (into.partials[rank], ACC)])
+        front.bring(source, (root,))
+        front.bring(target, (root,))
+        if front.rank == root:
+            front._submit(self.add, [(source, R), (target, ACC)])
+
     def pending(self, handle: DataHandle) -> bool:
         return handle.id in self.open
 
