@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterator
 
 from numtile.tiletensor import placement
 from numtile.tiletensor.creation import ones_like
-from numtile.tiletensor.elementwise import accumulate, add, astype
+from numtile.tiletensor.elementwise import accumulate, add, astype, real
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
@@ -135,8 +136,14 @@ def _topological_order(root: TileTensor) -> list[TileTensor]:
     return order
 
 
+# leaf -> the gradient tensor it holds by reference (a rule's output, which another leaf or a
+# pending gradient may hold too: it is never accumulated into in place)
+_borrowed: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
-    """``leaf.grad += grad`` tile by tile (commutative accumulate tasks), or set it."""
+    """``leaf.grad += grad`` tile by tile (commutative accumulate tasks), or set it (the first
+    accumulation into a gradient set by reference makes a new tensor instead)."""
     if grad.shape != leaf.shape:
         raise ValueError(f"gradient of shape {grad.shape} for a tensor of shape {leaf.shape}")
     if grad.dtype != leaf.dtype:
@@ -146,6 +153,9 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
     grad = placement.follow_owners(grad, leaf)  # under MPI: reduced on the leaf's owners
     if leaf.grad is None:
         leaf.grad = grad
+        _borrowed[id(leaf)] = grad
+    elif _borrowed.pop(id(leaf), None) is leaf.grad:
+        leaf.grad = add(leaf.grad, grad)
     else:
         accumulate(leaf.grad, grad)
 
@@ -180,6 +190,8 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
             for value, value_grad in zip(node.inputs, input_grads):
                 if value_grad is None or not getattr(value, "requires_grad", False):
                     continue
+                if value_grad.dtype.kind == "c" and value.dtype.kind != "c":
+                    value_grad = real(value_grad)  # PyTorch's convention: a real input
                 if value._node is None:
                     accumulate_grad(value, value_grad)
                 elif id(value) in grads:
