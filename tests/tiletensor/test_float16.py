@@ -109,3 +109,9 @@ def test_element_wise_and_reductions_in_float32_rounded_once():
     mixed = x + nt.from_numpy(values.astype(nt.bfloat16), tile_shape=(8, 16))
     assert mixed.dtype == nt.float32
     np.testing.assert_array_equal(mixed.to_numpy(), wide + values.astype(nt.bfloat16))
+
+
+def test_matrix_products_refuse_float16_naming_the_cast():
+    x = nt.from_numpy(np.ones((2, 2), np.float16))
+    with pytest.raises(TypeError, match=r"matmul of float16 .* astype\(nt.float32\)"):
+        x @ x
