@@ -56,6 +56,7 @@ from numtile.tiletensor.dtypes import (
     complex64,
     complex128,
     finfo,
+    float16,
     float32,
     float64,
     iinfo,
@@ -373,3 +374,5 @@ __all__ += [
 ]
 # the bfloat16 dtype (ml_dtypes.bfloat16; wave 4, issue 15)
 __all__ += ["bfloat16"]
+# the float16 dtype (IEEE half, held through float32 as bfloat16 is; wave 5, issue 15)
+__all__ += ["float16"]

@@ -9,6 +9,14 @@ nor cancels; asinh, acos and acosh follow CPython's ``cmath`` (products of the s
 1 +- z, no cancellation; asymptotic forms past 1e150); asin and atan are asinh and atanh of
 ``i z``. Where the standard leaves the sign of a zero or of an infinity unspecified the
 functions give what NumPy gives on Linux, except the few cases listed in the tests.
+
+``multiply`` and ``divide`` are annex G's ``_Cmultd`` and ``_Cdivd`` (C11 G.5.1): an infinite
+operand gives an infinite result even where the textbook formula gives NaN + NaN j
+(``(inf + nan j) * (1 + 1j)`` is ``inf + inf j``); finite quotients are NumPy's (``smith``: Smith's
+algorithm with a reciprocal, bit for bit) unless that gives a NaN, which from finite operands is
+only overflow or underflow inside it. Both give the textbook value wherever it has no NaN
+part (``smith`` where no operand is infinite either), so a kernel may run the textbook forms,
+which vectorise, and redo with these only where a tile needs it.
 """
 
 from __future__ import annotations
@@ -28,8 +36,93 @@ _LARGE = 1e150
 
 
 def build(jit) -> types.SimpleNamespace:
-    """The functions of complex scalars (``sinh cosh tanh sin cos tan asinh acosh atanh asin
-    acos atan expm1 log log1p log2 log10 sign round``), each compiled by ``jit``."""
+    """The functions of complex scalars (``multiply smith divide sinh cosh tanh sin cos tan
+    asinh acosh atanh asin acos atan expm1 log log1p log2 log10 sign round``), each compiled
+    by ``jit``."""
+
+    @jit
+    def box(v):  # an infinity as +-1, anything else as +-0 (annex G's "box the infinity")
+        return math.copysign(1.0 if math.isinf(v) else 0.0, v)
+
+    @jit
+    def zero_if_nan(v):
+        return math.copysign(0.0, v) if v != v else v
+
+    @jit
+    def multiply_recovered(a, b, c, d, ac, bd, ad, bc):  # annex G's _Cmultd given NaN + NaN j
+        recalc = False
+        if math.isinf(a) or math.isinf(b):  # z is infinite
+            a, b, c, d = box(a), box(b), zero_if_nan(c), zero_if_nan(d)
+            recalc = True
+        if math.isinf(c) or math.isinf(d):  # w is infinite
+            a, b, c, d = zero_if_nan(a), zero_if_nan(b), box(c), box(d)
+            recalc = True
+        if not recalc and (math.isinf(ac) or math.isinf(bd) or math.isinf(ad) or math.isinf(bc)):
+            a, b, c, d = zero_if_nan(a), zero_if_nan(b), zero_if_nan(c), zero_if_nan(d)
+            recalc = True
+        if recalc:
+            return complex(math.inf * (a * c - b * d), math.inf * (a * d + b * c))
+        return complex(math.nan, math.nan)
+
+    @jit
+    def multiply(z, w):
+        a, b, c, d = z.real, z.imag, w.real, w.imag
+        ac, bd, ad, bc = a * c, b * d, a * d, b * c
+        x, y = ac - bd, ad + bc
+        if x == x or y == y:
+            return complex(x, y)
+        return multiply_recovered(a, b, c, d, ac, bd, ad, bc)
+
+    @jit
+    def scaled(v, k):  # v * 2**k in two exact halves (ldexp raises on overflow in the simulator)
+        half = k // 2
+        return v * 2.0**half * 2.0 ** (k - half)
+
+    @jit
+    def divide_annex_g(a, b, c, d):  # annex G's _Cdivd: scaled by a power of two, then recovered
+        large = abs(d) if abs(d) > abs(c) or c != c else abs(c)  # fmax: NaN loses
+        scale = 0
+        if math.isfinite(large) and large != 0:
+            scale = math.frexp(large)[1] - 1  # logb
+            c, d = math.ldexp(c, -scale), math.ldexp(d, -scale)
+        denominator = c * c + d * d
+        x = scaled((a * c + b * d) / denominator, -scale)
+        y = scaled((b * c - a * d) / denominator, -scale)
+        if x == x or y == y:
+            return complex(x, y)
+        if denominator == 0 and (a == a or b == b):
+            infinity = math.copysign(math.inf, c)
+            return complex(infinity * a, infinity * b)
+        if (math.isinf(a) or math.isinf(b)) and math.isfinite(c) and math.isfinite(d):
+            a, b = box(a), box(b)
+            return complex(math.inf * (a * c + b * d), math.inf * (b * c - a * d))
+        if math.isinf(large) and math.isfinite(a) and math.isfinite(b):
+            c, d = box(c), box(d)
+            return complex(0.0 * (a * c + b * d), 0.0 * (b * c - a * d))
+        return complex(x, y)
+
+    @jit
+    def smith(z, w):
+        # NumPy's quotient: Smith's algorithm, reciprocal included (no overflow of |w|**2);
+        # c / c and d / d are an exact 1 of the parts' type (a literal 1.0 would widen float32)
+        a, b, c, d = z.real, z.imag, w.real, w.imag
+        if abs(c) >= abs(d):
+            ratio = d / c
+            inverse = c / c / (c + d * ratio)
+            return complex((a + b * ratio) * inverse, (b - a * ratio) * inverse)
+        ratio = c / d
+        inverse = d / d / (d + c * ratio)
+        return complex((a * ratio + b) * inverse, (b * ratio - a) * inverse)
+
+    @jit
+    def divide(z, w):
+        a, b, c, d = z.real, z.imag, w.real, w.imag
+        finite = math.isfinite(a) and math.isfinite(b) and math.isfinite(c) and math.isfinite(d)
+        if finite and (c != 0 or d != 0):
+            q = smith(z, w)
+            if q.real == q.real and q.imag == q.imag:
+                return q
+        return divide_annex_g(a, b, c, d)
 
     @jit
     def times_i(z):  # exact: a swap and a sign, signed zeros and NaNs kept
@@ -272,6 +365,9 @@ def build(jit) -> types.SimpleNamespace:
         return complex(round_half_even(z.real), round_half_even(z.imag))
 
     return types.SimpleNamespace(
+        multiply=multiply,
+        smith=smith,
+        divide=divide,
         sinh=sinh,
         cosh=cosh,
         tanh=tanh,

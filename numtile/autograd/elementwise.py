@@ -1,4 +1,8 @@
-"""Gradient rules of the elementwise ops: arithmetic with broadcasting, unary math, casts."""
+"""Gradient rules of the elementwise ops: arithmetic with broadcasting, unary math, casts.
+
+Complex inputs follow PyTorch's convention: a gradient is the conjugate Wirtinger derivative
+of a real loss (``dL/dx + i dL/dy`` for z = x + iy), so a holomorphic f passes back
+``g * conj(f'(z))``, and a real input given a complex gradient keeps its real part (tape.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import numpy as np
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise
+from numtile.tiletensor.creation import zeros_like
 from numtile.tiletensor.dtypes import is_floating
 from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.reduction import sum as tensor_sum
@@ -17,6 +22,13 @@ from numtile.tiletensor.tensor import TileTensor
 
 def _is_tensor(value) -> bool:
     return isinstance(value, TileTensor)
+
+
+def conj(value):
+    """The complex conjugate of a tensor or scalar; a real one as it is (no copy)."""
+    if _is_tensor(value):
+        return elementwise.conj(value) if value.dtype.kind == "c" else value
+    return value.conjugate() if isinstance(value, complex) else value
 
 
 def layout_of(value):
@@ -84,8 +96,8 @@ class Multiply(_Binary):
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved
-        gx = unbroadcast(elementwise.multiply(g, y), x) if _is_tensor(x) else None
-        gy = unbroadcast(elementwise.multiply(g, x), y) if _is_tensor(y) else None
+        gx = unbroadcast(elementwise.multiply(g, conj(y)), x) if _is_tensor(x) else None
+        gy = unbroadcast(elementwise.multiply(g, conj(x)), y) if _is_tensor(y) else None
         return gx, gy
 
 
@@ -98,11 +110,13 @@ class Divide(_Binary):
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved
-        gx = unbroadcast(elementwise.divide(g, y), x) if _is_tensor(x) else None
+        gx = unbroadcast(elementwise.divide(g, conj(y)), x) if _is_tensor(x) else None
         gy = None
         if _is_tensor(y):
             gy = elementwise.negative(
-                elementwise.divide(elementwise.multiply(g, x), elementwise.multiply(y, y))
+                elementwise.divide(
+                    elementwise.multiply(g, conj(x)), conj(elementwise.multiply(y, y))
+                )
             )
             gy = unbroadcast(gy, y)
         return gx, gy
@@ -154,7 +168,8 @@ class PowerScalar(Function):
     def backward(ctx, g):
         (x,) = ctx.saved
         p = ctx.exponent
-        return elementwise.multiply(g, elementwise.multiply(elementwise.pow(x, p - 1), p)), None
+        derivative = elementwise.multiply(elementwise.pow(x, p - 1), p)
+        return elementwise.multiply(g, conj(derivative)), None
 
 
 class Power(_Binary):
@@ -171,15 +186,11 @@ class Power(_Binary):
         x, y, out = ctx.saved
         gx = gy = None
         if _is_tensor(x):
-            gx = unbroadcast(
-                elementwise.multiply(
-                    g, elementwise.multiply(y, elementwise.pow(x, elementwise.subtract(y, 1)))
-                ),
-                x,
-            )
+            derivative = elementwise.multiply(y, elementwise.pow(x, elementwise.subtract(y, 1)))
+            gx = unbroadcast(elementwise.multiply(g, conj(derivative)), x)
         if _is_tensor(y):
-            log_x = elementwise.log(x) if _is_tensor(x) else float(np.log(x))
-            gy = unbroadcast(elementwise.multiply(g, elementwise.multiply(out, log_x)), y)
+            log_x = elementwise.log(x) if _is_tensor(x) else np.log(x).item()
+            gy = unbroadcast(elementwise.multiply(g, conj(elementwise.multiply(out, log_x))), y)
         return gx, gy
 
 
@@ -215,7 +226,17 @@ gradient_rule("negative")(Negative.apply)
 
 
 def _float(x: TileTensor) -> TileTensor:
-    return x if is_floating(x.dtype) else elementwise.astype(x, np.float64)
+    return x if is_floating(x.dtype) or x.dtype.kind == "c" else elementwise.astype(x, np.float64)
+
+
+# f'(x) from the input x and the output y of the fused-backward ops that take complex inputs
+# (their backward kernels are real only)
+COMPLEX_DERIVATIVES = {
+    "exp": lambda x, y: y,
+    "log": lambda x, y: elementwise.reciprocal(x),
+    "sqrt": lambda x, y: elementwise.divide(0.5, y),
+    "tanh": lambda x, y: elementwise.subtract(1.0, elementwise.square(y)),
+}
 
 
 def _kernel_rule(name: str) -> type[Function]:
@@ -224,11 +245,14 @@ def _kernel_rule(name: str) -> type[Function]:
 
     def forward(ctx, x):
         x = _float(x)
-        ctx.save_for_backward(x)
-        return plain(x)
+        y = plain(x)
+        ctx.save_for_backward(x, y if x.dtype.kind == "c" else None)
+        return y
 
     def backward(ctx, g):
-        (x,) = ctx.saved
+        x, y = ctx.saved
+        if x.dtype.kind == "c":
+            return (elementwise.multiply(g, conj(COMPLEX_DERIVATIVES[name](x, y))),)
         return (elementwise.unary_backward(x, g, name),)
 
     return type(
@@ -252,7 +276,8 @@ DERIVATIVES = {
 
 def composed_rule(name: str, plain=None, derivative=None) -> type[Function]:
     """The rule of a unary op whose derivative is a product of tiled ops (``DERIVATIVES``,
-    or ``derivative(x, y)`` of the op ``plain``)."""
+    or ``derivative(x, y)`` of the op ``plain``); holomorphic on complex inputs but ``abs``,
+    whose "derivative" sign(z) = z / |z| is already the gradient factor PyTorch gives."""
     plain = plain or getattr(elementwise, name)
     derivative = derivative or DERIVATIVES[name]
 
@@ -264,7 +289,8 @@ def composed_rule(name: str, plain=None, derivative=None) -> type[Function]:
 
     def backward(ctx, g):
         x, y = ctx.saved
-        return (elementwise.multiply(derivative(x, y), g),)
+        factor = derivative(x, y)
+        return (elementwise.multiply(factor if name == "abs" else conj(factor), g),)
 
     return type(
         name.title().replace("_", ""),
@@ -287,12 +313,53 @@ class AsType(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if g.dtype.kind == "c" and ctx.dtype.kind != "c":
+            g = elementwise.real(g)  # real -> complex: the real part flows back
         return (elementwise.astype(g, ctx.dtype),)
 
 
 @gradient_rule("astype")
 def _astype(x, dtype, /, *, copy=True, device=None):
-    if is_floating(dtype):
+    if is_floating(dtype) or np.dtype(dtype).kind == "c":
         return AsType.apply(x, dtype)
     # integers and booleans carry no gradient
     return elementwise.astype(x.detach(), dtype, copy=copy, device=device)
+
+
+class Real(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.dtype = x.dtype
+        return elementwise.real(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (elementwise.astype(g, ctx.dtype),)
+
+
+class Imag(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.dtype = x.dtype
+        return elementwise.imag(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.dtype.kind != "c":  # zeros whatever x is
+            return (zeros_like(g),)
+        return (elementwise.multiply(elementwise.astype(g, ctx.dtype), 1j),)
+
+
+class Conj(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return elementwise.conj(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (conj(g),)
+
+
+gradient_rule("real")(Real.apply)
+gradient_rule("imag")(Imag.apply)
+gradient_rule("conj")(Conj.apply)

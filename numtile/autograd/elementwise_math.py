@@ -23,7 +23,10 @@ DERIVATIVES = {
     "acos": lambda x, y: ew.negative(ew.reciprocal(ew.sqrt(_one_minus_square(x)))),
     "asin": lambda x, y: ew.reciprocal(ew.sqrt(_one_minus_square(x))),
     "atan": lambda x, y: ew.reciprocal(ew.add(ew.square(x), 1.0)),
-    "acosh": lambda x, y: ew.reciprocal(ew.sqrt(ew.subtract(ew.square(x), 1.0))),
+    # 1 / sqrt(x - 1) sqrt(x + 1): the principal branch's derivative on complex x too
+    "acosh": lambda x, y: ew.reciprocal(
+        ew.multiply(ew.sqrt(ew.subtract(x, 1.0)), ew.sqrt(ew.add(x, 1.0)))
+    ),
     "asinh": lambda x, y: ew.reciprocal(ew.sqrt(ew.add(ew.square(x), 1.0))),
     "atanh": lambda x, y: ew.reciprocal(_one_minus_square(x)),
     "cosh": lambda x, y: em.sinh(x),

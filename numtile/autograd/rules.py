@@ -29,7 +29,7 @@ from numtile.tiletensor import dispatch
 
 RULES: dict[str, Callable] = {}
 COMPOSITE = frozenset(
-    {"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze", "conj", "real"}
+    {"mean", "transpose", "matrix_transpose", "expand_dims", "squeeze"}
     # numtile.linalg products built from differentiable tiled ops (issue 14)
     | {"trace", "outer", "vecdot", "tensordot", "matrix_power", "matrix_norm"}
     | {"stack", "tile", "moveaxis", "broadcast_arrays", "meshgrid"}  # issue 13 (Q)
@@ -67,7 +67,6 @@ CONSTANT = frozenset(
         "bitwise_invert",
         "bitwise_left_shift",
         "bitwise_right_shift",
-        "imag",
         # indexing, searching, sorting: integer results
         "argmax",
         "argmin",
@@ -80,6 +79,19 @@ CONSTANT = frozenset(
         "logical_xor",
         "matrix_rank",  # an integer count (issue 14)
     }
+)
+
+
+# the rules that follow PyTorch's convention for complex inputs (conjugate Wirtinger
+# derivatives, autograd/elementwise.py); every other rule refuses a complex operand
+COMPLEX_RULES = frozenset(
+    {"add", "subtract", "multiply", "divide", "negative", "power", "square", "reciprocal"}
+    | {"exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "abs", "real", "imag", "conj"}
+    | {"sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh"}
+    | {"atanh", "astype", "sum", "cumulative_sum", "where"}
+    # linear rearrangements: their gradients move values, whatever the dtype
+    | {"broadcast_to", "concat", "diagonal", "flip", "getitem", "permute_dims", "redistribute"}
+    | {"repeat", "reshape", "retile", "roll", "take", "tril", "triu", "unstack"}
 )
 
 
@@ -105,10 +117,21 @@ def _wants_grad(args, kwargs) -> bool:
     return any(isinstance(a, list | tuple) and needs_grad(*a) for a in args)
 
 
-def _recording(plain: Callable, rule: Callable) -> Callable:
+def _has_complex(args, kwargs) -> bool:
+    values = [*args, *kwargs.values()]
+    values += [v for a in args if isinstance(a, list | tuple) for v in a]
+    return any(getattr(getattr(v, "dtype", None), "kind", None) == "c" for v in values)
+
+
+def _recording(name: str, plain: Callable, rule: Callable) -> Callable:
     @functools.wraps(plain)
     def op(*args, **kwargs):
         if _wants_grad(args, kwargs):
+            if name not in COMPLEX_RULES and _has_complex(args, kwargs):
+                raise NoGradientError(
+                    f"{dispatch.PUBLIC_NAMES[name]} has no gradient rule for complex "
+                    f"operands; its input requires grad (use .detach() or nt.no_grad())"
+                )
             return rule(*args, **kwargs)
         return plain(*args, **kwargs)
 
@@ -162,7 +185,7 @@ def install(backward: Callable) -> None:
         if kind == "tape":
             implementation = backward
         elif kind == "rule":
-            implementation = _recording(plain, RULES[name])
+            implementation = _recording(name, plain, RULES[name])
         elif kind == "composite":
             implementation = plain
         elif kind == "constant":

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterator
 
 from numtile.tiletensor import placement
 from numtile.tiletensor.creation import ones_like
 from numtile.tiletensor.dtypes import bfloat16 as NARROW
-from numtile.tiletensor.elementwise import accumulate, add, astype
+from numtile.tiletensor.elementwise import accumulate, add, astype, real
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
@@ -136,8 +137,26 @@ def _topological_order(root: TileTensor) -> list[TileTensor]:
     return order
 
 
+# gradient tensors held in more than one place (a rule's output given to two inputs, the
+# caller's own gradient): id -> tensor
+_shared: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# leaf -> the shared gradient tensor it holds by reference: never accumulated into in place
+_borrowed: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _mark_shared(grads) -> None:
+    """Remember the tensors that appear more than once in ``grads``."""
+    seen = set()
+    for grad in grads:
+        if grad is not None:
+            if id(grad) in seen:
+                _shared[id(grad)] = grad
+            seen.add(id(grad))
+
+
 def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
-    """``leaf.grad += grad`` tile by tile (commutative accumulate tasks), or set it."""
+    """``leaf.grad += grad`` tile by tile (commutative accumulate tasks), or set it (the first
+    accumulation into a shared gradient held by reference makes a new tensor instead)."""
     if grad.shape != leaf.shape:
         raise ValueError(f"gradient of shape {grad.shape} for a tensor of shape {leaf.shape}")
     if grad.dtype != leaf.dtype:
@@ -147,6 +166,10 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
     grad = placement.follow_owners(grad, leaf)  # under MPI: reduced on the leaf's owners
     if leaf.grad is None:
         leaf.grad = grad
+        if _shared.get(id(grad)) is grad:
+            _borrowed[id(leaf)] = grad
+    elif _borrowed.pop(id(leaf), None) is leaf.grad:
+        leaf.grad = add(leaf.grad, grad)
     elif not placement.fold_sums(leaf.grad, grad):  # under MPI: one sum travels, not two
         accumulate(leaf.grad, grad)
 
@@ -155,7 +178,9 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
     """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` that requires a gradient."""
     if not root.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad")
-    if grad is None:
+    if grad is not None:
+        _shared[id(grad)] = grad  # the caller's: never accumulated into
+    else:
         if root.size != 1:
             raise ValueError(
                 f"backward() needs a gradient for a tensor of shape {root.shape}; "
@@ -177,10 +202,13 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
             input_grads = node.function.backward(node.ctx, g)
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)
+            _mark_shared(input_grads)
             node.ctx = None  # saved activations are released here, tiles recycled
             for value, value_grad in zip(node.inputs, input_grads):
                 if value_grad is None or not getattr(value, "requires_grad", False):
                     continue
+                if value_grad.dtype.kind == "c" and value.dtype.kind != "c":
+                    value_grad = real(value_grad)  # PyTorch's convention: a real input
                 if NARROW in (value.dtype, value_grad.dtype) and value_grad.dtype != value.dtype:
                     value_grad = astype(value_grad, value.dtype)  # as torch: grads take its dtype
                 if value._node is None:

@@ -9,7 +9,7 @@ Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scal
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles);
-``bf16`` (bf16_widen, bf16_narrow: bfloat16 bit conversions); ``matmul`` (gemm),
+``bf16`` (bf16_widen, bf16_narrow, f16_*: bfloat16 and float16 bit conversions); ``matmul`` (gemm),
 ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, arg_reduce); ``indexing``
@@ -22,7 +22,7 @@ embedding); ``helpers``.
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
 
 from numtile.ops_cpu import nn
-from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen
+from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, f16_widen
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
@@ -77,6 +77,9 @@ __all__ = [
     "band",
     "bf16_narrow",
     "bf16_widen",
+    "f16_from",
+    "f16_narrow",
+    "f16_widen",
     "binary",
     "binary_math",
     "bitwise",

@@ -34,3 +34,25 @@ def bf16_narrow(x, bits):
             bits[i] = np.uint16((upper & _SIGN) | _QUIET_NAN)
         else:
             bits[i] = np.uint16((value + _HALF + (upper & np.uint32(1))) >> np.uint32(16))
+
+
+# --- float16: NumPy's conversions (IEEE half; F16C where the CPU has it), on bit views --------
+
+
+def f16_widen(bits, out) -> None:
+    """out[i] = the float32 bits of the float16 bits[i] (uint16 in, uint32 out: exact)."""
+    out.view(np.float32)[...] = bits.view(np.float16)
+
+
+def f16_narrow(x, bits) -> None:
+    """bits[i] = the float16 nearest the float32 whose bits are x[i] (uint32 in, uint16 out;
+    ties to even, as NumPy's astype)."""
+    with np.errstate(over="ignore"):  # past 65504: infinity, as intended
+        bits.view(np.float16)[...] = x.view(np.float32)
+
+
+def f16_from(x, bits) -> None:
+    """bits[i] = the float16 nearest x[i] (any real dtype in, rounded once as NumPy's astype
+    rounds: float64 straight to float16, not through float32)."""
+    with np.errstate(over="ignore"):
+        bits.view(np.float16)[...] = x

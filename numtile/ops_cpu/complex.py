@@ -10,7 +10,7 @@ import numpy as np
 
 from numtile import complex_math, opcodes
 from numtile.ops_cpu.elementwise import _broadcast, _map
-from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.helpers import inlined, inner_axis, row_offsets
 from numtile.ops_cpu.scalar_math import (
     _add,
     _equal,
@@ -38,22 +38,44 @@ _log = inlined(lambda v: np.log(v))
 _sqrt = inlined(lambda v: np.sqrt(v))
 
 
+_math = complex_math.build(inlined)
+_cmultiply, _cdivide = _math.multiply, _math.divide  # annex G's recovery of infinities
+_smith = _math.smith
+
+
 @inlined
-def _divide(a, b):
-    # Smith's algorithm, as NumPy: no overflow of |b|**2, and x / 0 is inf or nan (Numba's
-    # complex division raises ZeroDivisionError instead)
-    if abs(b.real) >= abs(b.imag):
-        if b.real == 0 and b.imag == 0:
-            return complex(a.real / abs(b.real), a.imag / abs(b.real))
-        ratio = b.imag / b.real
-        scale = b.real + b.imag * ratio
-        return complex((a.real + a.imag * ratio) / scale, (a.imag - a.real * ratio) / scale)
-    ratio = b.real / b.imag
-    scale = b.imag + b.real * ratio
-    return complex((a.real * ratio + a.imag) / scale, (a.imag * ratio - a.real) / scale)
+def _any_not_finite(values):
+    # no early exit, an integer "or": the loop vectorises (x - x is NaN for inf and NaN only)
+    found = False
+    for v in values:
+        difference = (v.real - v.real) + (v.imag - v.imag)
+        found |= difference != difference
+    return found
 
 
-_reciprocal = inlined(lambda v: _divide(1 + 0j, v))
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _annex_g_pass(a, a_strides, b, b_strides, out, shape, op):
+    """Redo out = a * b (or a / b: ``op``) with annex G's functions where out or b has a part
+    that is not finite (the textbook pass is right everywhere else): one strided loop,
+    compiled once per dtype, called only for the tiles that need it."""
+    if out.size == 0:
+        return
+    inner = inner_axis(shape)
+    extent = shape[inner]
+    for row in range(out.size // extent):
+        a_start, b_start = row_offsets(row, shape, inner, a_strides, b_strides)
+        for j in range(extent):
+            z = a[0] if a.size == 1 else a[a_start + j * a_strides[inner]]
+            w = b[0] if b.size == 1 else b[b_start + j * b_strides[inner]]
+            i = row * extent + j
+            v = out[i]
+            if np.isfinite(v.real) and np.isfinite(v.imag):
+                if np.isfinite(w.real) and np.isfinite(w.imag):
+                    continue
+            out[i] = _cdivide(z, w) if op == opcodes.DIVIDE else _cmultiply(z, w)
+
+
+_reciprocal = inlined(lambda v: _cdivide(1 + 0j, v))
 
 _conj = inlined(lambda v: v.conjugate())
 _real = inlined(lambda v: v.real)
@@ -82,7 +104,6 @@ def complex_unary(x, out, op):
         raise ValueError("complex_unary: unknown op code")
 
 
-_math = complex_math.build(inlined)
 _cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.log10
 _csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
 _csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
@@ -149,22 +170,33 @@ def complex_part(x, out, op):
         raise ValueError("complex_part: unknown op code")
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
 def complex_binary(a, a_strides, b, b_strides, out, shape, op):
     """out = op(a, b) of complex tiles broadcast over ``shape`` (add, subtract, multiply,
-    divide, power: codes of BINARY_OPS)."""
+    divide, power: codes of BINARY_OPS); multiply and divide with annex G's recovery of
+    infinities, compiled on first need (a tile with an infinite or NaN part)."""
+    if _complex_binary(a, a_strides, b, b_strides, out, shape, op):
+        _annex_g_pass(a, a_strides, b, b_strides, out, shape, op)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _complex_binary(a, a_strides, b, b_strides, out, shape, op):
+    # the textbook forms, which vectorise; True where a tile needs annex G's pass
+    needed = False
     if op == opcodes.ADD:
         _broadcast(_add, a, a_strides, b, b_strides, out, shape)
     elif op == opcodes.SUBTRACT:
         _broadcast(_subtract, a, a_strides, b, b_strides, out, shape)
     elif op == opcodes.MULTIPLY:
         _broadcast(_multiply, a, a_strides, b, b_strides, out, shape)
+        needed = _any_not_finite(out)
     elif op == opcodes.DIVIDE:
-        _broadcast(_divide, a, a_strides, b, b_strides, out, shape)
+        _broadcast(_smith, a, a_strides, b, b_strides, out, shape)
+        needed = _any_not_finite(out) or _any_not_finite(b)
     elif op == opcodes.POWER:
         _broadcast(_power, a, a_strides, b, b_strides, out, shape)
     else:
         raise ValueError("complex_binary: unknown op code")
+    return needed
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")

@@ -26,7 +26,7 @@ simulator (``require()`` says which is missing).
 
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
-from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen
+from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, f16_widen
 from numtile.ops_cuda.complex import (
     complex_binary,
     complex_compare,
@@ -78,6 +78,9 @@ __all__ = [
     "band",
     "bf16_narrow",
     "bf16_widen",
+    "f16_from",
+    "f16_narrow",
+    "f16_widen",
     "binary",
     "binary_math",
     "bitwise",

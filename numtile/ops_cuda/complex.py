@@ -62,6 +62,10 @@ def _power(a, b):
     return _exp(b * _log(a))
 
 
+_math = complex_math.build(device_function)
+_cmultiply, _cdivide = _math.multiply, _math.divide  # annex G's recovery of infinities
+
+
 @cuda.jit
 def _unary_kernel(x, out, op):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
@@ -77,12 +81,11 @@ def _unary_kernel(x, out, op):
         elif op == opcodes.COMPLEX_SQUARE:
             out[i] = v * v
         elif op == opcodes.COMPLEX_RECIPROCAL:
-            out[i] = 1 / v
+            out[i] = _cdivide(complex(1.0, 0.0), v)
         elif op == opcodes.COMPLEX_CONJ:
             out[i] = v.conjugate()
 
 
-_math = complex_math.build(device_function)
 _cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.log10
 _csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
 _csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
@@ -157,7 +160,9 @@ def _never(a, b):
     return False
 
 
-_binary_kernel = binary_kernel_of(_lacking, _lacking, _power, _lacking, _lacking)
+_binary_kernel = binary_kernel_of(
+    _lacking, _lacking, _power, _lacking, _lacking, _cmultiply, _cdivide
+)
 _compare_kernel = compare_kernel_of(_never, _never, _never, _never, _never, _never, _never)
 
 

@@ -178,10 +178,22 @@ def _unary_backward_kernel(dtype: np.dtype):
 
 
 @functools.cache
-def binary_kernel_of(maximum, minimum, power, floor_divide, remainder):
+@cuda.jit(device=True)
+def _times(a, b):
+    return a * b
+
+
+@cuda.jit(device=True)
+def _over(a, b):
+    return a / b
+
+
+def binary_kernel_of(
+    maximum, minimum, power, floor_divide, remainder, multiply=_times, divide=_over
+):
     """The broadcasting kernel of BINARY_OPS over these device functions: one factory for
-    every dtype kind (``complex.py`` passes stubs for the ops complex numbers lack; the
-    launchers never hand a kernel an op code its dtype lacks)."""
+    every dtype kind (``complex.py`` passes stubs for the ops complex numbers lack, and annex
+    G's multiply and divide; the launchers never hand a kernel an op code its dtype lacks)."""
 
     @cuda.jit
     def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
@@ -195,9 +207,9 @@ def binary_kernel_of(maximum, minimum, power, floor_divide, remainder):
             elif op == opcodes.SUBTRACT:
                 out[i] = x - y
             elif op == opcodes.MULTIPLY:
-                out[i] = x * y
+                out[i] = multiply(x, y)
             elif op == opcodes.DIVIDE:
-                out[i] = x / y
+                out[i] = divide(x, y)
             elif op == opcodes.MAXIMUM:
                 out[i] = maximum(x, y)
             elif op == opcodes.MINIMUM:

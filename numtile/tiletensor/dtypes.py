@@ -15,6 +15,11 @@ PyTorch's: with ``float32`` or ``float64`` it is that type, with ``float16`` it 
 ``isdtype(nt.bfloat16, "real floating")`` is true. Its tiles hold the 16 bits of each value;
 kernels widen them to float32 (exact), compute in float32 and round back to nearest-even.
 
+``float16`` (IEEE half, outside the array API standard, for GPUs and checkpoints that need
+it) is held the same way, through float32, and promotes as NumPy's (which PyTorch's matches
+between floats): with ``float32`` it is ``float32``, with ``bfloat16`` ``float32``, with
+``int8``/``uint8`` arrays and Python scalars it stays ``float16``.
+
 >>> import numtile as nt
 >>> nt.result_type(nt.int8, nt.uint8), nt.result_type(nt.int64, nt.uint64)
 (dtype('int16'), dtype('float64'))
@@ -41,13 +46,14 @@ float64 = np.dtype(np.float64)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float16 = np.dtype(np.float16)
 
 SIGNED = (int8, int16, int32, int64)
 UNSIGNED = (uint8, uint16, uint32, uint64)
 REAL_FLOATING = (float32, float64)
 COMPLEX_FLOATING = (complex64, complex128)
 # floats held as 16-bit patterns that kernels widen to float32 (NumPy's kind of them is "V")
-NARROW_FLOATING = (bfloat16,)
+NARROW_FLOATING = (bfloat16, float16)
 # the array API's dtypes (what __array_namespace_info__ lists), and every dtype a tensor holds
 STANDARD = (bool_, *SIGNED, *UNSIGNED, *REAL_FLOATING, *COMPLEX_FLOATING)
 SUPPORTED = (*STANDARD, *NARROW_FLOATING)
@@ -65,8 +71,8 @@ KINDS = {
 
 
 def is_floating(dtype) -> bool:
-    """Whether ``dtype`` is a real floating dtype, ``bfloat16`` included (its NumPy kind is
-    "V", so ``dtype.kind == "f"`` misses it).
+    """Whether ``dtype`` is a real floating dtype, ``bfloat16`` and ``float16`` included
+    (bfloat16's NumPy kind is "V", so ``dtype.kind == "f"`` misses it).
 
     >>> import numtile as nt
     >>> is_floating(nt.bfloat16), is_floating(nt.float64), is_floating(nt.int8)
@@ -188,7 +194,7 @@ class finfo:  # noqa: N801  (the array API name)
         dtype = _dtype_of(type)
         if not is_inexact(dtype):
             raise ValueError(f"finfo needs a floating dtype, got {dtype.name} (use iinfo)")
-        info = ml_dtypes.finfo(dtype) if dtype in NARROW_FLOATING else np.finfo(dtype)
+        info = ml_dtypes.finfo(dtype) if dtype == bfloat16 else np.finfo(dtype)
         self.dtype = np.dtype(info.dtype)
         self.bits = int(info.bits)
         self.eps = float(info.eps)

@@ -409,9 +409,12 @@ class TileTensor:
     # -- autograd -----------------------------------------------------------------------------
 
     def requires_grad_(self, requires_grad: bool = True) -> TileTensor:
-        """Mark this tensor as a leaf whose gradient ``backward`` accumulates in ``.grad``."""
-        if requires_grad and not is_floating(self.dtype):
-            raise TypeError(f"only floating tensors can require gradients, not {self.dtype}")
+        """Mark this tensor as a leaf whose gradient ``backward`` accumulates in ``.grad``
+        (real floating or complex: PyTorch's convention, see ``numtile.autograd``)."""
+        if requires_grad and not (is_floating(self.dtype) or self.dtype.kind == "c"):
+            raise TypeError(
+                f"only floating or complex tensors can require gradients, not {self.dtype}"
+            )
         self.requires_grad = requires_grad
         return self
 

@@ -227,7 +227,7 @@ def _attr_not_json(path):
 
 def _unsupported_dtype(path):
     with h5py.File(path, "a") as f:
-        f["half"] = np.zeros(3, np.float16)
+        f["half"] = np.zeros(3, np.longdouble)
 
 
 @pytest.mark.parametrize(
@@ -239,7 +239,7 @@ def _unsupported_dtype(path):
         (_other_hdf5, "format"),
         (_future_version, "format_version 2"),
         (_attr_not_json, "JSONDecodeError"),
-        (_unsupported_dtype, "float16"),
+        (_unsupported_dtype, np.dtype(np.longdouble).name),
     ],
 )
 def test_damaged_or_foreign_files_are_value_errors_naming_the_path(path, damage, detail):

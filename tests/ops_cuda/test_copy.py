@@ -87,6 +87,11 @@ _COMPILE_ALL = """
     cuda.compile_ptx(copy._fill_kernel.py_func, (u16, types.uint16), cc=(9, 0))
     s = types.UniTuple(i64, 2)
     cuda.compile_ptx(copy._copy_kernel.py_func, (u16, i64, s, u16, i64, s, s, i64), cc=(9, 0))
+
+    # float16 tiles: widened exactly, narrowed from float32, float64 and integers
+    cuda.compile_ptx(bf16._f16_widen_kernel.py_func, (u16, types.float32[::1]), cc=(9, 0))
+    for t in (types.float32, types.float64, i64):
+        cuda.compile_ptx(bf16._f16_from_kernel.py_func, (t[::1], u16), cc=(9, 0))
 """
 
 

@@ -116,7 +116,7 @@ def test_random_errors():
     with pytest.raises(TypeError, match="floating"):
         nt.random.uniform(size=4, dtype=np.int64)
     with pytest.raises(TypeError):
-        nt.random.normal(size=4, dtype=np.float16)
+        nt.random.normal(size=4, dtype=np.longdouble)
     with pytest.raises(ValueError, match="low <= high"):
         nt.random.uniform(2.0, 1.0, size=4)
     with pytest.raises(ValueError, match="scale >= 0"):

@@ -1,4 +1,5 @@
-"""bfloat16 tiles in codelets: a float32 kernel runs on them through float32 scratch tiles.
+"""bfloat16 and float16 tiles in codelets: a float32 kernel runs on them through float32
+scratch tiles.
 
 Numba has no bfloat16 type, so kernels never see a bfloat16 array. A codelet of an
 element-wise op or a reduction widens each bfloat16 tile it reads to a float32 scratch tile
@@ -8,7 +9,8 @@ conversion kernels per backend thus serves every op, and no op compiles a bfloat
 of its own; the result is the float32 op's, rounded once, as PyTorch computes bfloat16 ops.
 Copies move the 16-bit patterns as they are (``bits``). The float32 copies are the task's
 scratch (``scratch_bytes``: twice each bfloat16 tile's bytes), which the wrapper declares,
-so a memory manager makes room for them before the task starts.
+so a memory manager makes room for them before the task starts. float16 tiles go the same
+way (``ops.f16_widen`` / ``ops.f16_narrow``: exact, and nearest-even as NumPy's astype).
 """
 
 from __future__ import annotations
@@ -21,48 +23,61 @@ import numpy as np
 from numtile.runtime import DataHandle
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
+_NARROW = (_BFLOAT16, _FLOAT16)
 
 
 def is_narrow(value) -> bool:
-    """Whether ``value`` is a bfloat16 tile (or array)."""
-    return getattr(value, "dtype", None) == _BFLOAT16
+    """Whether ``value`` is a bfloat16 or float16 tile (or array)."""
+    return getattr(value, "dtype", None) in _NARROW
 
 
 def bits(tile):
-    """A bfloat16 tile as its uint16 bit patterns (other tiles as they are): for copies."""
+    """A 16-bit float tile as its uint16 bit patterns (other tiles as they are): for copies."""
     return tile.view(np.uint16) if is_narrow(tile) else tile
 
 
 def scalar_bits(value):
-    """A scalar as a kernel stores it in a tile of ``value``'s dtype (bfloat16: its bits)."""
+    """A scalar as a kernel stores it in a tile of ``value``'s dtype (16-bit floats: bits)."""
     if is_narrow(value):
-        return np.uint16(np.asarray(value, _BFLOAT16).view(np.uint16))
+        return np.uint16(np.asarray(value, value.dtype).view(np.uint16))
     return value
 
 
+def _widen_into(ops, tile, out) -> None:
+    widen_kernel = ops.bf16_widen if tile.dtype == _BFLOAT16 else ops.f16_widen
+    widen_kernel(tile.reshape(-1).view(np.uint16), out.reshape(-1).view(np.uint32))
+
+
 def widen(ops, tile):
-    """A float32 scratch copy of the bfloat16 ``tile`` (exact)."""
+    """A float32 scratch copy of the 16-bit float ``tile`` (exact)."""
     out = ops.empty(tuple(tile.shape), _FLOAT32)
-    ops.bf16_widen(tile.reshape(-1).view(np.uint16), out.reshape(-1).view(np.uint32))
+    _widen_into(ops, tile, out)
     return out
 
 
 def narrow_into(ops, values, tile) -> None:
-    """Round the float32 ``values`` to bfloat16, nearest-even, into the bfloat16 ``tile``."""
-    ops.bf16_narrow(values.reshape(-1).view(np.uint32), tile.reshape(-1).view(np.uint16))
+    """Round the float32 ``values`` to the 16-bit float dtype of ``tile``, nearest-even."""
+    narrow_kernel = ops.bf16_narrow if tile.dtype == _BFLOAT16 else ops.f16_narrow
+    narrow_kernel(values.reshape(-1).view(np.uint32), tile.reshape(-1).view(np.uint16))
 
 
 def cast(ops, x, out) -> None:
     """out = x converted to out's dtype, through float32 where either one is bfloat16 (as
-    ``ml_dtypes`` converts: float64 and integers round to float32 first)."""
+    ``ml_dtypes`` converts: float64 and integers round to float32 first); float16 as NumPy
+    converts (float64 to float16 directly, not through float32: one rounding)."""
     if not (is_narrow(x) or is_narrow(out)):
         ops.cast(x, out)
     elif is_narrow(x):
         if out.dtype == _FLOAT32:
-            ops.bf16_widen(x.view(np.uint16), out.view(np.uint32))
+            _widen_into(ops, x, out)
+        elif is_narrow(out):  # float16 <-> bfloat16: exact into float32, rounded once
+            narrow_into(ops, widen(ops, x), out)
         else:
             ops.cast(widen(ops, x), out)
+    elif out.dtype == _FLOAT16 and x.dtype != _FLOAT32:
+        ops.f16_from(x, out.view(np.uint16))
     elif x.dtype == _FLOAT32:
         narrow_into(ops, x, out)
     else:
@@ -72,20 +87,20 @@ def cast(ops, x, out) -> None:
 
 
 def scratch_bytes(*tiles_then_args) -> int:
-    """The bytes of the float32 copies ``through_float32`` makes of a task's bfloat16 tiles
-    (``Codelet.scratch``)."""
+    """The bytes of the float32 copies ``through_float32`` makes of a task's 16-bit float
+    tiles (``Codelet.scratch``)."""
     return sum(
         2 * tile.nbytes
         for tile in tiles_then_args
-        if isinstance(tile, DataHandle) and tile.dtype == _BFLOAT16
+        if isinstance(tile, DataHandle) and tile.dtype in _NARROW
     )
 
 
 def through_float32(outputs=(), updates=()):
-    """A decorator: ``kernel(ops, *arguments)`` runs on float32 copies of its bfloat16 tiles;
-    ``outputs`` (positions in ``arguments``) are written only, ``updates`` read and written,
-    and both are rounded back to bfloat16 after the kernel. Without bfloat16 tiles, the
-    kernel runs as it is."""
+    """A decorator: ``kernel(ops, *arguments)`` runs on float32 copies of its bfloat16 and
+    float16 tiles; ``outputs`` (positions in ``arguments``) are written only, ``updates`` read
+    and written, and both are rounded back to their dtype after the kernel. Without such
+    tiles, the kernel runs as it is."""
     return functools.partial(_through_float32, outputs=outputs, updates=updates)
 
 

@@ -14,7 +14,13 @@ R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 
 def real_kernels_only(name: str, dtype: np.dtype) -> None:
-    """Raise ``TypeError`` for a complex ``dtype``: the GEMM and LAPACK tile kernels are real."""
+    """Raise ``TypeError`` for a complex or float16 ``dtype``: the GEMM and LAPACK tile
+    kernels are real (float32, float64; bfloat16 for matmul)."""
+    if dtype == np.float16:
+        raise TypeError(
+            f"{name} of float16 tensors is not supported: the tiled matrix kernels are float32 "
+            f"and float64 (cast with astype(nt.float32))"
+        )
     if dtype.kind == "c":
         raise TypeError(
             f"{name} of {dtype} tensors is not supported: the tiled matrix product and "
