@@ -56,10 +56,11 @@ from numtile.ops_cpu.lu import getrf, laswp
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
+from numtile.ops_cpu.moments import moments_accumulate
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, qr_explicit, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
-from numtile.ops_cpu.scan import add_carry, cumulative_sum, scan_carry
+from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cpu.structured import band, linspace_fill
 
@@ -70,7 +71,6 @@ def to_host(array):
 
 
 __all__ = [
-    "add_carry",
     "arange_fill",
     "arg_reduce",
     "axpy",
@@ -95,6 +95,7 @@ __all__ = [
     "count_before",
     "count_nonzero",
     "cumulative_sum",
+    "cumulative_sum_from",
     "empty",
     "fill",
     "eye_fill",
@@ -113,6 +114,7 @@ __all__ = [
     "linspace_fill",
     "merge_runs",
     "mkl_bf16_available",
+    "moments_accumulate",
     "nn",
     "potrf",
     "predicate",

@@ -59,10 +59,11 @@ from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cuda.lu import getrf, laswp
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
+from numtile.ops_cuda.moments import moments_accumulate
 from numtile.ops_cuda.products import cross
 from numtile.ops_cuda.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
-from numtile.ops_cuda.scan import add_carry, cumulative_sum, scan_carry
+from numtile.ops_cuda.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cuda.structured import band, linspace_fill
 
@@ -70,7 +71,6 @@ __all__ = [
     "SIMULATOR",
     "CudaUnavailableError",
     "LaunchSettings",
-    "add_carry",
     "arange_fill",
     "arg_reduce",
     "available",
@@ -97,6 +97,7 @@ __all__ = [
     "count_before",
     "count_nonzero",
     "cumulative_sum",
+    "cumulative_sum_from",
     "eye_fill",
     "fill",
     "bf16_to_float32",
@@ -114,6 +115,7 @@ __all__ = [
     "linspace_fill",
     "launch_settings",
     "merge_runs",
+    "moments_accumulate",
     "nn",
     "potrf",
     "predicate",
