@@ -3,8 +3,8 @@ that write x's own tiles, ordered after every earlier task on them; and the scat
 into zeros behind the gradients of indexing.
 
 A basic key copies each tile of the (broadcast) value into the region of x it maps to; a mask
-with a scalar (or one-element) value is ``where`` writing x's own tiles (no copy back); a mask of x's
-whole shape with a tensor value writes through a flattened copy of x. Any other key (integer
+with a scalar (or one-element) value is ``where`` writing x's own tiles (no copy back); a mask
+of x's whole shape with a tensor value writes through a flattened copy of x. Any other key (integer
 arrays, masks, boolean scalars among integers, slices, None and ...) puts the value into
 ``x[basic part]`` with the indexed axes merged into one, then writes that region back; where
 those merged axes are x's own tiles (one array among full slices) it writes them directly.
