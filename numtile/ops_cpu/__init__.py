@@ -53,6 +53,7 @@ from numtile.ops_cpu.indexing import (
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cpu.lu import getrf, laswp
+from numtile.ops_cpu.masks import assign_where
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
@@ -73,6 +74,7 @@ def to_host(array):
 __all__ = [
     "arange_fill",
     "arg_reduce",
+    "assign_where",
     "axpy",
     "band",
     "bf16_narrow",

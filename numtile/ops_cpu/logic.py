@@ -98,6 +98,12 @@ def where(condition, c_strides, a, a_strides, b, b_strides, out, shape):
                 x, y = a[i], b[i]
                 out[i] = x if condition[i] else y
             return
+        if c_step == 1 and a_step == 0 and b_step == 1:  # x[mask] = value (vectorised)
+            x = a[0]
+            for i in range(size):
+                y = b[i]
+                out[i] = x if condition[i] else y
+            return
         for i in range(size):
             x, y = a[i * a_step], b[i * b_step]
             out[i] = x if condition[i * c_step] else y

@@ -58,6 +58,7 @@ from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
 from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cuda.lu import getrf, laswp
+from numtile.ops_cuda.masks import assign_where
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.moments import moments_accumulate
 from numtile.ops_cuda.products import cross
@@ -73,6 +74,7 @@ __all__ = [
     "LaunchSettings",
     "arange_fill",
     "arg_reduce",
+    "assign_where",
     "available",
     "axpy",
     "band",

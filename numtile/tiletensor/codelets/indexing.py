@@ -4,11 +4,8 @@ value assigned through a boolean mask (``where`` writing the target's own tiles)
 
 from __future__ import annotations
 
-import numpy as np
-
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets import narrow
-from numtile.tiletensor.layout import c_strides as c_strides_of
 
 
 def _take(ops, src, dst, pre, src_n, post, dst_n, src_positions, dst_positions, accumulate):
@@ -52,10 +49,9 @@ def _group_starts(ops, values, previous, flags, first_tile):
 
 @narrow.through_float32(updates=(2,))
 def _assign_where(ops, condition, value, target, c_strides, value_strides, shape):
-    """target = value where condition, else target (``where`` with its output as ``x2``)."""
+    """target = value where condition, else target (``x[mask] = value``, in place)."""
     condition, value, flat = (t.reshape(-1) for t in (condition, value, target))
-    strides = np.array(c_strides_of(target.shape), np.int64)
-    ops.where(condition, c_strides, value, value_strides, flat, strides, flat, shape)
+    ops.assign_where(condition, c_strides, value, value_strides, flat, shape)
 
 
 def _running_count(ops, flags, out, offset):
