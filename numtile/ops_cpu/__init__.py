@@ -23,6 +23,7 @@ from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a
 
 from numtile.ops_cpu import nn
 from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen
+from numtile.ops_cpu.columns import sum_columns
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
@@ -128,6 +129,7 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "sort_rows",
+    "sum_columns",
     "syrk",
     "take_positions",
     "to_host",

@@ -27,6 +27,7 @@ simulator (``require()`` says which is missing).
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
 from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen
+from numtile.ops_cuda.columns import sum_columns
 from numtile.ops_cuda.complex import (
     complex_binary,
     complex_compare,
@@ -129,6 +130,7 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "sort_rows",
+    "sum_columns",
     "syrk",
     "take_positions",
     "tpmqrt",
