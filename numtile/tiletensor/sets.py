@@ -21,8 +21,13 @@ from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import NARROW_FLOATING, bool_, float32, int64
 from numtile.tiletensor.elementwise_core import astype
-from numtile.tiletensor.indexing import compact_into, flatten, put_positions, tile_counts
-from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.indexing import (
+    flagged_positions,
+    flagged_values,
+    flatten,
+    put_positions,
+    tile_counts,
+)
 from numtile.tiletensor.manipulation import reshape
 from numtile.tiletensor.sorting import check_sortable, sorted_with_indices
 from numtile.tiletensor.tensor import TileTensor
@@ -74,21 +79,11 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
     per_tile = tile_counts(flags)
     total = int(per_tile.sum())
 
-    def compacted(source, dtype, codelet=codelets.indexing.compact, extra=lambda i: ()):
-        out = TileTensor(Layout((total,)), dtype)
-        if source is None:
-            sources = lambda i: ((flags.handles[i], R),)  # noqa: E731
-        else:
-            sources = lambda i: ((source.handles[i], R), (flags.handles[i], R))  # noqa: E731
-        compact_into(out, per_tile, sources, codelet, extra)
-        return out
-
-    unique = compacted(values, values.dtype)
-    first = compacted(order, int64) if indices else None
+    unique = flagged_values(values, flags, per_tile)
+    first = flagged_values(order, flags, per_tile) if indices else None
     counted = None
     if counts:
-        starts = values.layout.starts[0]
-        begins = compacted(None, int64, codelets.indexing.compact_positions, lambda i: (starts[i],))
+        begins = flagged_positions(flags, per_tile)
         ends = TileTensor(begins.layout, int64)
         if total:
             ends[:-1] = begins[1:]
@@ -125,20 +120,10 @@ def _unique_by_tile(flat: TileTensor):
     total = int(per_tile.sum())
     if total > _FEW * flat.size:
         return None
-    values = TileTensor(Layout((total,)), flat.dtype)
-    sources = lambda i: ((sorted_tiles.handles[i], R), (flags.handles[i], R))  # noqa: E731
-    compact_into(values, per_tile, sources, codelets.indexing.compact)
+    values = flagged_values(sorted_tiles, flags, per_tile)
     # group starts in flat: a tile's first element starts a group, so the groups' sizes are
     # the differences of the starts (the last one's end: the size of flat)
-    begins = TileTensor(Layout((total,)), int64)
-    starts = flat.layout.starts[0]
-    compact_into(
-        begins,
-        per_tile,
-        lambda i: ((flags.handles[i], R),),
-        codelets.indexing.compact_positions,
-        lambda i: (starts[i],),
-    )
+    begins = flagged_positions(flags, per_tile)
     groups = values.to_numpy()
     sizes = np.diff(np.append(begins.to_numpy(), flat.size))
     order = np.argsort(groups, kind="stable")  # NaNs last, each a group of its own
