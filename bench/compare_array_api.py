@@ -191,6 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1/16 of the sizes")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-dask", action="store_true", help="NumPy as the only peer")
     parser.add_argument(
         "--cases",
         default="exp,fma,sum,var,cumulative_sum,where,mask,sort,argsort,unique_counts",
@@ -199,7 +200,7 @@ def main() -> None:
     n = (64 << 20) // (16 if args.quick else 1)
     side = 8192 // (4 if args.quick else 1)
     tile = n // 16
-    _, da = _dask()
+    da = None if args.no_dask else _dask()[1]
     print(f"{CORES} cores, load average {os.getloadavg()[0]:.2f}, median of {args.repeat}")
     rows: list[dict] = []
     for case in args.cases.split(","):
