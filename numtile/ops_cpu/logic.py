@@ -90,15 +90,15 @@ def where(condition, c_strides, a, a_strides, b, b_strides, out, shape):
         _dense_step(b, b_strides, shape),
     )
     if c_step >= 0 and a_step >= 0 and b_step >= 0:
-        # each operand whole or one element (a scalar of where, a value assigned through a
-        # mask); both loads before the choice: LLVM emits a branch-free select, 8x faster
-        # than a branch that random conditions mispredict half the time
+        # each operand whole or one element (a scalar operand); both loads before the
+        # choice: LLVM emits a branch-free select, 8x faster than a branch that random
+        # conditions mispredict half the time
         if c_step == 1 and a_step == 1 and b_step == 1:
             for i in range(size):
                 x, y = a[i], b[i]
                 out[i] = x if condition[i] else y
             return
-        if c_step == 1 and a_step == 0 and b_step == 1:  # x[mask] = value (vectorised)
+        if c_step == 1 and a_step == 0 and b_step == 1:  # where(c, scalar, y): vectorised
             x = a[0]
             for i in range(size):
                 y = b[i]
