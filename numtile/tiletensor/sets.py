@@ -105,17 +105,17 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
 
 
 def _unique_by_tile(flat: TileTensor):
-    """(values, counts) of 1-D ``flat`` from each tile's own groups of equal values (a sort and
-    group starts per tile, all at once), combined on the host when they are few (at most
-    ``_FEW`` of the elements, as for data drawn from a small set): no merge of the tiles'
-    sorted runs. None when they are many: the caller sorts the whole tensor instead (the
-    per-tile sorts are then lost, waited for with one count per tile)."""
+    """(values, counts) of 1-D ``flat`` from each tile's own groups of equal values (a sort, or
+    on a CPU a count of integers of a small range, and group starts per tile, all at once),
+    combined on the host when they are few (at most ``_FEW`` of the elements, as for data
+    drawn from a small set): no merge of the tiles' sorted runs. None when they are many:
+    the caller sorts the whole tensor instead (the per-tile work is then lost, waited for
+    with one count per tile)."""
     runtime = get_runtime()
     sorted_tiles = TileTensor(flat.layout, flat.dtype)
     flags = TileTensor(flat.layout, bool_)
     for src, tile, flag in zip(flat.handles, sorted_tiles.handles, flags.handles):
-        runtime.submit(codelets.sorting.sort_group, [(src, R), (tile, W)], (1, 0, False, False))
-        runtime.submit(codelets.indexing.group_starts, [(tile, R), (tile, R), (flag, W)], (True,))
+        runtime.submit(codelets.sorting.tile_groups, [(src, R), (tile, W), (flag, W)])
     per_tile = tile_counts(flags)
     total = int(per_tile.sum())
     if total > _FEW * flat.size:

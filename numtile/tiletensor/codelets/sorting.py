@@ -16,6 +16,10 @@ from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.narrow import through_float32
 from numtile.tiletensor.codelets.views import rows
 
+# integer tiles whose values span at most this many times the tile's size are counted, not
+# sorted, by ``tile_groups`` on a CPU
+_COUNTED = 4
+
 
 def key_kind(dtype) -> int:
     """The ``opcodes.SORT_KEYS`` code of how a tile of ``dtype`` is ordered."""
@@ -110,6 +114,38 @@ def _sort_group_numpy(ops, *buffers):
         _restore_ties(np.concatenate(parts, axis=1), out)
 
 
+def _tile_groups(ops, x, out, flags):
+    """A tile sorted on its own (flattened) into ``out``, and ``flags`` set where a group of
+    equal values starts (element 0 always; each NaN a group of its own)."""
+    values, ordered = rows(x.reshape(1, -1)), rows(out.reshape(1, -1))
+    none = _no_indices(ops, values)
+    ops.sort_rows(bits(values), bits(ordered), none, 0, key_kind(x.dtype), False)
+    ops.group_starts(out.reshape(-1), out.reshape(-1), flags.reshape(-1), True)
+
+
+def _tile_groups_numpy(ops, x, out, flags):
+    """The CPU form of ``_tile_groups``: integers of a range at most a few times the tile's
+    size are counted (``bincount``, no sort), the rest sorted by NumPy."""
+    x, out, flags = x.reshape(-1), out.reshape(-1), flags.reshape(-1)
+    if x.dtype.kind in "iu" and x.size:
+        low = x.min()
+        # the modular difference read unsigned: exact, as the range fits the width
+        offsets = (x - low).view(np.dtype(f"u{x.dtype.itemsize}"))
+        span = int(offsets.max()) + 1
+        if span <= _COUNTED * x.size:
+            counts = np.bincount(offsets, minlength=span)
+            present = np.flatnonzero(counts)
+            sizes = counts[present]
+            # back from offsets in x's dtype, modular again: exact
+            out[...] = np.repeat(present.astype(x.dtype) + low, sizes)
+            flags[...] = False
+            flags[np.cumsum(sizes) - sizes] = True
+            return
+    out[...] = np.sort(x)
+    flags[0] = True
+    np.not_equal(out[1:], out[:-1], out=flags[1:])
+
+
 def _merge_runs(ops, a, a_indices, b, b_indices, out, out_indices, begin, descending):
     kind = key_kind(a.dtype)
     a_indices, b_indices, out_indices = rows(a_indices), rows(b_indices), rows(out_indices)
@@ -150,6 +186,9 @@ sort_group = Codelet(
     flops=lambda *shapes_and_args: 8 * _size(shapes_and_args[0]),
 )
 merge_runs = Codelet("merge_runs", kernel=_merge_runs)
+tile_groups = Codelet(
+    "tile_groups", kernel=_tile_groups, implementations={"cpu": _tile_groups_numpy}
+)
 merge_values = Codelet("merge_values", kernel=_merge_values)
 count_before = Codelet("count_before", kernel=_count_before)
 arg_reduce = Codelet("arg_reduce", kernel=_arg_reduce)
