@@ -19,6 +19,7 @@ from numtile.tiletensor.codelets.views import rows
 # integer tiles whose values span at most this many times the tile's size are counted, not
 # sorted, by ``tile_groups`` on a CPU
 _COUNTED = 4
+_SLICES = 4096  # up to this many groups of a counted tile are written slice by slice
 
 
 def key_kind(dtype) -> int:
@@ -129,17 +130,23 @@ def _tile_groups_numpy(ops, x, out, flags):
     x, out, flags = x.reshape(-1), out.reshape(-1), flags.reshape(-1)
     if x.dtype.kind in "iu" and x.size:
         low = x.min()
-        # the modular difference read unsigned: exact, as the range fits the width
-        offsets = (x - low).view(np.dtype(f"u{x.dtype.itemsize}"))
+        # the modular difference read unsigned (exact, as the range fits the width), in out
+        # as scratch: no temporary the size of the tile
+        offsets = np.subtract(x, low, out=out).view(np.dtype(f"u{x.dtype.itemsize}"))
         span = int(offsets.max()) + 1
         if span <= _COUNTED * x.size:
             counts = np.bincount(offsets, minlength=span)
             present = np.flatnonzero(counts)
             sizes = counts[present]
-            # back from offsets in x's dtype, modular again: exact
-            out[...] = np.repeat(present.astype(x.dtype) + low, sizes)
+            ends = np.cumsum(sizes)
+            values = present.astype(x.dtype) + low  # back from offsets, modular again: exact
+            if present.size <= _SLICES:  # few groups: each written as one slice
+                for value, begin, end in zip(values, ends - sizes, ends):
+                    out[begin:end] = value
+            else:
+                out[...] = np.repeat(values, sizes)
             flags[...] = False
-            flags[np.cumsum(sizes) - sizes] = True
+            flags[ends - sizes] = True
             return
     out[...] = np.sort(x)
     flags[0] = True
