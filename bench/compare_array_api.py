@@ -6,8 +6,10 @@ Cases:
   exp of 64M float32, x * y + z of 64M float32
   sum and var over axis 0 of an 8192 x 8192 float64 matrix
   cumulative_sum of 64M float32
-  where(x > 0, x, y) of 64M float32 (boolean-mask assignment joins once ``__setitem__`` with
-  masks is on main)
+  where(x > 0, x, y) of 64M float32, and the boolean-mask assignment x[x > 0] = 0 (into a
+  fresh copy of x, made inside the timing on both sides)
+  sort and argsort of 16M float64 (against np.sort / np.argsort), unique_counts of 16M int64
+  drawn from 1000 values (against np.unique(return_counts=True))
 
 numtile and dask keep their results tiled (``wait()`` / ``persist()``: no gather into one
 array); NumPy writes into a fresh array as its functions do. dask runs its threaded scheduler
@@ -130,16 +132,75 @@ def bench_where(n, tile, repeat, da) -> list[dict]:
     return _rows(f"where(x > 0, x, y) f32 {n >> 20}M", t_nt, t_numpy, best, tile)
 
 
+def bench_mask_assignment(n, tile, repeat) -> list[dict]:
+    a = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    x = nt.from_numpy(a, tile_shape=(tile,))
+
+    def ours():
+        y = x + 0  # a fresh copy (the assignment writes it)
+        y[x > 0] = 0.0
+        return y.wait()
+
+    def numpy_fn():
+        b = a + 0
+        b[a > 0] = 0.0
+        return b
+
+    expected = numpy_fn()
+    y = x + 0
+    y[x > 0] = 0.0
+    np.testing.assert_array_equal(y.to_numpy(), expected)
+    t_nt = median_time(ours, repeat)
+    t_numpy = median_time(numpy_fn, repeat)
+    return _rows(f"y = x + 0; y[x > 0] = 0 f32 {n >> 20}M", t_nt, t_numpy, None, tile)
+
+
+def bench_sorting(name, n, tile, repeat) -> list[dict]:
+    rng = np.random.default_rng(0)
+    if name == "unique_counts":
+        a = rng.integers(0, 1000, n)
+        ours = lambda t: nt.unique_counts(t)  # noqa: E731
+        numpy_fn = lambda v: np.unique(v, return_counts=True)  # noqa: E731
+        label = f"unique_counts i64 {n >> 20}M of 1000 values"
+    else:
+        a = rng.standard_normal(n)
+        ours = getattr(nt, name)
+        numpy_fn = getattr(np, name)
+        label = f"{name} f64 {n >> 20}M"
+    x = nt.from_numpy(a, tile_shape=(tile,))
+    got, expected = ours(x), numpy_fn(a)
+    if name == "unique_counts":
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g.to_numpy(), e)
+    elif name == "argsort":  # numtile's argsort is stable: it orders ties as the stable sort
+        np.testing.assert_array_equal(got.to_numpy(), np.argsort(a, kind="stable"))
+    else:
+        np.testing.assert_array_equal(got.to_numpy(), expected)
+    del got
+    t_nt = median_time(lambda: _wait(ours(x)), repeat)
+    t_numpy = median_time(lambda: numpy_fn(a), repeat)
+    return _rows(label, t_nt, t_numpy, None, tile)
+
+
+def _wait(result):
+    for tensor in result if isinstance(result, tuple) else (result,):
+        tensor.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1/16 of the sizes")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cases", default="exp,fma,sum,var,cumulative_sum,where")
+    parser.add_argument("--no-dask", action="store_true", help="NumPy as the only peer")
+    parser.add_argument(
+        "--cases",
+        default="exp,fma,sum,var,cumulative_sum,where,mask,sort,argsort,unique_counts",
+    )
     args = parser.parse_args()
     n = (64 << 20) // (16 if args.quick else 1)
     side = 8192 // (4 if args.quick else 1)
     tile = n // 16
-    _, da = _dask()
+    da = None if args.no_dask else _dask()[1]
     print(f"{CORES} cores, load average {os.getloadavg()[0]:.2f}, median of {args.repeat}")
     rows: list[dict] = []
     for case in args.cases.split(","):
@@ -151,6 +212,10 @@ def main() -> None:
             rows += bench_cumulative_sum(n, tile, args.repeat, da)
         elif case == "where":
             rows += bench_where(n, tile, args.repeat, da)
+        elif case == "mask":
+            rows += bench_mask_assignment(n, tile, args.repeat)
+        elif case in ("sort", "argsort", "unique_counts"):
+            rows += bench_sorting(case, n // 4, tile // 4, args.repeat)
         else:
             raise SystemExit(f"unknown case {case!r}")
     print_table(rows)

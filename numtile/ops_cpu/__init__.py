@@ -23,6 +23,7 @@ from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a
 
 from numtile.ops_cpu import nn
 from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, f16_widen
+from numtile.ops_cpu.columns import sum_columns
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
@@ -53,13 +54,15 @@ from numtile.ops_cpu.indexing import (
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cpu.lu import getrf, laswp
+from numtile.ops_cpu.masks import assign_where
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
+from numtile.ops_cpu.moments import moments_accumulate
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, qr_explicit, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
-from numtile.ops_cpu.scan import add_carry, cumulative_sum, scan_carry
+from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cpu.structured import band, linspace_fill
 
@@ -70,9 +73,9 @@ def to_host(array):
 
 
 __all__ = [
-    "add_carry",
     "arange_fill",
     "arg_reduce",
+    "assign_where",
     "axpy",
     "band",
     "bf16_narrow",
@@ -98,6 +101,7 @@ __all__ = [
     "count_before",
     "count_nonzero",
     "cumulative_sum",
+    "cumulative_sum_from",
     "empty",
     "fill",
     "eye_fill",
@@ -116,6 +120,7 @@ __all__ = [
     "linspace_fill",
     "merge_runs",
     "mkl_bf16_available",
+    "moments_accumulate",
     "nn",
     "potrf",
     "predicate",
@@ -127,6 +132,7 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "sort_rows",
+    "sum_columns",
     "syrk",
     "take_positions",
     "to_host",

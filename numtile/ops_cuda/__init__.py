@@ -27,6 +27,7 @@ simulator (``require()`` says which is missing).
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
 from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, f16_widen
+from numtile.ops_cuda.columns import sum_columns
 from numtile.ops_cuda.complex import (
     complex_binary,
     complex_compare,
@@ -58,11 +59,13 @@ from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
 from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
 from numtile.ops_cuda.lu import getrf, laswp
+from numtile.ops_cuda.masks import assign_where
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
+from numtile.ops_cuda.moments import moments_accumulate
 from numtile.ops_cuda.products import cross
 from numtile.ops_cuda.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
-from numtile.ops_cuda.scan import add_carry, cumulative_sum, scan_carry
+from numtile.ops_cuda.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cuda.structured import band, linspace_fill
 
@@ -70,9 +73,9 @@ __all__ = [
     "SIMULATOR",
     "CudaUnavailableError",
     "LaunchSettings",
-    "add_carry",
     "arange_fill",
     "arg_reduce",
+    "assign_where",
     "available",
     "axpy",
     "band",
@@ -100,6 +103,7 @@ __all__ = [
     "count_before",
     "count_nonzero",
     "cumulative_sum",
+    "cumulative_sum_from",
     "eye_fill",
     "fill",
     "bf16_to_float32",
@@ -117,6 +121,7 @@ __all__ = [
     "linspace_fill",
     "launch_settings",
     "merge_runs",
+    "moments_accumulate",
     "nn",
     "potrf",
     "predicate",
@@ -128,6 +133,7 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "sort_rows",
+    "sum_columns",
     "syrk",
     "take_positions",
     "tpmqrt",

@@ -1,5 +1,6 @@
 """CUDA twins of ``ops_cpu.scan``: the in-tile scan of ``cumulative_sum`` (one thread per
-(p, q) column, walking the scanned axis), the carries between tiles and their addition."""
+(p, q) column, walking the scanned axis), the carries between tiles, and the scan of a tile
+that starts from its carry."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from numba import cuda
 
 from numtile.ops_cuda.launch import DeviceArray, launch
 
-__all__ = ["add_carry", "cumulative_sum", "scan_carry"]
+__all__ = ["cumulative_sum", "cumulative_sum_from", "scan_carry"]
 
 
 @cuda.jit
@@ -30,11 +31,15 @@ def _scan_carry_kernel(scanned, carry_in, carry_out, pre, n, post):
 
 
 @cuda.jit
-def _add_carry_kernel(out, carry, pre, n, post):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        q = i % post
-        p = i // (n * post)
-        out[i] += carry[p * post + q]
+def _cumulative_sum_from_kernel(x, carry, out, pre, n, post):
+    for k in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
+        p, q = k // post, k % post
+        at = p * n * post + q
+        total = carry[k]
+        for _ in range(n):
+            total += x[at]
+            out[at] = total
+            at += post
 
 
 def cumulative_sum(x: DeviceArray, out: DeviceArray, pre, n, post, *, stream=0) -> None:
@@ -49,6 +54,7 @@ def scan_carry(scanned, carry_in, carry_out, pre, n, post, *, stream=0) -> None:
     launch(_scan_carry_kernel, pre * post, stream, scanned, carry_in, carry_out, pre, n, post)
 
 
-def add_carry(out: DeviceArray, carry: DeviceArray, pre, n, post, *, stream=0) -> None:
-    """out[p, j, q] += carry[p, q]."""
-    launch(_add_carry_kernel, out.size, stream, out, carry, int(pre), int(n), int(post))
+def cumulative_sum_from(x, carry, out, pre, n, post, *, stream=0) -> None:
+    """out[p, j, q] = carry[p, q] + sum over k <= j of x[p, k, q]."""
+    pre, n, post = int(pre), int(n), int(post)
+    launch(_cumulative_sum_from_kernel, pre * post, stream, x, carry, out, pre, n, post)

@@ -3,8 +3,8 @@ that write x's own tiles, ordered after every earlier task on them; and the scat
 into zeros behind the gradients of indexing.
 
 A basic key copies each tile of the (broadcast) value into the region of x it maps to; a mask
-with a scalar (or one-element) value is ``where`` written back into x's tiles; a mask of x's
-whole shape with a tensor value writes through a flattened copy of x. Any other key (integer
+with a scalar (or one-element) value is ``where`` writing x's own tiles (no copy back); a mask
+of x's whole shape with a tensor value writes through a flattened copy of x. Any other key (integer
 arrays, masks, boolean scalars among integers, slices, None and ...) puts the value into
 ``x[basic part]`` with the indexed axes merged into one, then writes that region back; where
 those merged axes are x's own tiles (one array among full slices) it writes them directly.
@@ -32,7 +32,7 @@ from numtile.tiletensor.indexing import (
     put_positions,
 )
 from numtile.tiletensor.layout import current_config
-from numtile.tiletensor.logic import where
+from numtile.tiletensor.logic import assign_where
 from numtile.tiletensor.manipulation import (
     _normalize_key,
     basic_getitem,
@@ -100,7 +100,7 @@ def assign(x: TileTensor, parsed: Key, value, accumulate: bool = False) -> TileT
                 scalar = astype(reshape(value, ()), x.dtype)
             else:
                 scalar = np.asarray(value).reshape(()).item()
-            _write_back(x, where(broadcast_to(full, x.shape), scalar, x))
+            assign_where(full, scalar, x)
             return x
         if parsed.axis or mask.ndim != x.ndim:
             return assign(x, mask_as_arrays(x, parsed), value, accumulate)

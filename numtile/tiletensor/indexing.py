@@ -314,14 +314,15 @@ def _masked_whole(x: TileTensor, mask: TileTensor) -> TileTensor:
     flat, flags = flatten(x), flatten(mask)
     if flags.tile_shape != flat.tile_shape:
         flags = retile(flags, flat.tile_shape)
-    counts = tile_counts(flags)
-    out = TileTensor(Layout((int(counts.sum()),)), x.dtype)
-    compact_into(
-        out,
-        counts,
-        lambda i: ((flat.handles[i], R), (flags.handles[i], R)),
-        codelets.indexing.compact,
-    )
+    return flagged_values(flat, flags, tile_counts(flags))
+
+
+def flagged_values(source: TileTensor, flags: TileTensor, counts) -> TileTensor:
+    """The elements of 1-D ``source`` where 1-D ``flags`` (tiled alike) is nonzero, in order:
+    ``counts[i]`` of them in tile i (from ``tile_counts``)."""
+    out = TileTensor(Layout((int(np.sum(counts)),)), source.dtype)
+    sources = lambda i: ((source.handles[i], R), (flags.handles[i], R))  # noqa: E731
+    compact_into(out, counts, sources, codelets.indexing.compact)
     return out
 
 
@@ -352,6 +353,21 @@ def compact_into(out: TileTensor, counts, sources, codelet, extra=lambda i: ()) 
         mode = W if pieces_of[j] == 1 else ACC
         accesses = [*sources(i), (out.handles[j], mode)]
         runtime.submit(codelet, accesses, (skip, dst_begin, count, *extra(i)))
+
+
+def flagged_positions(flags: TileTensor, counts) -> TileTensor:
+    """The 1-D int64 positions in 1-D ``flags`` of its nonzero elements, ``counts[i]`` of
+    them in tile i (from ``tile_counts``)."""
+    out = TileTensor(Layout((int(np.sum(counts)),)), int64)
+    starts = flags.layout.starts[0]
+    compact_into(
+        out,
+        counts,
+        lambda i: ((flags.handles[i], R),),
+        codelets.indexing.compact_positions,
+        lambda i: (starts[i],),
+    )
+    return out
 
 
 def apply_key(x: TileTensor, parsed: Key) -> TileTensor:

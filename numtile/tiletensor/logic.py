@@ -24,7 +24,7 @@ from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.reduction import require_tensor, sum
 from numtile.tiletensor.tensor import TileTensor
 
-R, W = Access.R, Access.W
+R, W, RW = Access.R, Access.W, Access.RW
 
 
 def _predicate(x: TileTensor, name: str, integer_value: bool) -> TileTensor:
@@ -147,6 +147,22 @@ def where(condition: TileTensor, x1, x2, /) -> TileTensor:
         args = tuple(element_strides(t.shape, shape) for t in (c, a, b)) + (shape_array(shape),)
         runtime.submit(codelets.elementwise.where, [(c, R), (a, R), (b, R), (dst, W)], args)
     return out
+
+
+def assign_where(condition: TileTensor, value, target: TileTensor) -> None:
+    """``target = where(condition, value, target)`` as tasks writing target's own tiles:
+    ``target[condition] = value`` for a one-element ``value`` (no result tensor, no copy back).
+    ``condition`` broadcasts to target's shape."""
+    value = _as_tensor(value, condition, target.dtype)
+    (target, condition, value), layout = _align_all(target, condition, value)
+    assert layout.tile_shape == target.tile_shape  # target spans every axis and comes first
+    runtime = get_runtime()
+    for index, dst in zip(layout.indices(), target.handles):
+        c, a = source_tile(condition, index), source_tile(value, index)
+        shape = dst.shape
+        args = (element_strides(c.shape, shape), element_strides(a.shape, shape))
+        handles = [(c, R), (a, R), (dst, RW)]
+        runtime.submit(codelets.indexing.assign_where, handles, (*args, shape_array(shape)))
 
 
 @dispatched

@@ -9,6 +9,7 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.codelets import statistics as statistics_codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import (
@@ -108,14 +109,23 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     out_tiles = tuple(x.tile_shape[a] for a in kept)
     out = TileTensor(Layout(out_shape, out_tiles), dtype)
     fill_tiles(out, _identity(op, dtype))
-    codelet = codelets.reduction.reduce[op]
     runtime = get_runtime()
     for index, handle in zip(x.layout.indices(), x.handles):
         dst = out.tile(tuple(index[a] for a in kept))
-        runtime.submit(codelet, [(handle, R), (dst, ACC)], _tile_plan(handle.shape, axes))
+        plan = _tile_plan(handle.shape, axes)
+        runtime.submit(_reduce_codelet(op, x.dtype, plan), [(handle, R), (dst, ACC)], plan)
     if keepdims:
         out = reshape(out, tuple(1 if a in axes else s for a, s in enumerate(x.shape)))
     return out
+
+
+def _reduce_codelet(op: str, dtype, plan):
+    """The codelet reducing a tile of ``dtype`` with ``plan``: the streaming column sum for
+    float sums over an axis that is not innermost, else the reduction of ``op``."""
+    move_axes, _, n, post = plan
+    if op == "sum" and dtype in (float32, float64) and move_axes is None and n and post > 1:
+        return statistics_codelets.sum_columns
+    return codelets.reduction.reduce[op]
 
 
 def _sum_dtype(x: TileTensor, dtype):

@@ -19,7 +19,7 @@ from numtile.tiletensor.creation import fill_tiles, zeros
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import int64, result_type
 from numtile.tiletensor.elementwise import astype, floor_divide, remainder
-from numtile.tiletensor.indexing import compact_into, flatten, take, tile_counts
+from numtile.tiletensor.indexing import flagged_positions, flatten, take, tile_counts
 from numtile.tiletensor.layout import Layout, c_strides
 from numtile.tiletensor.manipulation import reshape
 from numtile.tiletensor.sorting import check_sortable
@@ -94,16 +94,7 @@ def argmin(x: TileTensor, /, *, axis: int | None = None, keepdims: bool = False)
 def nonzero_positions(x: TileTensor) -> TileTensor:
     """The C-order flat positions of x's nonzero elements (waits for one count per tile)."""
     flat = flatten(x)
-    counts = tile_counts(flat)
-    out = TileTensor(Layout((int(counts.sum()),)), int64)
-    starts = flat.layout.starts[0]
-    compact_into(
-        out,
-        counts,
-        lambda i: ((flat.handles[i], R),),
-        codelets.indexing.compact_positions,
-        extra=lambda i: (starts[i],),
-    )
+    out = flagged_positions(flat, tile_counts(flat))
     return out
 
 

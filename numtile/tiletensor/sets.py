@@ -3,8 +3,10 @@
 Through the tiled sort: the flattened tensor is sorted (with its sorting indices when the
 result needs them), a task per tile flags where a group of equal values starts (each NaN is
 a group of its own, as the array API says), and the flagged values, positions and indices
-are compacted. The number of unique values depends on the data: every function waits for
-one count per tile.
+are compacted. ``unique_values`` and ``unique_counts`` first try each tile on its own (a
+sort and group starts per tile): when the tiles hold few distinct values, their groups are
+combined on the host and the sort of the whole tensor is skipped. The number of unique
+values depends on the data: every function waits for one count per tile.
 """
 
 from __future__ import annotations
@@ -15,16 +17,25 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import NARROW_FLOATING, bool_, float32, int64
 from numtile.tiletensor.elementwise_core import astype
-from numtile.tiletensor.indexing import compact_into, flatten, put_positions, tile_counts
-from numtile.tiletensor.layout import Layout
+from numtile.tiletensor.indexing import (
+    flagged_positions,
+    flagged_values,
+    flatten,
+    put_positions,
+    tile_counts,
+)
 from numtile.tiletensor.manipulation import reshape
 from numtile.tiletensor.sorting import check_sortable, sorted_with_indices
 from numtile.tiletensor.tensor import TileTensor
 
 R, W = Access.R, Access.W
+# distinct values per tile, as a share of the elements, up to which they are combined on the
+# host rather than through a sort of the whole tensor
+_FEW = 1 / 16
 
 
 class UniqueAllResult(NamedTuple):
@@ -52,6 +63,11 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
         unique, first, inverted, counted = _unique(wide, name, counts, indices, inverse)
         return astype(unique, x.dtype), first, inverted, counted
     flat = flatten(x)
+    if flat.size and not (indices or inverse):
+        by_tile = _unique_by_tile(flat)
+        if by_tile is not None:
+            unique, counted = by_tile
+            return unique, None, None, counted if counts else None
     values, order = sorted_with_indices(flat, 0, False, indices=indices or inverse)
     runtime = get_runtime()
     flags = TileTensor(values.layout, bool_)
@@ -63,21 +79,11 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
     per_tile = tile_counts(flags)
     total = int(per_tile.sum())
 
-    def compacted(source, dtype, codelet=codelets.indexing.compact, extra=lambda i: ()):
-        out = TileTensor(Layout((total,)), dtype)
-        if source is None:
-            sources = lambda i: ((flags.handles[i], R),)  # noqa: E731
-        else:
-            sources = lambda i: ((source.handles[i], R), (flags.handles[i], R))  # noqa: E731
-        compact_into(out, per_tile, sources, codelet, extra)
-        return out
-
-    unique = compacted(values, values.dtype)
-    first = compacted(order, int64) if indices else None
+    unique = flagged_values(values, flags, per_tile)
+    first = flagged_values(order, flags, per_tile) if indices else None
     counted = None
     if counts:
-        starts = values.layout.starts[0]
-        begins = compacted(None, int64, codelets.indexing.compact_positions, lambda i: (starts[i],))
+        begins = flagged_positions(flags, per_tile)
         ends = TileTensor(begins.layout, int64)
         if total:
             ends[:-1] = begins[1:]
@@ -96,6 +102,35 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
             put_positions(inverted, order.to_numpy(), 0, groups)
         inverted = reshape(inverted, x.shape)
     return unique, first, inverted, counted
+
+
+def _unique_by_tile(flat: TileTensor):
+    """(values, counts) of 1-D ``flat`` from each tile's own groups of equal values (a sort, or
+    on a CPU a count of integers of a small range, and group starts per tile, all at once),
+    combined on the host when they are few (at most ``_FEW`` of the elements, as for data
+    drawn from a small set): no merge of the tiles' sorted runs. None when they are many:
+    the caller sorts the whole tensor instead (the per-tile work is then lost, waited for
+    with one count per tile)."""
+    runtime = get_runtime()
+    sorted_tiles = TileTensor(flat.layout, flat.dtype)
+    flags = TileTensor(flat.layout, bool_)
+    for src, tile, flag in zip(flat.handles, sorted_tiles.handles, flags.handles):
+        runtime.submit(codelets.sorting.tile_groups, [(src, R), (tile, W), (flag, W)])
+    per_tile = tile_counts(flags)
+    total = int(per_tile.sum())
+    if total > _FEW * flat.size:
+        return None
+    values = flagged_values(sorted_tiles, flags, per_tile)
+    # group starts in flat: a tile's first element starts a group, so the groups' sizes are
+    # the differences of the starts (the last one's end: the size of flat)
+    begins = flagged_positions(flags, per_tile)
+    groups = values.to_numpy()
+    sizes = np.diff(np.append(begins.to_numpy(), flat.size))
+    order = np.argsort(groups, kind="stable")  # NaNs last, each a group of its own
+    groups, sizes = groups[order], sizes[order]
+    first = np.flatnonzero(np.append(True, groups[1:] != groups[:-1]))
+    counts = np.add.reduceat(sizes, first) if first.size else sizes
+    return from_numpy(groups[first]), from_numpy(counts.astype(np.int64))
 
 
 @dispatched

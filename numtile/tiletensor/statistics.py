@@ -1,6 +1,6 @@
-"""The array API's statistics beyond the plain reductions: ``var`` and ``std`` (two passes: the
-mean, then the sum of squared deviations from it, numerically stable), and ``cumulative_sum``
-as a tiled scan."""
+"""The array API's statistics beyond the plain reductions: ``var`` and ``std`` (one pass of a
+moments kernel: each chunk's mean, then its deviations, merged by Chan's update; numerically
+stable), and ``cumulative_sum`` as a tiled scan."""
 
 from __future__ import annotations
 
@@ -10,23 +10,30 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.codelets import scan as scan_codelets
+from numtile.tiletensor.codelets import statistics as statistics_codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import NARROW_FLOATING, check_dtype, float32, float64, int64, uint64
 from numtile.tiletensor.elementwise import divide, sqrt, square, subtract
 from numtile.tiletensor.elementwise_core import astype, refuse_complex
 from numtile.tiletensor.layout import Layout, c_strides
+from numtile.tiletensor.manipulation import permute_dims, reshape
 from numtile.tiletensor.reduction import mean, normalize_axes, require_tensor, sum
 from numtile.tiletensor.tensor import TileTensor
 
-R, W, RW = Access.R, Access.W, Access.RW
+R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
+sum_codelet = codelets.reduction.reduce["sum"]
 
 
 @dispatched
 def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool = False):
     """Variance over ``axis``: the sum of squared deviations from the mean divided by
     ``N - correction`` (0: the population variance, 1: Bessel's unbiased estimate). Integers
-    compute in float64. Two passes over the data (mean, then deviations), so no cancellation.
+    compute in float64. One pass over the data (two over each cached chunk: its mean, then
+    its deviations, merged by Chan's update in float64), so no cancellation (axes that are not
+    adjacent are made so by a copy first); an ``x`` that requires a gradient goes through the
+    mean and the deviations as tensors (two passes, differentiable).
 
     >>> import numtile as nt
     >>> nt.var(nt.asarray([1.0, 2.0, 3.0, 4.0]), correction=1).item()
@@ -41,10 +48,46 @@ def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
         x = astype(x, float64)
     axes = normalize_axes(axis, x.ndim)
     count = math.prod(x.shape[a] for a in axes)
-    deviations = subtract(x, mean(x, axis=axes, keepdims=True))
-    total = sum(square(deviations), axis=axes, keepdims=keepdims)
+    if x.requires_grad:  # through differentiable ops
+        deviations = subtract(x, mean(x, axis=axes, keepdims=True))
+        total = sum(square(deviations), axis=axes, keepdims=keepdims)
+    else:
+        total = _squared_deviations(x, axes)
+        if keepdims:
+            total = reshape(total, tuple(1 if a in axes else s for a, s in enumerate(x.shape)))
     # N - correction <= 0 divides by zero (inf, or NaN for no data), as NumPy does
-    return divide(total, float(count - correction if count > correction else 0))
+    variance = divide(total, float(count - correction if count > correction else 0))
+    return variance if variance.dtype == x.dtype else astype(variance, x.dtype)
+
+
+def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
+    """The sum of squared deviations from the mean over the adjacent ``axes`` (float64), in
+    one pass over x: every tile merges its columns' count, mean and M2 into running tiles."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    if any(b != a + 1 for a, b in zip(axes, axes[1:])):  # reduced axes last, adjacent (a copy)
+        x = permute_dims(x, (*kept, *axes))
+        kept, axes = list(range(len(kept))), tuple(range(len(kept), x.ndim))
+    layout = Layout(tuple(x.shape[a] for a in kept), tuple(x.tile_shape[a] for a in kept))
+    count, average, m2 = (fill_tiles(TileTensor(layout, float64), 0) for _ in range(3))
+    runtime = get_runtime()
+    for index, handle in zip(x.layout.indices(), x.handles):
+        at = tuple(index[a] for a in kept)
+        running = [(t.tile(at), ACC) for t in (count, average, m2)]
+        plan = _plan(handle.shape, axes)
+        runtime.submit(statistics_codelets.moments, [(handle, R), *running], plan)
+    return m2
+
+
+def _plan(shape, axes: tuple[int, ...]) -> tuple[int, int, int]:
+    """(pre, n, post) of a tile read as three axes, the adjacent ``axes`` merged in the middle."""
+    if not axes:
+        return math.prod(shape), 1, 1
+    first, last = axes[0], axes[-1]
+    return (
+        math.prod(shape[:first]),
+        math.prod(shape[first : last + 1]),
+        math.prod(shape[last + 1 :]),
+    )
 
 
 @dispatched
@@ -72,19 +115,15 @@ def scan_axis(x: TileTensor, axis) -> int:
     return axis
 
 
-def _plan(shape, axis: int) -> tuple[int, int, int]:
-    """(pre, n, post) of a tile read as three axes, ``axis`` in the middle."""
-    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
-
-
 @dispatched
 def cumulative_sum(x: TileTensor, /, *, axis=None, dtype=None, include_initial: bool = False):
     """Running sums along ``axis`` (optional for a 1-d tensor), accumulated in ``dtype``
     (default: as ``sum``, int64 or uint64 for integers). With ``include_initial`` the
     result starts with a zero, one longer than ``x`` along ``axis``.
 
-    A tiled scan: every tile's own scan at once, a chain of small carry tasks along the
-    axis (the total entering each tile), then every carry added to its tile at once.
+    A tiled scan that reduces, then scans: every tile's total at once, a chain of small
+    carry tasks along the axis (the total entering each tile), then every tile scanned from
+    its carry at once (two reads and one write of the data).
 
     >>> import numtile as nt
     >>> nt.cumulative_sum(nt.arange(5), include_initial=True).to_numpy().tolist()
@@ -103,29 +142,31 @@ def cumulative_sum(x: TileTensor, /, *, axis=None, dtype=None, include_initial: 
         x = astype(x, dtype)
     out = TileTensor(x.layout, dtype)
     runtime = get_runtime()
-    for src, dst in zip(x.handles, out.handles):
-        runtime.submit(
-            codelets.reduction.cumulative_sum, [(src, R), (dst, W)], _plan(src.shape, axis)
-        )
     tiles = x.grid[axis]
     if tiles > 1:
-        # carry k is the total of tiles 0..k-1 along the axis: tile k of a tensor with one
-        # element per tile along the axis
+        # reduce, then scan: tile k of ``totals`` / ``carries`` (one element per tile along
+        # the axis) is the sum of x's tile k / of x's tiles 0..k-1
         carry_shape = x.shape[:axis] + (tiles,) + x.shape[axis + 1 :]
         carry_tiles = x.tile_shape[:axis] + (1,) + x.tile_shape[axis + 1 :]
+        totals = fill_tiles(TileTensor(Layout(carry_shape, carry_tiles), dtype), 0)
         carries = fill_tiles(TileTensor(Layout(carry_shape, carry_tiles), dtype), 0)
+        for index, src in zip(x.layout.indices(), x.handles):
+            if index[axis] < tiles - 1:
+                args = (None, *_plan(src.shape, (axis,)))
+                runtime.submit(sum_codelet, [(src, R), (totals.tile(index), ACC)], args)
         for index in x.layout.indices():
-            k = index[axis]
-            if k == 0:
-                continue
-            before = index[:axis] + (k - 1,) + index[axis + 1 :]
-            scanned = out.tile(before)
-            handles = [(scanned, R), (carries.tile(before), R), (carries.tile(index), W)]
-            runtime.submit(codelets.reduction.scan_carry, handles, _plan(scanned.shape, axis))
-        for index, dst in zip(x.layout.indices(), out.handles):
             if index[axis]:
-                handles = [(dst, RW), (carries.tile(index), R)]
-                runtime.submit(codelets.reduction.add_carry, handles, _plan(dst.shape, axis))
+                before = index[:axis] + (index[axis] - 1,) + index[axis + 1 :]
+                total, carry = totals.tile(before), carries.tile(index)
+                handles = [(total, R), (carries.tile(before), R), (carry, W)]
+                runtime.submit(scan_codelets.scan_carry, handles, _plan(total.shape, (axis,)))
+    for index, src, dst in zip(x.layout.indices(), x.handles, out.handles):
+        plan = _plan(src.shape, (axis,))
+        if index[axis]:
+            handles = [(src, R), (carries.tile(index), R), (dst, W)]
+            runtime.submit(scan_codelets.cumulative_sum_from, handles, plan)
+        else:
+            runtime.submit(scan_codelets.cumulative_sum, [(src, R), (dst, W)], plan)
     return _with_initial_zero(out, axis) if include_initial else out
 
 

@@ -1,5 +1,6 @@
 """The scan kernels of cumulative_sum (numtile.ops_cpu.scan, and the CUDA twins under the
-simulator) against NumPy: every (pre, n, post) view of a tile, the carries between tiles."""
+simulator) against NumPy: every (pre, n, post) view of a tile, the carries between tiles and
+the scan of a tile from its carry."""
 
 import numpy as np
 import pytest
@@ -43,6 +44,9 @@ def test_carries_join_two_tiles_into_one_scan(backend, plan, dtype):
         "scan_carry", scanned[0].reshape(-1), carry_in.reshape(-1), carry.reshape(-1), *sizes
     )
     np.testing.assert_allclose(carry, carry_in + scanned[0][:, -1:], rtol=1e-12)
-    backend.run("add_carry", scanned[1].reshape(-1), carry.reshape(-1), *sizes)
+    out = np.full(plan, 7, dtype)
+    backend.run(
+        "cumulative_sum_from", second.reshape(-1), carry.reshape(-1), out.reshape(-1), *sizes
+    )
     expected = np.cumsum(np.concatenate([first, second], axis=1), axis=1)[:, n:] + carry_in
-    np.testing.assert_allclose(scanned[1], expected, rtol=1e-12)
+    np.testing.assert_allclose(out, expected, rtol=1e-12)

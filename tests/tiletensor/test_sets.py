@@ -90,3 +90,21 @@ def test_nonzero_matches_array_api_strict(data):
 def test_nonzero_of_0d_raises():
     with pytest.raises(ValueError, match="at least one axis"):
         nt.nonzero(nt.asarray(1))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.arange(1000) % 7,  # few values: each tile's groups, combined on the host
+        np.array([np.nan, 1.0, np.nan, -0.0, 0.0, 1.0, 2.5] * 40),  # NaNs distinct, 0 == -0
+        np.random.default_rng(0).standard_normal(400),  # all distinct: the sort of everything
+    ],
+    ids=["few", "nans", "distinct"],
+)
+def test_unique_counts_and_values_from_each_tile_match_numpy(data):
+    x = nt.from_numpy(data, tile_shape=(37,))
+    values, counts = nt.unique_counts(x)
+    expected_values, expected_counts = np.unique(data, return_counts=True, equal_nan=False)
+    np.testing.assert_array_equal(values.to_numpy(), expected_values)
+    np.testing.assert_array_equal(counts.to_numpy(), expected_counts)
+    np.testing.assert_array_equal(nt.unique_values(x).to_numpy(), expected_values)

@@ -51,3 +51,19 @@ def test_unique_nonzero_and_indexing_on_a_gpu(gpu):
     expected = np.zeros(data.shape)
     np.add.at(expected, [0, 0, 3], 1.0)
     np.testing.assert_array_equal(y.grad.to_numpy(), expected)
+
+
+def test_one_pass_statistics_tile_groups_and_mask_assignment_on_a_gpu(gpu):
+    rng = np.random.default_rng(2)
+    a = 1e3 + rng.standard_normal((7, 9))
+    x = nt.from_numpy(a, tile_shape=(3, 4))
+    np.testing.assert_allclose(nt.var(x, axis=0).to_numpy(), a.var(axis=0), rtol=1e-9)
+    np.testing.assert_allclose(nt.sum(x, axis=0).to_numpy(), a.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(nt.cumulative_sum(x, axis=0).to_numpy(), a.cumsum(axis=0))
+    few = rng.integers(0, 3, 200)  # few values per tile: each tile's groups on the GPU
+    values, counts = nt.unique_counts(nt.from_numpy(few, tile_shape=50))
+    expected_values, expected_counts = np.unique(few, return_counts=True)
+    np.testing.assert_array_equal(values.to_numpy(), expected_values)
+    np.testing.assert_array_equal(counts.to_numpy(), expected_counts)
+    x[x > 1e3] = 0.0
+    np.testing.assert_array_equal(x.to_numpy(), np.where(a > 1e3, 0.0, a))

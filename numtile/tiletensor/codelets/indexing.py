@@ -1,5 +1,6 @@
 """Codelets of indexing: copies between listed positions (gather, scatter, scatter-add),
-counting and compacting flagged elements, and the group starts and counts of ``unique``."""
+counting and compacting flagged elements, the group starts and counts of ``unique``, and a
+value assigned through a boolean mask (``where`` writing the target's own tiles)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,13 @@ def _group_starts(ops, values, previous, flags, first_tile):
     ops.group_starts(values.reshape(-1), previous.reshape(-1), flags.reshape(-1), first_tile)
 
 
+@narrow.through_float32(updates=(2,))
+def _assign_where(ops, condition, value, target, c_strides, value_strides, shape):
+    """target = value where condition, else target (``x[mask] = value``, in place)."""
+    condition, value, flat = (t.reshape(-1) for t in (condition, value, target))
+    ops.assign_where(condition, c_strides, value, value_strides, flat, shape)
+
+
 def _running_count(ops, flags, out, offset):
     ops.running_count(flags.reshape(-1), out.reshape(-1), offset)
 
@@ -56,3 +64,4 @@ compact = Codelet("compact", kernel=_compact)
 compact_positions = Codelet("compact_positions", kernel=_compact_positions)
 group_starts = Codelet("group_starts", kernel=_group_starts)
 running_count = Codelet("running_count", kernel=_running_count)
+assign_where = Codelet("assign_where", kernel=_assign_where)

@@ -74,24 +74,3 @@ softmax = Codelet("softmax", kernel=_softmax, flops=lambda x, out, *_: 5 * _size
 softmax_backward = Codelet(
     "softmax_backward", kernel=_softmax_backward, flops=lambda y, *_: 4 * _size(y)
 )
-
-
-# the tiled scan of cumulative_sum: each tile's own scan, the carries between tiles, their
-# addition (tiles viewed as (pre, n, post) around the scanned axis)
-def _cumulative_sum(ops, x, out, pre, n, post):
-    ops.cumulative_sum(x.reshape(-1), out.reshape(-1), pre, n, post)
-
-
-def _scan_carry(ops, scanned, carry_in, carry_out, pre, n, post):
-    ops.scan_carry(scanned.reshape(-1), carry_in.reshape(-1), carry_out.reshape(-1), pre, n, post)
-
-
-def _add_carry(ops, out, carry, pre, n, post):
-    ops.add_carry(out.reshape(-1), carry.reshape(-1), pre, n, post)
-
-
-cumulative_sum = Codelet(
-    "cumulative_sum", kernel=_cumulative_sum, flops=lambda x, out, *_: _size(x)
-)
-scan_carry = Codelet("scan_carry", kernel=_scan_carry)
-add_carry = Codelet("add_carry", kernel=_add_carry, flops=lambda out, *_: _size(out))

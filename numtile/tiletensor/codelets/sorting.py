@@ -16,6 +16,11 @@ from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.narrow import through_float32
 from numtile.tiletensor.codelets.views import rows
 
+# integer tiles whose values span at most this many times the tile's size are counted, not
+# sorted, by ``tile_groups`` on a CPU
+_COUNTED = 4
+_SLICES = 4096  # up to this many groups of a counted tile are written slice by slice
+
 
 def key_kind(dtype) -> int:
     """The ``opcodes.SORT_KEYS`` code of how a tile of ``dtype`` is ordered."""
@@ -69,33 +74,83 @@ def _sort_group(ops, *buffers):
     ops.sort_rows(bits(x), bits(outs[0]), indices, index_offset, kind, descending)
 
 
-def _restore_ties(x, out, descending):
+def _odd_ties(parts, out) -> bool:
+    """Whether the float rows ``out`` (sorted ascending from the rows of ``parts``) hold -0.0
+    or NaNs of different bits: the only ties an unstable sort can put out of order. A single
+    row is checked on its (sorted, so contiguous) zeros and NaNs alone."""
+    if tuple(out.shape)[0] != 1:
+        x = np.concatenate(parts, axis=1)
+        nans = np.isnan(x)
+        raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))[nans]
+        return bool(np.signbit(x[x == 0]).any() or (raw.size and (raw != raw[0]).any()))
+    row = out[0]
+    lo, hi = np.searchsorted(row, 0.0, "left"), np.searchsorted(row, 0.0, "right")
+    nans = row[np.searchsorted(row, np.nan, "left") :].view(np.dtype(f"u{row.dtype.itemsize}"))
+    return bool(np.signbit(row[lo:hi]).any() or (nans.size and (nans != nans[0]).any()))
+
+
+def _restore_ties(x, out) -> None:
     """Give the zeros and NaNs of sorted float rows ``out`` the signs and payloads they had in
     ``x``, in their original order: what a stable sort leaves (NumPy's fast sort does not)."""
-    zeros, nans = x == 0, np.isnan(x)
-    raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))
-    odd = np.signbit(x[zeros]).any() or (nans.any() and (raw[nans] != raw[nans][0]).any())
-    if not odd:
-        return
-    for row, sorted_row, row_zeros, row_nans in zip(x, out, zeros, nans):
-        sorted_row[sorted_row == 0] = row[row_zeros]
-        sorted_row[np.isnan(sorted_row)] = row[row_nans]
+    for row, sorted_row in zip(x, out):
+        sorted_row[sorted_row == 0] = row[row == 0]
+        sorted_row[np.isnan(sorted_row)] = row[np.isnan(row)]
 
 
 def _sort_group_numpy(ops, *buffers):
-    """The CPU form of ``_sort_group`` for values only: NumPy's (SIMD) sort of the group,
-    whose only unstable ties, zeros and NaNs, are put back in their original order."""
+    """The CPU form of ``_sort_group`` for values only: the group copied into the output and
+    sorted there by NumPy's (SIMD) sort, whose only unstable ties, zeros and NaNs, are put back
+    in their original order where the data has any that differ."""
     tiles, outs, index_offset, descending, with_indices = _group(buffers)
     if with_indices:
         return _sort_group(ops, *buffers)
-    x = np.concatenate([rows(t) for t in tiles], axis=1)
-    out = np.sort(x, axis=-1)
+    parts = [rows(t) for t in tiles]
+    out = rows(outs[0])
+    np.concatenate(parts, axis=1, out=out)
+    out.sort(axis=-1)
+    odd = out.dtype.kind == "f" and _odd_ties(parts, out)
     if descending:
-        out = out[:, ::-1]
-    if x.dtype.kind == "f":
-        out = np.ascontiguousarray(out)
-        _restore_ties(x, out, descending)
-    rows(outs[0])[...] = out
+        out[...] = out[:, ::-1]
+    if odd:
+        _restore_ties(np.concatenate(parts, axis=1), out)
+
+
+def _tile_groups(ops, x, out, flags):
+    """A tile sorted on its own (flattened) into ``out``, and ``flags`` set where a group of
+    equal values starts (element 0 always; each NaN a group of its own)."""
+    values, ordered = rows(x.reshape(1, -1)), rows(out.reshape(1, -1))
+    none = _no_indices(ops, values)
+    ops.sort_rows(bits(values), bits(ordered), none, 0, key_kind(x.dtype), False)
+    ops.group_starts(out.reshape(-1), out.reshape(-1), flags.reshape(-1), True)
+
+
+def _tile_groups_numpy(ops, x, out, flags):
+    """The CPU form of ``_tile_groups``: integers of a range at most a few times the tile's
+    size are counted (``bincount``, no sort), the rest sorted by NumPy."""
+    x, out, flags = x.reshape(-1), out.reshape(-1), flags.reshape(-1)
+    if x.dtype.kind in "iu" and x.size:
+        low = x.min()
+        # the modular difference read unsigned (exact, as the range fits the width), in out
+        # as scratch: no temporary the size of the tile
+        offsets = np.subtract(x, low, out=out).view(np.dtype(f"u{x.dtype.itemsize}"))
+        span = int(offsets.max()) + 1
+        if span <= _COUNTED * x.size:
+            counts = np.bincount(offsets, minlength=span)
+            present = np.flatnonzero(counts)
+            sizes = counts[present]
+            ends = np.cumsum(sizes)
+            values = present.astype(x.dtype) + low  # back from offsets, modular again: exact
+            if present.size <= _SLICES:  # few groups: each written as one slice
+                for value, begin, end in zip(values, ends - sizes, ends):
+                    out[begin:end] = value
+            else:
+                out[...] = np.repeat(values, sizes)
+            flags[...] = False
+            flags[ends - sizes] = True
+            return
+    out[...] = np.sort(x)
+    flags[0] = True
+    np.not_equal(out[1:], out[:-1], out=flags[1:])
 
 
 def _merge_runs(ops, a, a_indices, b, b_indices, out, out_indices, begin, descending):
@@ -138,6 +193,9 @@ sort_group = Codelet(
     flops=lambda *shapes_and_args: 8 * _size(shapes_and_args[0]),
 )
 merge_runs = Codelet("merge_runs", kernel=_merge_runs)
+tile_groups = Codelet(
+    "tile_groups", kernel=_tile_groups, implementations={"cpu": _tile_groups_numpy}
+)
 merge_values = Codelet("merge_values", kernel=_merge_values)
 count_before = Codelet("count_before", kernel=_count_before)
 arg_reduce = Codelet("arg_reduce", kernel=_arg_reduce)

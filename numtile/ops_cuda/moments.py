@@ -1,0 +1,57 @@
+"""CUDA twin of ``ops_cpu.moments``: one thread per (p, q) column of a flat array viewed as
+(pre, n, post) computes the column's mean and M2 in two passes over it (shifted by the
+column's running mean, or its first value), then merges them into the running float64
+count, mean and M2 (Chan, Golub and LeVeque's update)."""
+
+from __future__ import annotations
+
+import numba
+from numba import cuda
+
+from numtile.ops_cuda.launch import DeviceArray, launch
+
+__all__ = ["moments_accumulate"]
+
+_float64 = numba.float64  # float32 values widen before they meet the float64 totals
+
+
+@cuda.jit
+def _moments_kernel(x, count, mean, m2, pre, n, post):
+    for k in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
+        p, q = k // post, k % post
+        base = p * n * post + q
+        before = count[k]
+        reference = mean[k] if before > 0 else _float64(x[base])
+        total = 0.0
+        for j in range(n):
+            total += _float64(x[base + j * post]) - reference
+        shifted_mean = total / n
+        squares = 0.0
+        for j in range(n):
+            deviation = (_float64(x[base + j * post]) - reference) - shifted_mean
+            squares += deviation * deviation
+        size = 1.0 * n
+        merged = before + size
+        delta = shifted_mean + (reference - mean[k])
+        mean[k] += delta * (size / merged)
+        m2[k] += squares + delta * delta * (before * size / merged)
+        count[k] = merged
+
+
+def moments_accumulate(
+    x: DeviceArray,
+    count: DeviceArray,
+    mean: DeviceArray,
+    m2: DeviceArray,
+    pre,
+    n,
+    post,
+    *,
+    stream=0,
+) -> None:
+    """Merge the count, mean and M2 along the middle axis of x (pre, n, post) into the
+    running float64 ``count``, ``mean`` and ``m2``."""
+    pre, n, post = int(pre), int(n), int(post)
+    if n == 0:
+        return
+    launch(_moments_kernel, pre * post, stream, x, count, mean, m2, pre, n, post)
