@@ -177,7 +177,6 @@ def _unary_backward_kernel(dtype: np.dtype):
     return kernel
 
 
-@functools.cache
 @cuda.jit(device=True)
 def _times(a, b):
     return a * b
@@ -188,6 +187,7 @@ def _over(a, b):
     return a / b
 
 
+@functools.cache
 def binary_kernel_of(
     maximum, minimum, power, floor_divide, remainder, multiply=_times, divide=_over
 ):

@@ -279,6 +279,7 @@ METHODS = {
 NOT_OPS = {
     "Access",
     "bfloat16",
+    "float16",
     "Codelet",
     "DataHandle",
     "InvalidatedError",

@@ -31,6 +31,7 @@ ALL = -1
 ADDITIVE = {
     "axpy",  # gradient sums (autograd's accumulate)
     "reduce:sum",
+    "reduce:sum_columns",  # a float sum over an axis that is not innermost
     "reduce:sumsq",  # a gradient norm over tiles on several ranks (clip_grad_norm)
     "embedding_scatter",
     "layer_norm_param_grad",
