@@ -134,6 +134,8 @@ def _broadcast(function, a, a_strides, b, b_strides, out, shape):
 
 
 def _unary(op):
+    """The kernel out[i] = f(x[i]) of the unary op named ``op`` (a name of UNARY_OPS)."""
+
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def unary_op(x, out):
         if op == "negative":
@@ -205,6 +207,8 @@ def _unary(op):
 
 
 def _unary_backward(op):
+    """The kernel grad_in = grad_out * f'(x) of ``op`` (a name of UNARY_BACKWARD_OPS)."""
+
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def unary_backward_op(x, grad_out, grad_in):
         if op == "relu":
@@ -228,6 +232,8 @@ def _unary_backward(op):
 
 
 def _binary(op):
+    """The broadcasting kernel out = op(a, b) of ``op`` (a name of BINARY_OPS)."""
+
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def binary_op(a, a_strides, b, b_strides, out, shape):
         if op == "add":
@@ -253,6 +259,8 @@ def _binary(op):
 
 
 def _binary_math(op):
+    """The broadcasting kernel of ``op`` (atan2, copysign, hypot or logaddexp)."""
+
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def binary_math_op(a, a_strides, b, b_strides, out, shape):
         if op == "atan2":
@@ -268,6 +276,8 @@ def _binary_math(op):
 
 
 def _compare(op):
+    """The broadcasting boolean kernel out = op(a, b) of ``op`` (a name of COMPARE_OPS)."""
+
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def compare_op(a, a_strides, b, b_strides, out, shape):
         if op == "equal":

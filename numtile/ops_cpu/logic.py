@@ -25,6 +25,8 @@ _right_shift = inlined(lambda a, b: a >> b)
 
 
 def _predicate(op):
+    """The kernel out[i] = p(x[i]) of the predicate ``op`` (a name of PREDICATE_OPS)."""
+
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def predicate_op(x, out):
         if op == "isnan":
@@ -40,6 +42,8 @@ def _predicate(op):
 
 
 def _bitwise(op):
+    """The broadcasting kernel out = op(a, b) of ``op`` (a name of BITWISE_OPS)."""
+
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def bitwise_op(a, a_strides, b, b_strides, out, shape):
         if op == "bitwise_and":

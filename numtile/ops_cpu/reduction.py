@@ -78,6 +78,8 @@ def _reduce(transform, combine, x, out, pre, n, post):
 
 
 def _reduce_kernel(op):
+    """The kernel of the reduction ``op`` (a name of REDUCE_OPS) along the middle axis."""
+
     # reassoc lets LLVM vectorise sums by splitting them over SIMD lanes (NaN and inf semantics
     # are kept); the result may differ from a sequential sum in the last bits.
     @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
