@@ -5,6 +5,7 @@ after, then scalars. ``ops_cpu`` is the reference backend that defines the seman
 codes its kernels take live in ``numtile.opcodes``.
 
 Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scalar_math``
+(kernel families compiled one op at a time by ``per_op.OpKernel``)
 (and ``fastmath``: vectorisable exp and log); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``

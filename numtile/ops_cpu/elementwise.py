@@ -1,8 +1,9 @@
 """Elementwise kernels: unary maps and their derivatives, broadcasting binary ops, comparisons.
 
-Each kernel branches once on its integer ``op`` and then runs one tight loop specialised for
-that op: the scalar function of the op is passed to a generic loop that is inlined, so Numba
-compiles (and caches) one vectorisable loop per op and dtype.
+Each kernel family (``unary``, ``binary``...) is an ``OpKernel``: the first call with an op
+code compiles the kernel of that op alone, a closure over the op's name whose branches on it
+are pruned before typing (``per_op``). The scalar function of the op is passed to a generic
+loop that is inlined, so Numba compiles (and caches) one vectorisable loop per op and dtype.
 """
 
 import numba
@@ -16,6 +17,7 @@ from numtile.ops_cpu.helpers import (
     row_offsets,
     unsigned,
 )
+from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import (
     _abs,
     _acos,
@@ -128,170 +130,212 @@ def _broadcast(function, a, a_strides, b, b_strides, out, shape):
                 out[unsigned(start + j)] = function(a_value, b[unsigned(b_start + j * b_step)])
 
 
-# --- kernels -------------------------------------------------------------------------------------
+# --- kernels: one ``OpKernel`` per family, whose kernel of one op is a closure over its name ---
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def unary(x, out, op):
-    """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS)."""
-    if op == opcodes.NEGATIVE:
-        _map(_negative, x, out)
-    elif op == opcodes.ABS:
-        _map(_abs, x, out)
-    elif op == opcodes.EXP:
-        _map(_exp, x, out)
-    elif op == opcodes.LOG:
-        _map(_log, x, out)
-    elif op == opcodes.SQRT:
-        _map(_sqrt, x, out)
-    elif op == opcodes.TANH:
-        _map(_tanh, x, out)
-    elif op == opcodes.RELU:
-        _map(_relu, x, out)
-    elif op == opcodes.GELU_TANH:
-        _map(_gelu_tanh, x, out)
-    elif op == opcodes.SILU:
-        _map(_silu, x, out)
-    elif op == opcodes.SIN:
-        _map(_sin, x, out)
-    elif op == opcodes.COS:
-        _map(_cos, x, out)
-    elif op == opcodes.SQUARE:
-        _map(_square, x, out)
-    elif op == opcodes.RECIPROCAL:
-        _map(_reciprocal, x, out)
-    elif op == opcodes.SIGMOID:
-        _map(_sigmoid, x, out)
-    elif op == opcodes.EXPM1:
-        _map(_expm1, x, out)
-    elif op == opcodes.LOG1P:
-        _map(_log1p, x, out)
-    elif op == opcodes.FLOOR:
-        _map(_floor, x, out)
-    elif op == opcodes.CEIL:
-        _map(_ceil, x, out)
-    elif op == opcodes.SIGN:
-        _map(_sign, x, out)
-    elif op == opcodes.ACOS:
-        _map(_acos, x, out)
-    elif op == opcodes.ACOSH:
-        _map(_acosh, x, out)
-    elif op == opcodes.ASIN:
-        _map(_asin, x, out)
-    elif op == opcodes.ASINH:
-        _map(_asinh, x, out)
-    elif op == opcodes.ATAN:
-        _map(_atan, x, out)
-    elif op == opcodes.ATANH:
-        _map(_atanh, x, out)
-    elif op == opcodes.COSH:
-        _map(_cosh, x, out)
-    elif op == opcodes.SINH:
-        _map(_sinh, x, out)
-    elif op == opcodes.TAN:
-        _map(_tan, x, out)
-    elif op == opcodes.LOG2:
-        _map(_log2, x, out)
-    elif op == opcodes.LOG10:
-        _map(_log10, x, out)
-    elif op == opcodes.TRUNC:
-        _map(_trunc, x, out)
-    elif op == opcodes.ROUND:
-        _map(_round, x, out)
-    else:
-        raise ValueError("unary: unknown op code")
+def _unary(op):
+    """The kernel out[i] = f(x[i]) of the unary op named ``op`` (a name of UNARY_OPS)."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def unary_op(x, out):
+        if op == "negative":
+            _map(_negative, x, out)
+        elif op == "abs":
+            _map(_abs, x, out)
+        elif op == "exp":
+            _map(_exp, x, out)
+        elif op == "log":
+            _map(_log, x, out)
+        elif op == "sqrt":
+            _map(_sqrt, x, out)
+        elif op == "tanh":
+            _map(_tanh, x, out)
+        elif op == "relu":
+            _map(_relu, x, out)
+        elif op == "gelu_tanh":
+            _map(_gelu_tanh, x, out)
+        elif op == "silu":
+            _map(_silu, x, out)
+        elif op == "sin":
+            _map(_sin, x, out)
+        elif op == "cos":
+            _map(_cos, x, out)
+        elif op == "square":
+            _map(_square, x, out)
+        elif op == "reciprocal":
+            _map(_reciprocal, x, out)
+        elif op == "sigmoid":
+            _map(_sigmoid, x, out)
+        elif op == "expm1":
+            _map(_expm1, x, out)
+        elif op == "log1p":
+            _map(_log1p, x, out)
+        elif op == "floor":
+            _map(_floor, x, out)
+        elif op == "ceil":
+            _map(_ceil, x, out)
+        elif op == "sign":
+            _map(_sign, x, out)
+        elif op == "acos":
+            _map(_acos, x, out)
+        elif op == "acosh":
+            _map(_acosh, x, out)
+        elif op == "asin":
+            _map(_asin, x, out)
+        elif op == "asinh":
+            _map(_asinh, x, out)
+        elif op == "atan":
+            _map(_atan, x, out)
+        elif op == "atanh":
+            _map(_atanh, x, out)
+        elif op == "cosh":
+            _map(_cosh, x, out)
+        elif op == "sinh":
+            _map(_sinh, x, out)
+        elif op == "tan":
+            _map(_tan, x, out)
+        elif op == "log2":
+            _map(_log2, x, out)
+        elif op == "log10":
+            _map(_log10, x, out)
+        elif op == "trunc":
+            _map(_trunc, x, out)
+        elif op == "round":
+            _map(_round, x, out)
+
+    return unary_op
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def unary_backward(x, grad_out, grad_in, op):
+def _unary_backward(op):
+    """The kernel grad_in = grad_out * f'(x) of ``op`` (a name of UNARY_BACKWARD_OPS)."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def unary_backward_op(x, grad_out, grad_in):
+        if op == "relu":
+            _zip(_relu_backward, x, grad_out, grad_in)
+        elif op == "gelu_tanh":
+            _zip(_gelu_tanh_backward, x, grad_out, grad_in)
+        elif op == "silu":
+            _zip(_silu_backward, x, grad_out, grad_in)
+        elif op == "tanh":
+            _zip(_tanh_backward, x, grad_out, grad_in)
+        elif op == "sigmoid":
+            _zip(_sigmoid_backward, x, grad_out, grad_in)
+        elif op == "exp":
+            _zip(_exp_backward, x, grad_out, grad_in)
+        elif op == "log":
+            _zip(_log_backward, x, grad_out, grad_in)
+        elif op == "sqrt":
+            _zip(_sqrt_backward, x, grad_out, grad_in)
+
+    return unary_backward_op
+
+
+def _binary(op):
+    """The broadcasting kernel out = op(a, b) of ``op`` (a name of BINARY_OPS)."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def binary_op(a, a_strides, b, b_strides, out, shape):
+        if op == "add":
+            _broadcast(_add, a, a_strides, b, b_strides, out, shape)
+        elif op == "subtract":
+            _broadcast(_subtract, a, a_strides, b, b_strides, out, shape)
+        elif op == "multiply":
+            _broadcast(_multiply, a, a_strides, b, b_strides, out, shape)
+        elif op == "divide":
+            _broadcast(_divide, a, a_strides, b, b_strides, out, shape)
+        elif op == "maximum":
+            _broadcast(_maximum, a, a_strides, b, b_strides, out, shape)
+        elif op == "minimum":
+            _broadcast(_minimum, a, a_strides, b, b_strides, out, shape)
+        elif op == "power":
+            _broadcast(_power, a, a_strides, b, b_strides, out, shape)
+        elif op == "floor_divide":
+            _broadcast(_floor_divide, a, a_strides, b, b_strides, out, shape)
+        elif op == "remainder":
+            _broadcast(_remainder, a, a_strides, b, b_strides, out, shape)
+
+    return binary_op
+
+
+def _binary_math(op):
+    """The broadcasting kernel of ``op`` (atan2, copysign, hypot or logaddexp)."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def binary_math_op(a, a_strides, b, b_strides, out, shape):
+        if op == "atan2":
+            _broadcast(_atan2, a, a_strides, b, b_strides, out, shape)
+        elif op == "copysign":
+            _broadcast(_copysign, a, a_strides, b, b_strides, out, shape)
+        elif op == "hypot":
+            _broadcast(_hypot, a, a_strides, b, b_strides, out, shape)
+        elif op == "logaddexp":
+            _broadcast(_logaddexp, a, a_strides, b, b_strides, out, shape)
+
+    return binary_math_op
+
+
+def _compare(op):
+    """The broadcasting boolean kernel out = op(a, b) of ``op`` (a name of COMPARE_OPS)."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def compare_op(a, a_strides, b, b_strides, out, shape):
+        if op == "equal":
+            _broadcast(_equal, a, a_strides, b, b_strides, out, shape)
+        elif op == "not_equal":
+            _broadcast(_not_equal, a, a_strides, b, b_strides, out, shape)
+        elif op == "less":
+            _broadcast(_less, a, a_strides, b, b_strides, out, shape)
+        elif op == "less_equal":
+            _broadcast(_less_equal, a, a_strides, b, b_strides, out, shape)
+        elif op == "greater":
+            _broadcast(_greater, a, a_strides, b, b_strides, out, shape)
+        elif op == "greater_equal":
+            _broadcast(_greater_equal, a, a_strides, b, b_strides, out, shape)
+        elif op == "logical_and":
+            _broadcast(_logical_and, a, a_strides, b, b_strides, out, shape)
+        elif op == "logical_or":
+            _broadcast(_logical_or, a, a_strides, b, b_strides, out, shape)
+        elif op == "logical_xor":
+            _broadcast(_logical_xor, a, a_strides, b, b_strides, out, shape)
+
+    return compare_op
+
+
+unary = OpKernel(
+    "unary",
+    opcodes.UNARY_OPS,
+    _unary,
+    "out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS).",
+)
+unary_backward = OpKernel(
+    "unary_backward",
+    opcodes.UNARY_BACKWARD_OPS,
+    _unary_backward,
     """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of UNARY_BACKWARD_OPS); x is the
-    forward input."""
-    if op == opcodes.RELU_BACKWARD:
-        _zip(_relu_backward, x, grad_out, grad_in)
-    elif op == opcodes.GELU_TANH_BACKWARD:
-        _zip(_gelu_tanh_backward, x, grad_out, grad_in)
-    elif op == opcodes.SILU_BACKWARD:
-        _zip(_silu_backward, x, grad_out, grad_in)
-    elif op == opcodes.TANH_BACKWARD:
-        _zip(_tanh_backward, x, grad_out, grad_in)
-    elif op == opcodes.SIGMOID_BACKWARD:
-        _zip(_sigmoid_backward, x, grad_out, grad_in)
-    elif op == opcodes.EXP_BACKWARD:
-        _zip(_exp_backward, x, grad_out, grad_in)
-    elif op == opcodes.LOG_BACKWARD:
-        _zip(_log_backward, x, grad_out, grad_in)
-    elif op == opcodes.SQRT_BACKWARD:
-        _zip(_sqrt_backward, x, grad_out, grad_in)
-    else:
-        raise ValueError("unary_backward: unknown op code")
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def binary(a, a_strides, b, b_strides, out, shape, op):
+    forward input.""",
+)
+binary = OpKernel(
+    "binary",
+    {n: c for n, c in opcodes.BINARY_OPS.items() if c not in opcodes.BINARY_MATH},
+    _binary,
     """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS; strides 0 on broadcast
-    axes)."""
-    if op == opcodes.ADD:
-        _broadcast(_add, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.SUBTRACT:
-        _broadcast(_subtract, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.MULTIPLY:
-        _broadcast(_multiply, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.DIVIDE:
-        _broadcast(_divide, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.MAXIMUM:
-        _broadcast(_maximum, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.MINIMUM:
-        _broadcast(_minimum, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.POWER:
-        _broadcast(_power, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.FLOOR_DIVIDE:
-        _broadcast(_floor_divide, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.REMAINDER:
-        _broadcast(_remainder, a, a_strides, b, b_strides, out, shape)
-    else:
-        raise ValueError("binary: unknown op code")
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def binary_math(a, a_strides, b, b_strides, out, shape, op):
+    axes).""",
+)
+binary_math = OpKernel(
+    "binary_math",
+    {n: c for n, c in opcodes.BINARY_OPS.items() if c in opcodes.BINARY_MATH},
+    _binary_math,
     """out = op(a, b) broadcast over ``shape`` for the floating-point functions of two
     arguments (atan2, copysign, hypot, logaddexp: codes of BINARY_MATH). A kernel of its own:
-    ``binary`` compiles for every dtype, and these only for floats, when first used."""
-    if op == opcodes.ATAN2:
-        _broadcast(_atan2, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.COPYSIGN:
-        _broadcast(_copysign, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.HYPOT:
-        _broadcast(_hypot, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.LOGADDEXP:
-        _broadcast(_logaddexp, a, a_strides, b, b_strides, out, shape)
-    else:
-        raise ValueError("binary_math: unknown op code")
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def compare(a, a_strides, b, b_strides, out, shape, op):
-    """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS)."""
-    if op == opcodes.EQUAL:
-        _broadcast(_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.NOT_EQUAL:
-        _broadcast(_not_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.LESS:
-        _broadcast(_less, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.LESS_EQUAL:
-        _broadcast(_less_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.GREATER:
-        _broadcast(_greater, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.GREATER_EQUAL:
-        _broadcast(_greater_equal, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.LOGICAL_AND:
-        _broadcast(_logical_and, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.LOGICAL_OR:
-        _broadcast(_logical_or, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.LOGICAL_XOR:
-        _broadcast(_logical_xor, a, a_strides, b, b_strides, out, shape)
-    else:
-        raise ValueError("compare: unknown op code")
+    ``binary`` compiles for every dtype, and these only for floats, when first used.""",
+)
+compare = OpKernel(
+    "compare",
+    opcodes.COMPARE_OPS,
+    _compare,
+    "Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS).",
+)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")

@@ -10,6 +10,7 @@ import numpy as np
 from numtile import opcodes
 from numtile.ops_cpu.elementwise import _broadcast, _map
 from numtile.ops_cpu.helpers import inlined, is_c_contiguous, unsigned
+from numtile.ops_cpu.per_op import OpKernel
 
 _isnan = inlined(lambda v: np.isnan(v))
 _isinf = inlined(lambda v: np.isinf(v))
@@ -23,38 +24,56 @@ _left_shift = inlined(lambda a, b: a << b)
 _right_shift = inlined(lambda a, b: a >> b)
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def predicate(x, out, op):
+def _predicate(op):
+    """The kernel out[i] = p(x[i]) of the predicate ``op`` (a name of PREDICATE_OPS)."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def predicate_op(x, out):
+        if op == "isnan":
+            _map(_isnan, x, out)
+        elif op == "isinf":
+            _map(_isinf, x, out)
+        elif op == "isfinite":
+            _map(_isfinite, x, out)
+        elif op == "signbit":
+            _map(_signbit, x, out)
+
+    return predicate_op
+
+
+def _bitwise(op):
+    """The broadcasting kernel out = op(a, b) of ``op`` (a name of BITWISE_OPS)."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def bitwise_op(a, a_strides, b, b_strides, out, shape):
+        if op == "bitwise_and":
+            _broadcast(_bitwise_and, a, a_strides, b, b_strides, out, shape)
+        elif op == "bitwise_or":
+            _broadcast(_bitwise_or, a, a_strides, b, b_strides, out, shape)
+        elif op == "bitwise_xor":
+            _broadcast(_bitwise_xor, a, a_strides, b, b_strides, out, shape)
+        elif op == "bitwise_left_shift":
+            _broadcast(_left_shift, a, a_strides, b, b_strides, out, shape)
+        elif op == "bitwise_right_shift":
+            _broadcast(_right_shift, a, a_strides, b, b_strides, out, shape)
+
+    return bitwise_op
+
+
+predicate = OpKernel(
+    "predicate",
+    opcodes.PREDICATE_OPS,
+    _predicate,
     """Boolean out[i] = p(x[i]) for the predicate ``op`` (a code of PREDICATE_OPS) of a float
-    or complex tile (complex: isnan/isinf of either part, isfinite of both)."""
-    if op == opcodes.ISNAN:
-        _map(_isnan, x, out)
-    elif op == opcodes.ISINF:
-        _map(_isinf, x, out)
-    elif op == opcodes.ISFINITE:
-        _map(_isfinite, x, out)
-    elif op == opcodes.SIGNBIT:
-        _map(_signbit, x, out)
-    else:
-        raise ValueError("predicate: unknown op code")
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def bitwise(a, a_strides, b, b_strides, out, shape, op):
+    or complex tile (complex: isnan/isinf of either part, isfinite of both).""",
+)
+bitwise = OpKernel(
+    "bitwise",
+    opcodes.BITWISE_OPS,
+    _bitwise,
     """out = op(a, b) broadcast over ``shape`` for integer or boolean tiles (a code of
-    BITWISE_OPS; shifts only for integers)."""
-    if op == opcodes.BITWISE_AND:
-        _broadcast(_bitwise_and, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.BITWISE_OR:
-        _broadcast(_bitwise_or, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.BITWISE_XOR:
-        _broadcast(_bitwise_xor, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.BITWISE_LEFT_SHIFT:
-        _broadcast(_left_shift, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.BITWISE_RIGHT_SHIFT:
-        _broadcast(_right_shift, a, a_strides, b, b_strides, out, shape)
-    else:
-        raise ValueError("bitwise: unknown op code")
+    BITWISE_OPS; shifts only for integers).""",
+)
 
 
 @numba.njit(nogil=True, error_model="numpy")

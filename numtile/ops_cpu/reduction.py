@@ -10,16 +10,9 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
-from numtile.opcodes import (
-    MAX,
-    MAXABS,
-    MIN,
-    PROD,
-    SUM,
-    SUMABS,
-    SUMSQ,
-)
+from numtile.opcodes import REDUCE_OPS
 from numtile.ops_cpu.helpers import inlined, widen
+from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multiply, _square
 
 # Columns handled at once when the reduced axis is not innermost: the wide scratch of one
@@ -84,28 +77,38 @@ def _reduce(transform, combine, x, out, pre, n, post):
                 target[q] = combine(widen(target[q]), partial[q])
 
 
-# reassoc lets LLVM vectorise sums by splitting them over SIMD lanes (NaN and inf semantics are
-# kept); the result may differ from a sequential sum in the last bits.
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
-def reduce_accumulate(x, out, pre, n, post, op):
+def _reduce_kernel(op):
+    """The kernel of the reduction ``op`` (a name of REDUCE_OPS) along the middle axis."""
+
+    # reassoc lets LLVM vectorise sums by splitting them over SIMD lanes (NaN and inf semantics
+    # are kept); the result may differ from a sequential sum in the last bits.
+    @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
+    def reduce_op(x, out, pre, n, post):
+        if op == "sum":
+            _reduce(_identity, _add, x, out, pre, n, post)
+        elif op == "max":
+            _reduce(_identity, _maximum, x, out, pre, n, post)
+        elif op == "min":
+            _reduce(_identity, _minimum, x, out, pre, n, post)
+        elif op == "prod":
+            _reduce(_identity, _multiply, x, out, pre, n, post)
+        elif op == "sumsq":
+            _reduce(_square, _add, x, out, pre, n, post)
+        elif op == "sumabs":
+            _reduce(_abs, _add, x, out, pre, n, post)
+        elif op == "maxabs":
+            _reduce(_abs, _maximum, x, out, pre, n, post)
+
+    return reduce_op
+
+
+reduce_accumulate = OpKernel(
+    "reduce_accumulate",
+    REDUCE_OPS,
+    _reduce_kernel,
     """out[p, q] = combine(out[p, q], reduction over j of x[p, j, q]) for ``op`` (a code of
-    REDUCE_OPS)."""
-    if op == SUM:
-        _reduce(_identity, _add, x, out, pre, n, post)
-    elif op == MAX:
-        _reduce(_identity, _maximum, x, out, pre, n, post)
-    elif op == MIN:
-        _reduce(_identity, _minimum, x, out, pre, n, post)
-    elif op == PROD:
-        _reduce(_identity, _multiply, x, out, pre, n, post)
-    elif op == SUMSQ:
-        _reduce(_square, _add, x, out, pre, n, post)
-    elif op == SUMABS:
-        _reduce(_abs, _add, x, out, pre, n, post)
-    elif op == MAXABS:
-        _reduce(_abs, _maximum, x, out, pre, n, post)
-    else:
-        raise ValueError("reduce_accumulate: unknown op code")
+    REDUCE_OPS).""",
+)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
