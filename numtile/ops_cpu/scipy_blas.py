@@ -7,7 +7,13 @@ BLAS itself to one thread per worker with threadpoolctl.
 Fortran BLAS is column-major, and the buffer of a row-major matrix read column-major is its
 transpose. Rather than copying, each kernel swaps operands and flips lower/upper and
 left/right, so every tile stays a plain C-contiguous NumPy array.
+
+The library is whichever one SciPy's wheel links (``kernel_blas_library()`` names it; with the
+PyPI wheels SciPy's own LP64 OpenBLAS, a separate library from NumPy's ILP64 one). Called this
+way a tile's GEMM runs as fast as ``numpy.matmul`` on one thread (``bench/gemm_tile.py``).
 """
+
+import ctypes
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -47,6 +53,48 @@ def _register_routines() -> None:
 
 
 _register_routines()
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def _library_of(libc, address: int) -> str | None:
+    info = _DlInfo()
+    if not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode()
+
+
+def kernel_blas_library() -> str | None:
+    """Path of the shared library whose ``dgemm`` the kernels call (None where dladdr cannot
+    tell), to find it in ``threadpoolctl.threadpool_info()``.
+
+    >>> "blas" in (kernel_blas_library() or "blas").lower()
+    True
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        wrapper = _library_of(
+            libc, get_cython_function_address("scipy.linalg.cython_blas", "dgemm")
+        )
+        if wrapper is None:
+            return None
+        # cython_blas's dgemm is a wrapper: the BLAS symbol it calls, searched from its library
+        # through the libraries it links (the names of scipy-openblas, then of plain BLAS)
+        linked = ctypes.CDLL(wrapper)
+        for name in ("scipy_dgemm_", "dgemm_", "dgemm"):
+            function = getattr(linked, name, None)
+            if function is not None:
+                return _library_of(libc, ctypes.cast(function, ctypes.c_void_p).value)
+    except (OSError, AttributeError):
+        pass
+    return None
 
 
 @intrinsic

@@ -109,3 +109,31 @@ def test_gemm_of_one_row(dtype, trans_a, trans_b, beta):
         c[:] = np.nan  # ignored when beta == 0
     ops_cpu.gemm(a, b, c, trans_a, trans_b, 1.5, beta)
     assert_close(c, expected, dtype)
+
+
+def test_blas_kernels_release_the_gil():
+    # the workers run these kernels in parallel threads: each must drop the GIL
+    kernels = [ops_cpu.gemm, ops_cpu.gemm_batched, ops_cpu.potrf, ops_cpu.trsm, ops_cpu.syrk]
+    assert all(kernel.targetoptions.get("nogil") for kernel in kernels)
+
+
+def test_the_kernels_blas_is_one_thread_while_the_runtime_runs():
+    # one BLAS thread per worker: the library the kernels call (found from its dgemm symbol,
+    # not from the runtime's list) is held to one thread, wherever NumPy's own BLAS lives
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    from numtile.ops_cpu.scipy_blas import kernel_blas_library
+    from numtile.runtime import get_runtime
+
+    path = kernel_blas_library()
+    if path is None:
+        pytest.skip("dladdr cannot name the library")
+    get_runtime()
+    found = [
+        info
+        for info in threadpool_info()
+        if info["user_api"] == "blas" and os.path.samefile(info["filepath"], path)
+    ]
+    assert found and all(info["num_threads"] == 1 for info in found), found
