@@ -117,23 +117,27 @@ def test_blas_kernels_release_the_gil():
     assert all(kernel.targetoptions.get("nogil") for kernel in kernels)
 
 
-def test_the_kernels_blas_is_one_thread_while_the_runtime_runs():
+def test_the_kernels_blas_is_one_thread_while_a_runtime_runs(tmp_path):
     # one BLAS thread per worker: the library the kernels call (found from its dgemm symbol,
     # not from the runtime's list) is held to one thread, wherever NumPy's own BLAS lives
     import os
 
     from threadpoolctl import threadpool_info
 
+    from numtile.config import Config
     from numtile.ops_cpu.scipy_blas import kernel_blas_library
-    from numtile.runtime import get_runtime
+    from numtile.runtime import Runtime
 
     path = kernel_blas_library()
     if path is None:
         pytest.skip("dladdr cannot name the library")
-    get_runtime()
-    found = [
-        info
-        for info in threadpool_info()
-        if info["user_api"] == "blas" and os.path.samefile(info["filepath"], path)
-    ]
+    runtime = Runtime(Config(ncpu=1, ncuda=0, cache_dir=str(tmp_path)))
+    try:
+        found = [
+            info
+            for info in threadpool_info()
+            if info["user_api"] == "blas" and os.path.samefile(info["filepath"], path)
+        ]
+    finally:
+        runtime.shutdown()
     assert found and all(info["num_threads"] == 1 for info in found), found
