@@ -9,8 +9,8 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.ops_cpu.elementwise import _broadcast, _map
-from numtile.ops_cpu.helpers import inlined, is_c_contiguous, unsigned
-from numtile.ops_cpu.per_op import OpKernel
+from numtile.ops_cpu.helpers import inlined, unsigned
+from numtile.ops_cpu.per_op import ByNeed, OpKernel, c_contiguous, read_only
 
 _isnan = inlined(lambda v: np.isnan(v))
 _isinf = inlined(lambda v: np.isinf(v))
@@ -86,48 +86,62 @@ def _offset(i, shape, strides):
     return offset
 
 
-@numba.njit(nogil=True, error_model="numpy")
-def _dense_step(x, strides, shape):
-    """1 when ``x`` is read whole in C order over ``shape``, 0 when it is one element read
-    everywhere, -1 otherwise."""
+def _dense_step(x, strides, shape, size) -> int:
+    """1 when ``x`` is read whole in C order over ``shape`` (``size`` elements), 0 when it is
+    one element read everywhere, -1 otherwise."""
     if x.size == 1:
         return 0
-    size = 1
-    for extent in shape:
-        size *= extent
-    return 1 if x.size == size and is_c_contiguous(strides, shape) else -1
+    return 1 if x.size == size and c_contiguous(strides, shape) else -1
+
+
+def _where(condition, c_strides, a, a_strides, b, b_strides, out, shape):
+    """out = a if condition else b, the three broadcast over ``shape`` (element strides, 0 on
+    broadcast axes).
+
+    Operands each whole or one element (a scalar) run the dense loops; any other the strided
+    one, its index arrays read-only whoever made them (one compile per signature)."""
+    size = out.size
+    c_step, a_step, b_step = (
+        _dense_step(condition, c_strides, shape, size),
+        _dense_step(a, a_strides, shape, size),
+        _dense_step(b, b_strides, shape, size),
+    )
+    if c_step >= 0 and a_step >= 0 and b_step >= 0:
+        _where_dense(condition, c_step, a, a_step, b, b_step, out)
+        return
+    c_strides, a_strides, b_strides = map(read_only, (c_strides, a_strides, b_strides))
+    _where_strided(condition, c_strides, a, a_strides, b, b_strides, out, read_only(shape))
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def where(condition, c_strides, a, a_strides, b, b_strides, out, shape):
-    """out = a if condition else b, the three broadcast over ``shape`` (element strides, 0 on
-    broadcast axes)."""
+def _where_dense(condition, c_step, a, a_step, b, b_step, out):
+    """out[i] = a[i * a_step] if condition[i * c_step] else b[i * b_step] (steps 1 or 0)."""
     size = out.size
-    c_step, a_step, b_step = (
-        _dense_step(condition, c_strides, shape),
-        _dense_step(a, a_strides, shape),
-        _dense_step(b, b_strides, shape),
-    )
-    if c_step >= 0 and a_step >= 0 and b_step >= 0:
-        # each operand whole or one element (a scalar operand); both loads before the
-        # choice: LLVM emits a branch-free select, 8x faster than a branch that random
-        # conditions mispredict half the time
-        if c_step == 1 and a_step == 1 and b_step == 1:
-            for i in range(size):
-                x, y = a[i], b[i]
-                out[i] = x if condition[i] else y
-            return
-        if c_step == 1 and a_step == 0 and b_step == 1:  # where(c, scalar, y): vectorised
-            x = a[0]
-            for i in range(size):
-                y = b[i]
-                out[i] = x if condition[i] else y
-            return
+    # both loads before the choice: LLVM emits a branch-free select, 8x faster than a branch
+    # that random conditions mispredict half the time
+    if c_step == 1 and a_step == 1 and b_step == 1:
         for i in range(size):
-            x, y = a[i * a_step], b[i * b_step]
-            out[i] = x if condition[i * c_step] else y
+            x, y = a[i], b[i]
+            out[i] = x if condition[i] else y
+        return
+    if c_step == 1 and a_step == 0 and b_step == 1:  # where(c, scalar, y): vectorised
+        x = a[0]
+        for i in range(size):
+            y = b[i]
+            out[i] = x if condition[i] else y
         return
     for i in range(size):
+        x, y = a[i * a_step], b[i * b_step]
+        out[i] = x if condition[i * c_step] else y
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _where_strided(condition, c_strides, a, a_strides, b, b_strides, out, shape):
+    """out = a if condition else b, each operand read through its element strides."""
+    for i in range(out.size):
         x = a[unsigned(_offset(i, shape, a_strides))]
         y = b[unsigned(_offset(i, shape, b_strides))]
         out[i] = x if condition[unsigned(_offset(i, shape, c_strides))] else y
+
+
+where = ByNeed(_where, _where_dense, _where_strided)

@@ -49,3 +49,46 @@ class OpKernel:
     def signatures(self) -> list:
         """The signatures compiled so far, over every op (as a Numba dispatcher's)."""
         return [s for kernel in self._kernels.values() for s in kernel.signatures]
+
+
+class ByNeed:
+    """A kernel whose Python body ``choose`` picks, per call, one of the Numba functions
+    ``kernels`` (the dense loop or the strided one, say), each compiled on its first call: a
+    program compiles only the variants it runs (a dense copy or ``where`` skips the typing of
+    the strided index arithmetic). ``signatures`` lists every variant's, as OpKernel's."""
+
+    def __init__(self, choose: Callable, *kernels) -> None:
+        self.__name__ = self.__qualname__ = choose.__name__
+        self.__doc__ = choose.__doc__
+        self._choose = choose
+        self._kernels = kernels
+
+    def __call__(self, *args):
+        return self._choose(*args)
+
+    @property
+    def signatures(self) -> list:
+        return [s for kernel in self._kernels for s in kernel.signatures]
+
+
+def read_only(array):
+    """``array`` as a read-only array (itself when it already is, else a read-only view; the
+    caller's array stays writable). Numba types read-only and writable arrays apart, so index
+    arrays (strides, shapes) always reach a kernel read-only: one compile, not two, whether
+    they come from a tiled op's cache (read-only) or a codelet's or test's own array."""
+    if not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def c_contiguous(strides, shape) -> bool:
+    """helpers.is_c_contiguous in Python, for a ``ByNeed`` choice (a few axes: cheaper than a
+    call into Numba, and nothing to compile)."""
+    expected = 1
+    for stride, extent in zip(strides.tolist()[::-1], shape.tolist()[::-1]):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True

@@ -43,3 +43,27 @@ def test_a_kernel_of_one_op_computes_that_op_only():
     assert ops_cpu.binary.signatures  # counted as numtile.warmup counts a dispatcher's
     with pytest.raises(ValueError, match="binary: unknown op code"):
         ops_cpu.binary(x, strides, x, strides, np.empty(5), shape, opcodes.ATAN2)
+
+
+def test_by_need_kernels_compile_their_strided_loop_once_for_any_read_only_ness():
+    src, dst = np.arange(12.0), np.zeros(12)
+    one, shape = np.ones(1, np.int64), np.array([12], np.int64)
+    ops_cpu.copy_strided(src, 0, one, dst, 0, one, shape)  # contiguous: NumPy, no loop
+    np.testing.assert_array_equal(dst, src)
+    strides = [np.array([1, 3], np.int64), np.array([4, 1], np.int64)]  # transposed, C order
+    grid = np.array([3, 4], np.int64)
+    for writable in (True, False):
+        for array in (*strides, grid):
+            array.flags.writeable = writable
+        ops_cpu.copy_strided(src, 0, strides[0], dst, 0, strides[1], grid)
+        np.testing.assert_array_equal(dst, src.reshape(4, 3).T.reshape(-1))
+        assert strides[0].flags.writeable == writable  # the caller's array is left as it was
+    float64 = [s for s in ops_cpu.copy.copy_strided.signatures if "float64" in str(s[0])]
+    assert len(float64) == 1 and all(not s[2].mutable for s in float64)
+    condition = np.arange(12) % 3 == 0
+    out = np.empty(12)
+    zero = np.zeros(1, np.int64)
+    ops_cpu.where(condition, one, src, one, src[:1], zero, out, shape)  # dense loops
+    np.testing.assert_array_equal(out, np.where(condition, src, 0.0))
+    ops_cpu.where(condition, strides[1], src, strides[0], src, strides[1], out, grid)  # strided
+    np.testing.assert_array_equal(out, np.where(condition, src.reshape(4, 3).T.reshape(-1), src))
