@@ -24,6 +24,7 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import NARROW_FLOATING, float32, int64
 from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.manipulation import permute_dims
+from numtile.tiletensor.sorting_split import split_sort
 from numtile.tiletensor.tensor import TileTensor
 
 R, W = Access.R, Access.W
@@ -160,6 +161,10 @@ def sorted_with_indices(x: TileTensor, axis: int = -1, descending: bool = False,
         return values, (permute_dims(positions, back) if indices else None)
     if x.size == 0:
         return TileTensor(x.layout, x.dtype), (TileTensor(x.layout, int64) if indices else None)
+    if not indices:
+        split = split_sort(x, bool(descending))
+        if split is not None:
+            return split, None
     return _sort_last_axis(x, bool(descending), indices)
 
 
