@@ -112,6 +112,7 @@ def test_value_split_sort_is_numpy_stable_sort(dtype, monkeypatch):
     from numtile.tiletensor import sorting_split
 
     monkeypatch.setattr(sorting_split, "MIN_SIZE", 100)
+    monkeypatch.setattr(sorting_split, "MIN_WORKERS", 2)
     nt.init(ncpu=2)
     rng = np.random.default_rng(3)
     data = (rng.standard_normal(3000) * 1000).astype(dtype)
