@@ -64,7 +64,13 @@ from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, qr_explicit, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
 from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
-from numtile.ops_cpu.sorting import arg_reduce, count_before, merge_runs, sort_rows
+from numtile.ops_cpu.sorting import (
+    arg_reduce,
+    count_before,
+    merge_runs,
+    sort_rows,
+    split_by_keys,
+)
 from numtile.ops_cpu.structured import band, linspace_fill
 
 
@@ -133,6 +139,7 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "sort_rows",
+    "split_by_keys",
     "sum_columns",
     "syrk",
     "take_positions",

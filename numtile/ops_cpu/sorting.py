@@ -17,6 +17,7 @@ from numtile.ops_cpu.helpers import inlined
 _DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
 _RADIX = 1 << _DIGIT
 _SMALL = 32  # rows up to this length are sorted by insertion
+_BLOCK = 1024  # elements whose bucket ``split_by_keys`` finds together
 
 
 @inlined
@@ -190,6 +191,49 @@ def count_before(run, needles, counts, kind, right):
             else:
                 hi = mid
         counts[k] += lo
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def split_by_keys(x, splitters, out, counts, kind):
+    """Stable partition of flat ``x`` (the unsigned bits of its dtype) by the sorted
+    ``splitters`` (bits too) into ``counts.size`` buckets (at most 256; each splitter costs a
+    pass over a block of keys): an
+    element goes to the bucket of how many splitters order before or with it. ``out`` gets
+    bucket 0's elements, then bucket 1's..., each in the order of ``x``; ``counts[b]`` their
+    number."""
+    n = x.size
+    width = x.itemsize * 8
+    buckets = counts.size
+    keys = np.empty(buckets - 1, np.uint64)
+    for k in range(buckets - 1):
+        keys[k] = sort_key(splitters[k], kind, width, False)
+    ids = np.empty(n, np.uint8)
+    block, below = np.empty(_BLOCK, np.uint64), np.empty(_BLOCK, np.uint64)
+    for start in range(0, n, _BLOCK):
+        # a block's keys, then a pass per splitter adding whether it orders before or with
+        # each key: loops without jumps, vectorised across the block
+        m = min(_BLOCK, n - start)
+        for i in range(m):
+            block[i] = sort_key(x[start + i], kind, width, False)
+            below[i] = 0
+        for k in range(buckets - 1):
+            split = keys[k]
+            for i in range(m):
+                below[i] += np.uint64(1) if split <= block[i] else np.uint64(0)
+        for i in range(m):
+            ids[start + i] = below[i]
+    counts[:] = 0
+    for i in range(n):
+        counts[ids[i]] += 1
+    offsets = np.empty(buckets, np.int64)
+    total = 0
+    for b in range(buckets):
+        offsets[b] = total
+        total += counts[b]
+    for i in range(n):
+        b = ids[i]
+        out[offsets[b]] = x[i]
+        offsets[b] += 1
 
 
 @inlined

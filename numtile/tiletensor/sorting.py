@@ -7,7 +7,8 @@ two runs are left; the last merge runs as one task per output tile, each
 finding where its slice of the merged order starts (a binary search, the "merge path") and
 merging only that slice, so the widest level is as parallel as the first. Merges are stable
 (ties: the earlier run first) and NaNs sort last (first when ``descending``), as NumPy and the
-array API order them.
+array API order them. ``sort`` of a long 1-D tensor on CPUs runs a value-split (sample) sort
+instead (``sorting_split.py``): no merge pass.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import NARROW_FLOATING, float32, int64
 from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.manipulation import permute_dims
+from numtile.tiletensor.sorting_split import split_sort
 from numtile.tiletensor.tensor import TileTensor
 
 R, W = Access.R, Access.W
@@ -160,6 +162,10 @@ def sorted_with_indices(x: TileTensor, axis: int = -1, descending: bool = False,
         return values, (permute_dims(positions, back) if indices else None)
     if x.size == 0:
         return TileTensor(x.layout, x.dtype), (TileTensor(x.layout, int64) if indices else None)
+    if not indices:
+        split = split_sort(x, bool(descending))
+        if split is not None:
+            return split, None
     return _sort_last_axis(x, bool(descending), indices)
 
 
@@ -169,7 +175,10 @@ def sort(
 ) -> TileTensor:
     """``x`` sorted along ``axis`` (always stable; NaNs last, first when ``descending``).
 
-    A parallel tiled merge sort: one task sorts each tile, merges of sorted runs are tasks.
+    A parallel tiled merge sort: one task sorts each tile, merges of sorted runs are tasks. A
+    1-D tensor of at least ``sorting_split.MIN_SIZE`` elements on 4 or more CPU workers is
+    sorted by value ranges instead (a sample sort: waits for ``x`` and for one count per tile
+    and bucket), unless a sample shows many equal values.
 
     >>> import numtile as nt, numpy as np
     >>> x = nt.from_numpy(np.array([3.0, np.nan, -1.0, 2.0, 0.5]), tile_shape=2)

@@ -103,3 +103,38 @@ def test_searchsorted_with_a_sorter():
         nt.from_numpy(data, tile_shape=2), nt.from_numpy(x2), sorter=nt.from_numpy(sorter)
     )
     np.testing.assert_array_equal(ours.to_numpy(), np.searchsorted(data, x2, sorter=sorter))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_value_split_sort_is_numpy_stable_sort(dtype, monkeypatch):
+    # the sample sort of a long 1-D tensor (its size threshold lowered): buckets of value
+    # ranges, NaNs of two payloads (last, first when descending) and signed zeros in order
+    from numtile.tiletensor import sorting_split
+
+    monkeypatch.setattr(sorting_split, "MIN_SIZE", 100)
+    monkeypatch.setattr(sorting_split, "MIN_WORKERS", 2)
+    nt.init(ncpu=2)
+    rng = np.random.default_rng(3)
+    data = (rng.standard_normal(3000) * 1000).astype(dtype)
+    if dtype == np.float64:
+        data[::29] = np.nan
+        data[::58] = -np.float64(np.nan)  # another NaN bit pattern
+        data[::17], data[::23] = -0.0, 0.0
+    x = nt.from_numpy(data, tile_shape=400)
+    assert sorting_split.split_sort(x, False) is not None
+    for descending in (False, True):
+        flipped = np.flip(data) if descending else data
+        expected = np.sort(flipped, kind="stable")
+        expected = np.flip(expected) if descending else expected
+        got = nt.sort(x, descending=descending).to_numpy()
+        bits = f"u{got.itemsize}"  # NaN payloads and zero signs too
+        np.testing.assert_array_equal(got.view(bits), expected.view(bits))
+    # many equal values: buckets would be unbalanced, the merge sort runs instead
+    few = nt.from_numpy(np.repeat(data[:3], 1000), tile_shape=400)
+    assert sorting_split.split_sort(few, False) is None
+    np.testing.assert_array_equal(nt.sort(few).to_numpy(), np.sort(np.repeat(data[:3], 1000)))
+    # below the threshold, one tile: NumPy's sort of the group, NaN payloads put back
+    got = nt.sort(nt.from_numpy(data[:99])).to_numpy()
+    bits = f"u{got.itemsize}"
+    np.testing.assert_array_equal(got.view(bits), np.sort(data[:99], kind="stable").view(bits))
+    nt.init()

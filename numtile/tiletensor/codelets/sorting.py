@@ -77,7 +77,7 @@ def _sort_group(ops, *buffers):
 def _odd_ties(parts, out) -> bool:
     """Whether the float rows ``out`` (sorted ascending from the rows of ``parts``) hold -0.0
     or NaNs of different bits: the only ties an unstable sort can put out of order. A single
-    row is checked on its (sorted, so contiguous) zeros and NaNs alone."""
+    row is checked on its (sorted, so contiguous) zeros and NaNs alone (any NaN counts)."""
     if tuple(out.shape)[0] != 1:
         x = np.concatenate(parts, axis=1)
         nans = np.isnan(x)
@@ -85,8 +85,9 @@ def _odd_ties(parts, out) -> bool:
         return bool(np.signbit(x[x == 0]).any() or (raw.size and (raw != raw[0]).any()))
     row = out[0]
     lo, hi = np.searchsorted(row, 0.0, "left"), np.searchsorted(row, 0.0, "right")
-    nans = row[np.searchsorted(row, np.nan, "left") :].view(np.dtype(f"u{row.dtype.itemsize}"))
-    return bool(np.signbit(row[lo:hi]).any() or (nans.size and (nans != nans[0]).any()))
+    # NumPy's (SIMD) sort writes NaNs back as its own NaN: any NaN is put back from x
+    nans = row.size - np.searchsorted(row, np.nan, "left")
+    return bool(np.signbit(row[lo:hi]).any() or nans)
 
 
 def _restore_ties(x, out) -> None:
