@@ -138,10 +138,8 @@ def _topological_order(root: TileTensor) -> list[TileTensor]:
 
 
 # gradient tensors held in more than one place (a rule's output given to two inputs, the
-# caller's own gradient): id -> tensor
+# caller's own gradient): id -> tensor; a leaf holding one is never accumulated into in place
 _shared: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-# leaf -> the shared gradient tensor it holds by reference: never accumulated into in place
-_borrowed: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def _mark_shared(grads) -> None:
@@ -166,9 +164,7 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
     grad = placement.follow_owners(grad, leaf)  # under MPI: reduced on the leaf's owners
     if leaf.grad is None:
         leaf.grad = grad
-        if _shared.get(id(grad)) is grad:
-            _borrowed[id(leaf)] = grad
-    elif _borrowed.pop(id(leaf), None) is leaf.grad:
+    elif _shared.get(id(leaf.grad)) is leaf.grad:
         leaf.grad = add(leaf.grad, grad)
     elif not placement.fold_sums(leaf.grad, grad):  # under MPI: one sum travels, not two
         accumulate(leaf.grad, grad)
