@@ -258,13 +258,9 @@ def broadcast_kernel_of(apply):
 
 
 @functools.cache
-def binary_kernel_of(
-    maximum, minimum, power, floor_divide, remainder, multiply=_times, divide=_over
-):
-    """The broadcasting kernel of BINARY_OPS over these device functions (as
-    ``binary_function_of``)."""
-    apply = binary_function_of(maximum, minimum, power, floor_divide, remainder, multiply, divide)
-    return broadcast_kernel_of(apply)
+def binary_kernel_of(*functions):
+    """The broadcasting kernel of BINARY_OPS over ``binary_function_of(*functions)``."""
+    return broadcast_kernel_of(binary_function_of(*functions))
 
 
 @functools.cache
@@ -334,15 +330,9 @@ def compare_function_of(
     return apply
 
 
-def compare_kernel_of(
-    less, less_equal, greater, greater_equal, logical_and, logical_or, logical_xor
-):
-    """The broadcasting kernel of COMPARE_OPS over these device functions (as
-    ``compare_function_of``)."""
-    apply = compare_function_of(
-        less, less_equal, greater, greater_equal, logical_and, logical_or, logical_xor
-    )
-    return broadcast_kernel_of(apply)
+def compare_kernel_of(*functions):
+    """The broadcasting kernel of COMPARE_OPS over ``compare_function_of(*functions)``."""
+    return broadcast_kernel_of(compare_function_of(*functions))
 
 
 compare_function = compare_function_of(
