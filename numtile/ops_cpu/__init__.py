@@ -10,7 +10,10 @@ Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scal
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles);
-``bf16`` (bf16_widen, bf16_narrow, f16_*: bfloat16 and float16 bit conversions); ``matmul`` (gemm),
+``bf16`` (bf16_widen, bf16_narrow, f16_*: bfloat16 and float16 bit conversions);
+``bf16_kernels`` (bf16_unary, bf16_binary, bf16_compare, bf16_unary_backward,
+bf16_reduce_accumulate: on bfloat16 bits, widened in registers, rounded once on write);
+``matmul`` (gemm),
 ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, arg_reduce); ``indexing``
@@ -24,6 +27,13 @@ from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a
 
 from numtile.ops_cpu import nn
 from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, f16_widen
+from numtile.ops_cpu.bf16_kernels import (
+    bf16_binary,
+    bf16_compare,
+    bf16_reduce_accumulate,
+    bf16_unary,
+    bf16_unary_backward,
+)
 from numtile.ops_cpu.columns import sum_columns
 from numtile.ops_cpu.complex import (
     complex_binary,
@@ -85,7 +95,12 @@ __all__ = [
     "assign_where",
     "axpy",
     "band",
+    "bf16_binary",
+    "bf16_compare",
     "bf16_narrow",
+    "bf16_reduce_accumulate",
+    "bf16_unary",
+    "bf16_unary_backward",
     "bf16_widen",
     "f16_from",
     "f16_narrow",

@@ -13,7 +13,8 @@ Launches use the block size and GEMM tile that ``configure()`` last set (the run
 with its ``Config`` when a CUDA node starts).
 
 Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``, ``bf16``,
-``generate``, ``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
+``bf16_kernels`` (element-wise ops and reductions on bfloat16 bits), ``generate``,
+``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
 ``factorizations``, ``lu`` (getrf, laswp), ``products`` (cross), ``nn`` (attention, norm, loss,
 optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
 ``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
@@ -27,6 +28,13 @@ simulator (``require()`` says which is missing).
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
 from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, f16_widen
+from numtile.ops_cuda.bf16_kernels import (
+    bf16_binary,
+    bf16_compare,
+    bf16_reduce_accumulate,
+    bf16_unary,
+    bf16_unary_backward,
+)
 from numtile.ops_cuda.columns import sum_columns
 from numtile.ops_cuda.complex import (
     complex_binary,
@@ -143,4 +151,9 @@ __all__ = [
     "unary",
     "unary_backward",
     "where",
+    "bf16_binary",
+    "bf16_compare",
+    "bf16_reduce_accumulate",
+    "bf16_unary",
+    "bf16_unary_backward",
 ]

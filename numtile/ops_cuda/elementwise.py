@@ -60,7 +60,8 @@ def _operands(i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_ki
 
 
 @functools.cache
-def _unary_kernel(dtype: np.dtype):
+def unary_function(dtype: np.dtype):
+    """The device function out[i] = f(v) of the unary ops (codes of UNARY_OPS) on ``dtype``."""
     m = scalar_math(dtype)
     exp, expm1, log, log1p, sqrt = m.exp, m.expm1, m.log, m.log1p, m.sqrt
     sin, cos, tanh, floor, ceil, sign = m.sin, m.cos, m.tanh, m.floor, m.ceil, m.sign
@@ -70,109 +71,129 @@ def _unary_kernel(dtype: np.dtype):
     trunc, round_half_even = m.trunc, m.round_half_even
     one, zero = m.one, m.zero
 
+    @cuda.jit(device=True)
+    def apply(v, op, out, i):
+        if op == opcodes.NEGATIVE:
+            out[i] = -v
+        elif op == opcodes.ABS:
+            out[i] = abs(v)
+        elif op == opcodes.EXP:
+            out[i] = exp(v)
+        elif op == opcodes.LOG:
+            out[i] = log(v)
+        elif op == opcodes.SQRT:
+            out[i] = sqrt(v)
+        elif op == opcodes.TANH:
+            out[i] = tanh(v)
+        elif op == opcodes.RELU:
+            # a select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0)
+            out[i] = zero if v < zero else v
+        elif op == opcodes.GELU_TANH:
+            out[i] = gelu_tanh(v)
+        elif op == opcodes.SILU:
+            out[i] = v * sigmoid(v)
+        elif op == opcodes.SIN:
+            out[i] = sin(v)
+        elif op == opcodes.COS:
+            out[i] = cos(v)
+        elif op == opcodes.SQUARE:
+            out[i] = v * v
+        elif op == opcodes.RECIPROCAL:
+            out[i] = one / v
+        elif op == opcodes.SIGMOID:
+            out[i] = sigmoid(v)
+        elif op == opcodes.EXPM1:
+            out[i] = expm1(v)
+        elif op == opcodes.LOG1P:
+            out[i] = log1p(v)
+        elif op == opcodes.FLOOR:
+            out[i] = floor(v)
+        elif op == opcodes.CEIL:
+            out[i] = ceil(v)
+        elif op == opcodes.SIGN:
+            out[i] = sign(v)
+        elif op == opcodes.ACOS:
+            out[i] = acos(v)
+        elif op == opcodes.ACOSH:
+            out[i] = acosh(v)
+        elif op == opcodes.ASIN:
+            out[i] = asin(v)
+        elif op == opcodes.ASINH:
+            out[i] = asinh(v)
+        elif op == opcodes.ATAN:
+            out[i] = atan(v)
+        elif op == opcodes.ATANH:
+            out[i] = atanh(v)
+        elif op == opcodes.COSH:
+            out[i] = cosh(v)
+        elif op == opcodes.SINH:
+            out[i] = sinh(v)
+        elif op == opcodes.TAN:
+            out[i] = tan(v)
+        elif op == opcodes.LOG2:
+            out[i] = log2(v)
+        elif op == opcodes.LOG10:
+            out[i] = log10(v)
+        elif op == opcodes.TRUNC:
+            out[i] = trunc(v)
+        elif op == opcodes.ROUND:
+            out[i] = round_half_even(v)
+
+    return apply
+
+
+@functools.cache
+def _unary_kernel(dtype: np.dtype):
+    apply = unary_function(dtype)
+
     @cuda.jit
     def kernel(x, out, op):
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            v = x[i]
-            if op == opcodes.NEGATIVE:
-                out[i] = -v
-            elif op == opcodes.ABS:
-                out[i] = abs(v)
-            elif op == opcodes.EXP:
-                out[i] = exp(v)
-            elif op == opcodes.LOG:
-                out[i] = log(v)
-            elif op == opcodes.SQRT:
-                out[i] = sqrt(v)
-            elif op == opcodes.TANH:
-                out[i] = tanh(v)
-            elif op == opcodes.RELU:
-                # a select, not max(v, 0), so that NaN propagates as in np.maximum(v, 0)
-                out[i] = zero if v < zero else v
-            elif op == opcodes.GELU_TANH:
-                out[i] = gelu_tanh(v)
-            elif op == opcodes.SILU:
-                out[i] = v * sigmoid(v)
-            elif op == opcodes.SIN:
-                out[i] = sin(v)
-            elif op == opcodes.COS:
-                out[i] = cos(v)
-            elif op == opcodes.SQUARE:
-                out[i] = v * v
-            elif op == opcodes.RECIPROCAL:
-                out[i] = one / v
-            elif op == opcodes.SIGMOID:
-                out[i] = sigmoid(v)
-            elif op == opcodes.EXPM1:
-                out[i] = expm1(v)
-            elif op == opcodes.LOG1P:
-                out[i] = log1p(v)
-            elif op == opcodes.FLOOR:
-                out[i] = floor(v)
-            elif op == opcodes.CEIL:
-                out[i] = ceil(v)
-            elif op == opcodes.SIGN:
-                out[i] = sign(v)
-            elif op == opcodes.ACOS:
-                out[i] = acos(v)
-            elif op == opcodes.ACOSH:
-                out[i] = acosh(v)
-            elif op == opcodes.ASIN:
-                out[i] = asin(v)
-            elif op == opcodes.ASINH:
-                out[i] = asinh(v)
-            elif op == opcodes.ATAN:
-                out[i] = atan(v)
-            elif op == opcodes.ATANH:
-                out[i] = atanh(v)
-            elif op == opcodes.COSH:
-                out[i] = cosh(v)
-            elif op == opcodes.SINH:
-                out[i] = sinh(v)
-            elif op == opcodes.TAN:
-                out[i] = tan(v)
-            elif op == opcodes.LOG2:
-                out[i] = log2(v)
-            elif op == opcodes.LOG10:
-                out[i] = log10(v)
-            elif op == opcodes.TRUNC:
-                out[i] = trunc(v)
-            elif op == opcodes.ROUND:
-                out[i] = round_half_even(v)
+            apply(x[i], op, out, i)
 
     return kernel
 
 
 @functools.cache
-def _unary_backward_kernel(dtype: np.dtype):
+def unary_backward_function(dtype: np.dtype):
+    """The device function grad_in[i] = grad * f'(v) of UNARY_BACKWARD_OPS on ``dtype``."""
     m = scalar_math(dtype)
     exp, sqrt, tanh, sigmoid = m.exp, m.sqrt, m.tanh, m.sigmoid
     gelu_tanh_backward, silu_backward = m.gelu_tanh_backward, m.silu_backward
     one, two, zero = m.one, m.two, m.zero
 
+    @cuda.jit(device=True)
+    def apply(v, grad, op, grad_in, i):
+        if op == opcodes.RELU_BACKWARD:
+            grad_in[i] = grad if v > zero else zero
+        elif op == opcodes.GELU_TANH_BACKWARD:
+            grad_in[i] = gelu_tanh_backward(v, grad)
+        elif op == opcodes.SILU_BACKWARD:
+            grad_in[i] = silu_backward(v, grad)
+        elif op == opcodes.TANH_BACKWARD:
+            t = tanh(v)
+            grad_in[i] = grad * (one - t * t)
+        elif op == opcodes.SIGMOID_BACKWARD:
+            s = sigmoid(v)
+            grad_in[i] = grad * s * (one - s)
+        elif op == opcodes.EXP_BACKWARD:
+            grad_in[i] = grad * exp(v)
+        elif op == opcodes.LOG_BACKWARD:
+            grad_in[i] = grad / v
+        elif op == opcodes.SQRT_BACKWARD:
+            grad_in[i] = grad / (two * sqrt(v))
+
+    return apply
+
+
+@functools.cache
+def _unary_backward_kernel(dtype: np.dtype):
+    apply = unary_backward_function(dtype)
+
     @cuda.jit
     def kernel(x, grad_out, grad_in, op):
         for i in range(cuda.grid(1), grad_in.size, cuda.gridsize(1)):
-            v = x[i]
-            grad = grad_out[i]
-            if op == opcodes.RELU_BACKWARD:
-                grad_in[i] = grad if v > zero else zero
-            elif op == opcodes.GELU_TANH_BACKWARD:
-                grad_in[i] = gelu_tanh_backward(v, grad)
-            elif op == opcodes.SILU_BACKWARD:
-                grad_in[i] = silu_backward(v, grad)
-            elif op == opcodes.TANH_BACKWARD:
-                t = tanh(v)
-                grad_in[i] = grad * (one - t * t)
-            elif op == opcodes.SIGMOID_BACKWARD:
-                s = sigmoid(v)
-                grad_in[i] = grad * s * (one - s)
-            elif op == opcodes.EXP_BACKWARD:
-                grad_in[i] = grad * exp(v)
-            elif op == opcodes.LOG_BACKWARD:
-                grad_in[i] = grad / v
-            elif op == opcodes.SQRT_BACKWARD:
-                grad_in[i] = grad / (two * sqrt(v))
+            apply(x[i], grad_out[i], op, grad_in, i)
 
     return kernel
 
@@ -188,12 +209,41 @@ def _over(a, b):
 
 
 @functools.cache
-def binary_kernel_of(
+def binary_function_of(
     maximum, minimum, power, floor_divide, remainder, multiply=_times, divide=_over
 ):
-    """The broadcasting kernel of BINARY_OPS over these device functions: one factory for
-    every dtype kind (``complex.py`` passes stubs for the ops complex numbers lack, and annex
-    G's multiply and divide; the launchers never hand a kernel an op code its dtype lacks)."""
+    """The device function out[i] = op(x, y) of BINARY_OPS over these device functions: one
+    factory for every dtype kind (``complex.py`` passes stubs for the ops complex numbers lack,
+    and annex G's multiply and divide; the launchers never hand a kernel an op code its dtype
+    lacks)."""
+
+    @cuda.jit(device=True)
+    def apply(x, y, op, out, i):
+        if op == opcodes.ADD:
+            out[i] = x + y
+        elif op == opcodes.SUBTRACT:
+            out[i] = x - y
+        elif op == opcodes.MULTIPLY:
+            out[i] = multiply(x, y)
+        elif op == opcodes.DIVIDE:
+            out[i] = divide(x, y)
+        elif op == opcodes.MAXIMUM:
+            out[i] = maximum(x, y)
+        elif op == opcodes.MINIMUM:
+            out[i] = minimum(x, y)
+        elif op == opcodes.POWER:
+            out[i] = power(x, y)
+        elif op == opcodes.FLOOR_DIVIDE:
+            out[i] = floor_divide(x, y)
+        elif op == opcodes.REMAINDER:
+            out[i] = remainder(x, y)
+
+    return apply
+
+
+def broadcast_kernel_of(apply):
+    """The broadcasting kernel of the device function ``apply(x, y, op, out, i)`` that writes
+    out[i] = op(x, y) (a binary, binary_math or compare op; a bfloat16 twin's own ones)."""
 
     @cuda.jit
     def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
@@ -202,94 +252,90 @@ def binary_kernel_of(
             x, y = _operands(
                 i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
             )
-            if op == opcodes.ADD:
-                out[i] = x + y
-            elif op == opcodes.SUBTRACT:
-                out[i] = x - y
-            elif op == opcodes.MULTIPLY:
-                out[i] = multiply(x, y)
-            elif op == opcodes.DIVIDE:
-                out[i] = divide(x, y)
-            elif op == opcodes.MAXIMUM:
-                out[i] = maximum(x, y)
-            elif op == opcodes.MINIMUM:
-                out[i] = minimum(x, y)
-            elif op == opcodes.POWER:
-                out[i] = power(x, y)
-            elif op == opcodes.FLOOR_DIVIDE:
-                out[i] = floor_divide(x, y)
-            elif op == opcodes.REMAINDER:
-                out[i] = remainder(x, y)
+            apply(x, y, op, out, i)
 
     return kernel
+
+
+@functools.cache
+def binary_kernel_of(*functions):
+    """The broadcasting kernel of BINARY_OPS over ``binary_function_of(*functions)``."""
+    return broadcast_kernel_of(binary_function_of(*functions))
+
+
+@functools.cache
+def binary_function(dtype: np.dtype):
+    """The device function out[i] = op(x, y) of BINARY_OPS on ``dtype``."""
+    m = scalar_math(dtype)
+    return binary_function_of(maximum, minimum, m.power, m.floor_divide, m.remainder)
 
 
 @functools.cache
 def _binary_kernel(dtype: np.dtype):
+    return broadcast_kernel_of(binary_function(dtype))
+
+
+@functools.cache
+def binary_math_function(dtype: np.dtype):
+    """The device function out[i] = op(x, y) of the ops of BINARY_MATH on ``dtype``."""
     m = scalar_math(dtype)
-    return binary_kernel_of(maximum, minimum, m.power, m.floor_divide, m.remainder)
+    atan2, copysign, hypot, logaddexp = m.atan2, m.copysign, m.hypot, m.logaddexp
+
+    @cuda.jit(device=True)
+    def apply(x, y, op, out, i):
+        if op == opcodes.ATAN2:
+            out[i] = atan2(x, y)
+        elif op == opcodes.COPYSIGN:
+            out[i] = copysign(x, y)
+        elif op == opcodes.HYPOT:
+            out[i] = hypot(x, y)
+        elif op == opcodes.LOGADDEXP:
+            out[i] = logaddexp(x, y)
+
+    return apply
 
 
 @functools.cache
 def _binary_math_kernel(dtype: np.dtype):
-    m = scalar_math(dtype)
-    atan2, copysign, hypot, logaddexp = m.atan2, m.copysign, m.hypot, m.logaddexp
-
-    @cuda.jit
-    def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
-        strided = a_kind == _STRIDED or b_kind == _STRIDED
-        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            x, y = _operands(
-                i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
-            )
-            if op == opcodes.ATAN2:
-                out[i] = atan2(x, y)
-            elif op == opcodes.COPYSIGN:
-                out[i] = copysign(x, y)
-            elif op == opcodes.HYPOT:
-                out[i] = hypot(x, y)
-            elif op == opcodes.LOGADDEXP:
-                out[i] = logaddexp(x, y)
-
-    return kernel
+    return broadcast_kernel_of(binary_math_function(dtype))
 
 
-def compare_kernel_of(
+def compare_function_of(
     less, less_equal, greater, greater_equal, logical_and, logical_or, logical_xor
 ):
-    """The broadcasting kernel of COMPARE_OPS over these device functions (the orderings and
-    logical ops): one factory for every dtype kind, as ``binary_kernel_of``."""
+    """The device function out[i] = op(x, y) of COMPARE_OPS over these device functions (the
+    orderings and logical ops): one factory for every dtype kind, as ``binary_function_of``."""
 
-    @cuda.jit
-    def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
-        strided = a_kind == _STRIDED or b_kind == _STRIDED
-        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            x, y = _operands(
-                i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
-            )
-            if op == opcodes.EQUAL:
-                out[i] = x == y
-            elif op == opcodes.NOT_EQUAL:
-                out[i] = x != y
-            elif op == opcodes.LESS:
-                out[i] = less(x, y)
-            elif op == opcodes.LESS_EQUAL:
-                out[i] = less_equal(x, y)
-            elif op == opcodes.GREATER:
-                out[i] = greater(x, y)
-            elif op == opcodes.GREATER_EQUAL:
-                out[i] = greater_equal(x, y)
-            elif op == opcodes.LOGICAL_AND:
-                out[i] = logical_and(x, y)
-            elif op == opcodes.LOGICAL_OR:
-                out[i] = logical_or(x, y)
-            elif op == opcodes.LOGICAL_XOR:
-                out[i] = logical_xor(x, y)
+    @cuda.jit(device=True)
+    def apply(x, y, op, out, i):
+        if op == opcodes.EQUAL:
+            out[i] = x == y
+        elif op == opcodes.NOT_EQUAL:
+            out[i] = x != y
+        elif op == opcodes.LESS:
+            out[i] = less(x, y)
+        elif op == opcodes.LESS_EQUAL:
+            out[i] = less_equal(x, y)
+        elif op == opcodes.GREATER:
+            out[i] = greater(x, y)
+        elif op == opcodes.GREATER_EQUAL:
+            out[i] = greater_equal(x, y)
+        elif op == opcodes.LOGICAL_AND:
+            out[i] = logical_and(x, y)
+        elif op == opcodes.LOGICAL_OR:
+            out[i] = logical_or(x, y)
+        elif op == opcodes.LOGICAL_XOR:
+            out[i] = logical_xor(x, y)
 
-    return kernel
+    return apply
 
 
-_compare_kernel = compare_kernel_of(
+def compare_kernel_of(*functions):
+    """The broadcasting kernel of COMPARE_OPS over ``compare_function_of(*functions)``."""
+    return broadcast_kernel_of(compare_function_of(*functions))
+
+
+compare_function = compare_function_of(
     cuda.jit(device=True)(lambda x, y: x < y),
     cuda.jit(device=True)(lambda x, y: x <= y),
     cuda.jit(device=True)(lambda x, y: x > y),
@@ -298,6 +344,7 @@ _compare_kernel = compare_kernel_of(
     cuda.jit(device=True)(lambda x, y: x != 0 or y != 0),
     cuda.jit(device=True)(lambda x, y: (x != 0) != (y != 0)),
 )
+_compare_kernel = broadcast_kernel_of(compare_function)
 
 
 @cuda.jit

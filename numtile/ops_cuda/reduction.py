@@ -100,17 +100,23 @@ def _block_combine(scratch, active, op):
         step *= 2
 
 
+@cuda.jit(device=True)
+def _as_stored(element):
+    return element
+
+
 @functools.cache
-def _reduce_kernels(x_wide, out_wide):
-    """(thread per output, block per output) reduction kernels for these accumulation types."""
+def _reduce_kernels(x_wide, out_wide, read=_as_stored):
+    """(thread per output, block per output) reduction kernels for these accumulation types;
+    ``read`` turns an element of x into a number (bfloat16 bits into their float32 value)."""
 
     @cuda.jit
     def columns(x, out, pre, n, post, op):
         for column in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
             start = _column_start(column, n, post)
-            partial = _transform(x_wide(x[start]), op)
+            partial = _transform(x_wide(read(x[start])), op)
             for j in range(1, n):
-                partial = _combine(partial, _transform(x_wide(x[start + j * post]), op), op)
+                partial = _combine(partial, _transform(x_wide(read(x[start + j * post])), op), op)
             out[column] = _combine(out_wide(out[column]), partial, op)
 
     @cuda.jit
@@ -120,9 +126,11 @@ def _reduce_kernels(x_wide, out_wide):
         for column in range(cuda.blockIdx.x, pre * post, cuda.gridDim.x):
             start = _column_start(column, n, post)
             if tid < active:
-                partial = _transform(x_wide(x[start + tid * post]), op)
+                partial = _transform(x_wide(read(x[start + tid * post])), op)
                 for j in range(tid + width, n, width):
-                    partial = _combine(partial, _transform(x_wide(x[start + j * post]), op), op)
+                    partial = _combine(
+                        partial, _transform(x_wide(read(x[start + j * post])), op), op
+                    )
                 scratch[tid] = partial
             _block_combine(scratch, active, op)
             if tid == 0:

@@ -2,8 +2,9 @@
 
 A wrapper flattens tiles to the 1-D views the kernels take and passes the shapes and
 strides the tiled op computed; the op code is bound when the codelet is built. On bfloat16
-tiles the float32 kernel runs on widened copies and its outputs are rounded back
-(``narrow.through_float32``).
+tiles the ops with kernels of bfloat16 bits run those (``codelets.bf16``: widened in registers,
+rounded once on write); the others run the float32 kernel on widened copies and round their
+outputs back (``narrow.through_float32``), as float16 tiles do.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 
 from numtile import opcodes
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets import bf16
 from numtile.tiletensor.codelets.narrow import through_float32
 
 
@@ -20,7 +22,7 @@ def _size(shape) -> int:
 
 
 def _unary(code):
-    @through_float32(outputs=(1,))
+    @through_float32(outputs=(1,), direct=bf16.unary(code))
     def kernel(ops, x, out):
         ops.unary(x.reshape(-1), out.reshape(-1), code)
 
@@ -28,7 +30,7 @@ def _unary(code):
 
 
 def _unary_backward(code):
-    @through_float32(outputs=(2,))
+    @through_float32(outputs=(2,), direct=bf16.unary_backward(code))
     def kernel(ops, x, grad_out, grad_in):
         ops.unary_backward(x.reshape(-1), grad_out.reshape(-1), grad_in.reshape(-1), code)
 
@@ -42,7 +44,7 @@ def _for_dtype(ops, kernel_name: str, dtype):
 
 
 def _binary(code):
-    @through_float32(outputs=(2,))
+    @through_float32(outputs=(2,), direct=bf16.broadcast("binary", code))
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
         if code == opcodes.POWER and out.dtype.kind == "i" and (ops.to_host(b) < 0).any():
             raise ValueError("integers to negative integer powers are not allowed")
@@ -50,6 +52,12 @@ def _binary(code):
         function(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code)
 
     return kernel
+
+
+def _direct(body, kernel_name: str, code):
+    """The bfloat16 body ``body(kernel_name, code)`` of a family with bfloat16 kernels (binary,
+    binary_math, compare; not bitwise)."""
+    return None if kernel_name == "bitwise" else body(kernel_name, code)
 
 
 def _binary_kernel(code) -> str:
@@ -62,7 +70,7 @@ def _with_scalar(kernel_name: str, code: int):
     """A kernel of ``ops.<kernel_name>`` (binary, compare or bitwise) between a tile and a
     scalar, the scalar first or second as the op was written."""
 
-    @through_float32(outputs=(1,))
+    @through_float32(outputs=(1,), direct=_direct(bf16.with_scalar, kernel_name, code))
     def kernel(ops, a, out, scalar, a_strides, scalar_strides, shape, scalar_first):
         function, a, out = _for_dtype(ops, kernel_name, a.dtype), a.reshape(-1), out.reshape(-1)
         if scalar_first:
@@ -74,7 +82,7 @@ def _with_scalar(kernel_name: str, code: int):
 
 
 def _compare(code, kernel_name="compare"):
-    @through_float32()
+    @through_float32(direct=_direct(bf16.broadcast, kernel_name, code))
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
         function = _for_dtype(ops, kernel_name, a.dtype)
         function(a.reshape(-1), a_strides, b.reshape(-1), b_strides, out.reshape(-1), shape, code)
@@ -85,7 +93,7 @@ def _compare(code, kernel_name="compare"):
 def _inplace(kernel_name: str, code: int):
     """A kernel of ``ops.<kernel_name>`` writing ``a op b`` into ``a`` itself (``a += b``)."""
 
-    @through_float32(updates=(0,))
+    @through_float32(updates=(0,), direct=_direct(bf16.inplace, kernel_name, code))
     def kernel(ops, a, b, a_strides, b_strides, shape):
         function, a = _for_dtype(ops, kernel_name, a.dtype), a.reshape(-1)
         function(a, a_strides, b.reshape(-1), b_strides, a, shape, code)
@@ -97,11 +105,12 @@ def _scalar_inplace(kernel_name: str, code: int):
     """A kernel writing ``a op scalar`` (or ``scalar op a``) into the tile ``a`` itself."""
     with_scalar = _with_scalar(kernel_name, code)
 
-    @through_float32(updates=(0,))
     def kernel(ops, a, scalar, a_strides, scalar_strides, shape, scalar_first):
         with_scalar(ops, a, a, scalar, a_strides, scalar_strides, shape, scalar_first)
 
-    return kernel
+    # with_scalar reads bfloat16 tiles itself where it can (then without scratch)
+    direct = kernel if kernel_name != "bitwise" else None
+    return through_float32(updates=(0,), direct=direct)(kernel)
 
 
 def _complex_unary(code, kernel_name="complex_unary"):
@@ -122,7 +131,7 @@ def _predicate(code):
     return kernel
 
 
-@through_float32(outputs=(3,))
+@through_float32(outputs=(3,), direct=bf16.where)
 def _where(ops, condition, a, b, out, c_strides, a_strides, b_strides, shape):
     flat = (t.reshape(-1) for t in (condition, a, b, out))
     condition, a, b, out = flat

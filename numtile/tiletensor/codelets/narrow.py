@@ -11,6 +11,12 @@ Copies move the 16-bit patterns as they are (``bits``). The float32 copies are t
 scratch (``scratch_bytes``: twice each bfloat16 tile's bytes), which the wrapper declares,
 so a memory manager makes room for them before the task starts. float16 tiles go the same
 way (``ops.f16_widen`` / ``ops.f16_narrow``: exact, and nearest-even as NumPy's astype).
+
+Where an op has kernels of its own on bfloat16 bits (``ops.bf16_unary``... of
+``ops_cpu.bf16_kernels`` and their CUDA twins: widened in registers, rounded once on write),
+``through_float32(direct=...)`` runs those on bfloat16 tiles instead, with no scratch tile and
+the same bits; the float32 scratch path remains for float16 tiles and for the codelets that
+have no such kernels (see ``codelets.bf16``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,13 @@ def is_narrow(value) -> bool:
 def bits(tile):
     """A 16-bit float tile as its uint16 bit patterns (other tiles as they are): for copies."""
     return tile.view(np.uint16) if is_narrow(tile) else tile
+
+
+def goes_direct(values) -> bool:
+    """Whether a task on ``values`` (tiles, handles and arguments) runs a codelet's kernels of
+    bfloat16 bits: some are bfloat16 and none float16 (the float32 scratch path's)."""
+    dtypes = {getattr(value, "dtype", None) for value in values}
+    return _BFLOAT16 in dtypes and _FLOAT16 not in dtypes
 
 
 def scalar_bits(value):
@@ -86,9 +99,12 @@ def cast(ops, x, out) -> None:
         narrow_into(ops, wide, out)
 
 
-def scratch_bytes(*tiles_then_args) -> int:
+def scratch_bytes(*tiles_then_args, direct: bool = False) -> int:
     """The bytes of the float32 copies ``through_float32`` makes of a task's 16-bit float
-    tiles (``Codelet.scratch``)."""
+    tiles (``Codelet.scratch``); none when the codelet has ``direct`` kernels of bfloat16 bits
+    and the task ``goes_direct``."""
+    if direct and goes_direct(tiles_then_args):
+        return 0
     return sum(
         2 * tile.nbytes
         for tile in tiles_then_args
@@ -96,19 +112,23 @@ def scratch_bytes(*tiles_then_args) -> int:
     )
 
 
-def through_float32(outputs=(), updates=()):
+def through_float32(outputs=(), updates=(), direct=None):
     """A decorator: ``kernel(ops, *arguments)`` runs on float32 copies of its bfloat16 and
     float16 tiles; ``outputs`` (positions in ``arguments``) are written only, ``updates`` read
     and written, and both are rounded back to their dtype after the kernel. Without such
-    tiles, the kernel runs as it is."""
-    return functools.partial(_through_float32, outputs=outputs, updates=updates)
+    tiles, the kernel runs as it is. ``direct(ops, *arguments)``, where given, runs instead
+    when the tiles ``goes_direct`` (bfloat16, none float16): it reads and writes the bfloat16
+    tiles themselves, through kernels of their bits."""
+    return functools.partial(_through_float32, outputs=outputs, updates=updates, direct=direct)
 
 
-def _through_float32(kernel, outputs, updates):
+def _through_float32(kernel, outputs, updates, direct):
     @functools.wraps(kernel)
     def wrapped(ops, *arguments):
         if not any(is_narrow(argument) for argument in arguments):
             return kernel(ops, *arguments)
+        if direct is not None and goes_direct(arguments):
+            return direct(ops, *arguments)
         wide = list(arguments)
         for position, argument in enumerate(arguments):
             if is_narrow(argument):
@@ -122,5 +142,5 @@ def _through_float32(kernel, outputs, updates):
                 narrow_into(ops, wide[position], arguments[position])
         return None
 
-    wrapped.scratch = scratch_bytes
+    wrapped.scratch = functools.partial(scratch_bytes, direct=direct is not None)
     return wrapped

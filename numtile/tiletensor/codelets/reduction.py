@@ -17,24 +17,42 @@ def _size(shape) -> int:
     return math.prod(shape)
 
 
-def _reduce(code):
-    @through_float32(updates=(1,))  # bfloat16 tiles reduce as float32 (into float32 partials)
+def _gathered(ops, x, move_axes):
+    """x itself, or, when its reduced axes ``move_axes`` are not adjacent, a copy of it with
+    them gathered last (bfloat16 tiles copied as their bits)."""
+    if move_axes is None:
+        return x
+    order = [i for i in range(x.ndim) if i not in move_axes] + list(move_axes)
+    shape = [x.shape[i] for i in order]
+    strides = c_strides(x.shape)
+    moved = ops.empty(tuple(shape), narrow.bits(x).dtype)
+    ops.copy_strided(
+        narrow.bits(x.reshape(-1)),
+        0,
+        np.array([strides[i] for i in order], np.int64),
+        moved.reshape(-1),
+        0,
+        np.array(c_strides(shape), np.int64),
+        np.array(shape, np.int64),
+    )
+    return moved
+
+
+def _reduce_bf16(code):
+    """The reduction of bfloat16 tiles into float32 partials, read as bits (no scratch)."""
+
     def kernel(ops, x, out, move_axes, pre, n, post):
-        if move_axes is not None:  # reduced axes are not adjacent: gather them last first
-            order = [i for i in range(x.ndim) if i not in move_axes] + list(move_axes)
-            shape = [x.shape[i] for i in order]
-            strides = c_strides(x.shape)
-            moved = ops.empty(tuple(shape), x.dtype)
-            ops.copy_strided(
-                x.reshape(-1),
-                0,
-                np.array([strides[i] for i in order], np.int64),
-                moved.reshape(-1),
-                0,
-                np.array(c_strides(shape), np.int64),
-                np.array(shape, np.int64),
-            )
-            x = moved
+        moved = _gathered(ops, x, move_axes).reshape(-1)
+        ops.bf16_reduce_accumulate(narrow.bits(moved), out.reshape(-1), pre, n, post, code)
+
+    return kernel
+
+
+def _reduce(code):
+    # bfloat16 tiles reduce into float32 partials: as bits, else as float32 copies (float16)
+    @through_float32(updates=(1,), direct=_reduce_bf16(code))
+    def kernel(ops, x, out, move_axes, pre, n, post):
+        x = _gathered(ops, x, move_axes)
         function = ops.complex_reduce_accumulate if x.dtype.kind == "c" else ops.reduce_accumulate
         function(x.reshape(-1), out.reshape(-1), pre, n, post, code)
 
@@ -42,13 +60,13 @@ def _reduce(code):
 
 
 def _reduce_scratch(x, out, move_axes, pre, n, post) -> int:
-    """The float32 copies of bfloat16 tiles, plus the copy of x that gathers reduced axes
-    which are not adjacent (float32 too where x is widened)."""
-    widened = narrow.scratch_bytes(x)
+    """The float32 copies of float16 tiles (bfloat16 ones are read as bits), plus the copy of x
+    that gathers reduced axes which are not adjacent (float32 too where x is widened)."""
+    widened = narrow.scratch_bytes(x, out, direct=True)
     if move_axes is None:
-        return widened + narrow.scratch_bytes(out)
+        return widened
     itemsize = 4 if widened else x.dtype.itemsize
-    return widened + narrow.scratch_bytes(out) + _size(x.shape) * itemsize
+    return widened + _size(x.shape) * itemsize
 
 
 @through_float32(outputs=(1,))

@@ -1,0 +1,227 @@
+"""CUDA element-wise and reduction kernels on bfloat16 bits (twins of
+``ops_cpu.bf16_kernels``): uint16 arrays hold bfloat16 bit patterns, float32 ones are read and
+written as they are.
+
+Each element is widened in a register (its bits the upper half of a float32), the float32
+device function of the op (``elementwise.unary_function(float32)``... the float32 kernels'
+own) writes its result into a one-element local array, and that is rounded once to nearest
+even when stored (NaN to the quiet NaN of its sign, as ``bf16._narrow_kernel`` and
+``__float2bfloat16_rn``). The bit reinterpretations are libdevice's ``__nv_int_as_float`` and
+``__nv_float_as_int`` on a GPU, NumPy views under the simulator (which runs kernels as Python).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+from numba import cuda
+
+from numtile import opcodes
+from numtile.cuda_driver import SIMULATOR
+from numtile.ops_cuda import elementwise
+from numtile.ops_cuda.elementwise import _broadcast, _check_op, _operands
+from numtile.ops_cuda.launch import DeviceArray, device_function, is_host, launch
+from numtile.ops_cuda.reduction import _launch_middle, _reduce_kernels
+
+__all__ = [
+    "bf16_binary",
+    "bf16_compare",
+    "bf16_reduce_accumulate",
+    "bf16_unary",
+    "bf16_unary_backward",
+]
+
+_FLOAT32 = np.dtype(np.float32)
+_BITS = np.dtype(np.uint16)
+_TAKEN = (_BITS, _FLOAT32, np.dtype(np.bool_))  # bool: the outputs of comparisons
+
+if SIMULATOR:
+
+    @device_function
+    def _as_float(bits):
+        return np.uint32(bits).view(np.float32)
+
+    @device_function
+    def _as_bits(value):
+        return np.float32(value).view(np.uint32)
+
+else:
+    from numba.cuda import libdevice
+
+    @device_function
+    def _as_float(bits):
+        return libdevice.int_as_float(np.int32(bits))
+
+    @device_function
+    def _as_bits(value):
+        return np.uint32(libdevice.float_as_int(value))
+
+
+@device_function
+def _widened(bits):
+    """The float32 value of bfloat16 bits (exact)."""
+    return _as_float(np.uint32(bits) << np.uint32(16))
+
+
+@device_function
+def _rounded(value):
+    """The bfloat16 bits nearest the float32 ``value`` (ties to even; NaN: the quiet NaN of
+    its sign)."""
+    u = _as_bits(value)
+    upper = u >> np.uint32(16)
+    if (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+        return np.uint16((upper & np.uint32(0x8000)) | np.uint32(0x7FC0))
+    return np.uint16((u + np.uint32(0x7FFF) + (upper & np.uint32(1))) >> np.uint32(16))
+
+
+@device_function
+def _as_is(value):
+    return value
+
+
+def _load(dtype):
+    """How a kernel reads an element of ``dtype``: bfloat16 bits widened, float32 as it is."""
+    return _widened if np.dtype(dtype) == _BITS else _as_is
+
+
+def _store(dtype):
+    """How a kernel writes a float32 result into ``dtype``: rounded to bits, else as it is."""
+    return _rounded if np.dtype(dtype) == _BITS else _as_is
+
+
+def _check(*arrays) -> None:
+    for array in arrays:
+        if not is_host(array) and np.dtype(array.dtype) not in _TAKEN:
+            raise TypeError(
+                f"bfloat16 kernels take uint16 bits, float32 or bool arrays, got {array.dtype}"
+            )
+
+
+@functools.cache
+def _unary_kernel(x_dtype, out_dtype):
+    apply = elementwise.unary_function(_FLOAT32)
+    load, store = _load(x_dtype), _store(out_dtype)
+
+    @cuda.jit
+    def kernel(x, out, op):
+        wide = cuda.local.array(1, numba.float32)
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            apply(load(x[i]), op, wide, 0)
+            out[i] = store(wide[0])
+
+    return kernel
+
+
+@functools.cache
+def _unary_backward_kernel(x_dtype, grad_dtype, out_dtype):
+    apply = elementwise.unary_backward_function(_FLOAT32)
+    load_x, load_grad, store = _load(x_dtype), _load(grad_dtype), _store(out_dtype)
+
+    @cuda.jit
+    def kernel(x, grad_out, grad_in, op):
+        wide = cuda.local.array(1, numba.float32)
+        for i in range(cuda.grid(1), grad_in.size, cuda.gridsize(1)):
+            apply(load_x(x[i]), load_grad(grad_out[i]), op, wide, 0)
+            grad_in[i] = store(wide[0])
+
+    return kernel
+
+
+@functools.cache
+def _broadcast_kernel(apply, result, a_dtype, b_dtype, out_dtype):
+    """The broadcasting kernel of the float32 device function ``apply`` (results of numba
+    type ``result``: float32, or boolean for comparisons)."""
+    load_a, load_b, store = _load(a_dtype), _load(b_dtype), _store(out_dtype)
+
+    @cuda.jit
+    def kernel(a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides, out, shape, op):
+        wide = cuda.local.array(1, result)
+        strided = a_kind == elementwise._STRIDED or b_kind == elementwise._STRIDED
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            x, y = _operands(
+                i, shape, strided, a, a_value, a_kind, a_strides, b, b_value, b_kind, b_strides
+            )
+            apply(load_a(x), load_b(y), op, wide, 0)
+            out[i] = store(wide[0])
+
+    return kernel
+
+
+def _binary_function(op: int):
+    if op in opcodes.BINARY_MATH:
+        return elementwise.binary_math_function(_FLOAT32)
+    return elementwise.binary_function(_FLOAT32)
+
+
+def _host_bits(operand, device):
+    """A host scalar operand as the bits of the bfloat16 it holds when the device operand is
+    bfloat16 bits (the tiled ops round Python scalars to bfloat16 first: exact)."""
+    if not is_host(operand) or np.dtype(device.dtype) != _BITS:
+        return operand
+    value = np.asarray(operand, np.float32).reshape(-1)
+    bits = value.view(np.uint32)
+    if (bits & np.uint32(0xFFFF)).any():
+        raise ValueError(f"a scalar operand of a bfloat16 kernel must be a bfloat16, got {value}")
+    return (bits >> np.uint32(16)).astype(np.uint16)
+
+
+def _broadcast_bf16(apply, result, a, a_strides, b, b_strides, out, shape, op, stream) -> None:
+    _check(a, b, out)
+    a, b = _host_bits(a, b), _host_bits(b, a)
+    a_dtype = b.dtype if is_host(a) else a.dtype  # a host operand stands in as the other
+    b_dtype = a.dtype if is_host(b) else b.dtype
+    kernel = _broadcast_kernel(apply, result, np.dtype(a_dtype), np.dtype(b_dtype), out.dtype)
+    _broadcast(kernel, a, a_strides, b, b_strides, out, shape, op, stream)
+
+
+def bf16_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS) on bfloat16 bits."""
+    op = _check_op(op, opcodes.UNARY_OPS, "bf16_unary")
+    _check(x, out)
+    kernel = _unary_kernel(np.dtype(x.dtype), np.dtype(out.dtype))
+    launch(kernel, out.size, stream, x, out, op)
+
+
+def bf16_unary_backward(
+    x: DeviceArray, grad_out: DeviceArray, grad_in: DeviceArray, op: int, *, stream=0
+) -> None:
+    """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of UNARY_BACKWARD_OPS), each array
+    bfloat16 bits or float32."""
+    op = _check_op(op, opcodes.UNARY_BACKWARD_OPS, "bf16_unary_backward")
+    _check(x, grad_out, grad_in)
+    dtypes = (np.dtype(t.dtype) for t in (x, grad_out, grad_in))
+    launch(_unary_backward_kernel(*dtypes), grad_in.size, stream, x, grad_out, grad_in, op)
+
+
+def bf16_binary(
+    a: DeviceArray, a_strides, b: DeviceArray, b_strides, out: DeviceArray, shape, op, *, stream=0
+) -> None:
+    """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS, BINARY_MATH's included)
+    on bfloat16 bits; either operand may be a host scalar (a bfloat16 value)."""
+    op = _check_op(op, opcodes.BINARY_OPS, "bf16_binary")
+    apply = _binary_function(op)
+    _broadcast_bf16(apply, numba.float32, a, a_strides, b, b_strides, out, shape, op, stream)
+
+
+def bf16_compare(
+    a: DeviceArray, a_strides, b: DeviceArray, b_strides, out: DeviceArray, shape, op, *, stream=0
+) -> None:
+    """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS) of bfloat16
+    bits; either operand may be a host scalar."""
+    op = _check_op(op, opcodes.COMPARE_OPS, "bf16_compare")
+    apply = elementwise.compare_function
+    _broadcast_bf16(apply, numba.boolean, a, a_strides, b, b_strides, out, shape, op, stream)
+
+
+def bf16_reduce_accumulate(
+    x: DeviceArray, out: DeviceArray, pre: int, n: int, post: int, op: int, *, stream=0
+) -> None:
+    """out[p, q] = combine(out[p, q], reduction over j of x[p, j, q]) for ``op`` (a code of
+    REDUCE_OPS): x bfloat16 bits, out float32 partials; accumulated in float64 as the float32
+    kernel's."""
+    op = _check_op(op, opcodes.REDUCE_OPS, "bf16_reduce_accumulate")
+    _check(x, out)
+    kernels = _reduce_kernels(numba.float64, numba.float64, _load(x.dtype))
+    _launch_middle(kernels, (x, out), pre, n, post, (op,), stream)
