@@ -10,8 +10,8 @@ them vectorises:
   multiple of pi/2;
 - float64 evaluates fdlibm's ``__kernel_sin``/``__kernel_cos`` on the double-double ``r``
   (under 1 ulp), float32 computes in float64 with musl's ``__sindf``/``__cosdf`` and rounds once;
-- tan is sin/cos of the same ``r`` (float64: at most 2 ulp, float32: correctly rounded but for
-  rare ties).
+- tan: float64 is fdlibm's ``__kernel_tan`` with selects for its branches (under 1 ulp), float32
+  is sin/cos of the reduced argument in float64, rounded once.
 
 The reduction holds for ``|x| < 2**19``; ``map_reduced`` runs the fast function over a block of
 a tile and redoes, with libm, the few elements beyond that range (infinities included). NaN
@@ -22,7 +22,7 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
-from numtile.ops_cpu.fastmath import select
+from numtile.ops_cpu.fastmath import _f64_bits, _f64_from, select
 from numtile.ops_cpu.helpers import inlined
 
 # Cody-Waite: pi/2 = P1 + P2 + P3 + P3T, P1..P3 of 33 significant bits (fdlibm's pio2_1..3t)
@@ -35,6 +35,14 @@ _S = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579
 _S += (2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10)
 _C = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05)
 _C += (-2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11)
+# fdlibm __kernel_tan, |r| <= pi/4; pi/4 = _PIO4 + _PIO4_LOW
+_T = (3.33333333333334091986e-01, 1.33333333333201242699e-01, 5.39682539762260521377e-02)
+_T += (2.18694882948595424599e-02, 8.86323982359930005737e-03, 3.59207910759131235356e-03)
+_T += (1.45620945432529025516e-03, 5.88041240820264096874e-04, 2.46463134818469906812e-04)
+_T += (7.81794442939557092300e-05, 7.14072491382608190305e-05, -1.85586374855275456654e-05)
+_T += (2.59073051863633712884e-05,)
+_PIO4, _PIO4_LOW = 7.85398163397448278999e-01, 3.06161699786838301793e-17
+_HIGH_WORD = -(1 << 32)  # the mask keeping a float64's upper 32 bits
 # musl __sindf / __cosdf (float32 results, evaluated in float64)
 _SF = (-0.166666666416265235595, 0.0083333293858894631756, -0.000198393348360966317347)
 _SF += (0.0000027183114939898219064,)
@@ -104,6 +112,35 @@ def _cos_kernel(x, y):
     half_z = 0.5 * z
     w = 1.0 - half_z
     return w + (((1.0 - w) - half_z) + (z * r - x * y))
+
+
+@inlined
+def _tan_kernel(x, y, odd):
+    """fdlibm __kernel_tan(x, y, odd) with selects for its branches: tan(x + y), or
+    -1 / tan(x + y) when ``odd``, for |x + y| <= pi/4 (under 1 ulp)."""
+    t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12 = _T
+    big = abs(x) >= 0.6744  # tan(pi/4 - x) instead: the series converges slowly there
+    negative = x < 0.0
+    x_abs, y_abs = select(negative, -x, x), select(negative, -y, y)
+    x = select(big, (_PIO4 - x_abs) + (_PIO4_LOW - y_abs), x)
+    y = select(big, 0.0, y)
+    z = x * x
+    w = z * z
+    r = t1 + w * (t3 + w * (t5 + w * (t7 + w * (t9 + w * t11))))
+    v = z * (t2 + w * (t4 + w * (t6 + w * (t8 + w * (t10 + w * t12)))))
+    s = z * x
+    r = y + z * (s * (r + v) + y) + s * t0
+    w = x + r
+    one = select(odd, -1.0, 1.0)
+    near_quarter = one - 2.0 * (x + (r - w * w / (w + one)))
+    near_quarter = select(negative, -near_quarter, near_quarter)
+    # -1 / (x + r) has up to 2 ulp error: a0 + a (1 + a0 w0 + a0 v) with 32-bit halves
+    w0 = _f64_from(_f64_bits(w) & _HIGH_WORD)
+    v = r - (w0 - x)  # w0 + v = x + r
+    a = -1.0 / w
+    a0 = _f64_from(_f64_bits(a) & _HIGH_WORD)
+    reciprocal = a0 + a * (1.0 + a0 * w0 + a0 * v)
+    return select(big, near_quarter, select(odd, reciprocal, w))
 
 
 @inlined
@@ -180,7 +217,18 @@ def _trig(quadrant_function, keeps_zero_sign):
 
 overload(sin_of, inline="always")(_trig(_quadrant_sin, True)(np.sin))
 overload(cos_of, inline="always")(_trig(_quadrant_cos, False)(np.cos))
-overload(tan_of, inline="always")(_trig(_quadrant_tan, True)(np.tan))
+
+
+@overload(tan_of, inline="always")
+def _tan_of(v):
+    if v != types.float64:
+        return _trig(_quadrant_tan, True)(np.tan)(v)
+
+    def tan(v):
+        n, high, low = _reduce(v)
+        return select(v == 0.0, v, _tan_kernel(high, low, (n & 1) == 1))
+
+    return tan
 
 
 @overload(beyond_reduction, inline="always")
