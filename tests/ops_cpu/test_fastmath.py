@@ -2,18 +2,15 @@
 through the ``unary``/``binary`` kernels: error in ulps against extended-precision references
 (long double for float64, float64 for float32), NumPy's special values bit for bit (NaN,
 infinities, signed zeros, subnormals), arguments next to multiples of pi/2 and beyond the
-reduction's range (the libm fix-up pass), and packed SIMD instructions in the compiled loop."""
+reduction's range (the libm fix-up pass), float32 pow's table of special values and its
+broadcasting paths."""
 
-import re
 import warnings
 
-import numba
 import numpy as np
 import pytest
 
 from numtile import opcodes, ops_cpu
-from numtile.ops_cpu.fastmath_trig import map_reduced
-from numtile.ops_cpu.scalar_math import _sin, _sin_reduced
 
 TRIG = {"sin": np.sin, "cos": np.cos, "tan": np.tan}
 # the fdlibm / musl kernels are under 1 ulp (measured: 0.56-0.85)
@@ -118,18 +115,3 @@ def test_float32_power_is_correctly_rounded_nearly_and_broadcasts():
             assert _ulps(actual[finite], expected[finite], np.float32).max() <= 0.51
             np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
     assert np.isfinite(reference).mean() > 0.5
-
-
-@numba.njit(error_model="numpy")  # not cached: the assembly of cached code is not kept
-def _sin_loop(x, out):
-    map_reduced(_sin_reduced, _sin, x, out)
-
-
-def test_trigonometric_loop_is_vectorised():
-    x = np.linspace(-3, 3, 100)
-    out = np.empty_like(x)
-    _sin_loop(x, out)
-    np.testing.assert_allclose(out, np.sin(x), rtol=1e-15, atol=1e-16)
-    assembly = _sin_loop.inspect_asm(_sin_loop.signatures[0])
-    # packed float64 multiplies (SSE2 mulpd or AVX vmulpd): the polynomials run in SIMD lanes
-    assert len(re.findall(r"\bv?mulpd\b", assembly)) > 10
