@@ -6,8 +6,8 @@ codes its kernels take live in ``numtile.opcodes``.
 
 Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scalar_math``
 (kernel families compiled one op at a time by ``per_op.OpKernel``)
-(and ``fastmath``: vectorisable exp, log, float32 pow; ``fastmath_trig``: sin, cos, tan);
-``logic`` (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
+(``fastmath``, ``fastmath_trig``: vectorisable exp, log, pow, sin, cos, tan); ``logic``
+(predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles);
 ``bf16`` (bf16_widen, bf16_narrow, f16_*: bfloat16 and float16 bit conversions); ``matmul`` (gemm),
