@@ -3,7 +3,8 @@ timed side by side in one run (ratio = numtile time / peer time; issue 13's targ
 NumPy, whose ufuncs use one core, and <= 0.5 x dask.array with its best chunks, on 2 cores).
 
 Cases:
-  exp of 64M float32, x * y + z of 64M float32
+  exp, sin, cos and x ** y of 64M float32, x * y + z of 64M float32; sin and x ** y of 16M
+  float64 (sin64, pow64: NumPy's float64 sin and pow are libm's, one call per element)
   sum and var over axis 0 of an 8192 x 8192 float64 matrix
   cumulative_sum of 64M float32
   where(x > 0, x, y) of 64M float32, and the boolean-mask assignment x[x > 0] = 0 (into a
@@ -76,23 +77,35 @@ def _best_dask(da, arrays, function, chunks_list, repeat):
     return best
 
 
+# name -> (label, dtype, operands, function of numtile / NumPy / dask.array (module first))
+ELEMENTWISE = {
+    "exp": ("exp", np.float32, 1, lambda m, x: m.exp(x)),
+    "fma": ("x * y + z", np.float32, 3, lambda m, x, y, z: x * y + z),
+    "sin": ("sin", np.float32, 1, lambda m, x: m.sin(x)),
+    "cos": ("cos", np.float32, 1, lambda m, x: m.cos(x)),
+    "pow": ("x ** y", np.float32, 2, lambda m, x, y: x**y),
+    "sin64": ("sin", np.float64, 1, lambda m, x: m.sin(x)),
+    "pow64": ("x ** y", np.float64, 2, lambda m, x, y: x**y),
+}
+
+
 def bench_elementwise(name, n, tile, repeat, da) -> list[dict]:
+    label, dtype, count, function = ELEMENTWISE[name]
     rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(n, dtype=np.float32) for _ in range(3 if name == "fma" else 1)]
+    arrays = [rng.standard_normal(n, dtype=np.float32).astype(dtype) for _ in range(count)]
+    if name.startswith("pow"):  # positive bases, exponents in [-3, 3]: finite results
+        arrays = [np.abs(arrays[0]) + dtype(0.5), arrays[1]]
     tensors = [nt.from_numpy(a, tile_shape=(tile,)) for a in arrays]
-    if name == "exp":
-        ours, numpy_fn, dask_fn = nt.exp, np.exp, lambda x: da.exp(x)
-        check = (nt.exp(tensors[0]).to_numpy(), np.exp(arrays[0]))
-    else:
-        ours = numpy_fn = dask_fn = lambda x, y, z: x * y + z  # noqa: E731
-        check = (ours(*tensors).to_numpy(), numpy_fn(*arrays))
-    np.testing.assert_allclose(*check, rtol=1e-5)
-    t_nt = median_time(lambda: ours(*tensors).wait(), repeat)
-    t_numpy = median_time(lambda: numpy_fn(*arrays), repeat)
+    with np.errstate(all="ignore"):
+        check = (function(nt, *tensors).to_numpy(), function(np, *arrays))
+    np.testing.assert_allclose(*check, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
+    t_nt = median_time(lambda: function(nt, *tensors).wait(), repeat)
+    t_numpy = median_time(lambda: function(np, *arrays), repeat)
     chunks = [n // 16, n // 8, n // 4]
+    dask_fn = lambda *inputs: function(da, *inputs)  # noqa: E731
     best = _best_dask(da, arrays, dask_fn, chunks, repeat) if da is not None else None
-    case = f"{'exp' if name == 'exp' else 'x * y + z'} f32 {n >> 20}M"
-    return _rows(case, t_nt, t_numpy, best, tile)
+    bits = np.dtype(dtype).itemsize * 8
+    return _rows(f"{label} f{bits} {n >> 20}M", t_nt, t_numpy, best, tile)
 
 
 def bench_axis(name, n, tile, repeat, da) -> list[dict]:
@@ -194,7 +207,8 @@ def main() -> None:
     parser.add_argument("--no-dask", action="store_true", help="NumPy as the only peer")
     parser.add_argument(
         "--cases",
-        default="exp,fma,sum,var,cumulative_sum,where,mask,sort,argsort,unique_counts",
+        default="exp,fma,sin,cos,pow,sin64,pow64,sum,var,cumulative_sum,where,mask,sort,argsort,"
+        "unique_counts",
     )
     args = parser.parse_args()
     n = (64 << 20) // (16 if args.quick else 1)
@@ -204,8 +218,9 @@ def main() -> None:
     print(f"{CORES} cores, load average {os.getloadavg()[0]:.2f}, median of {args.repeat}")
     rows: list[dict] = []
     for case in args.cases.split(","):
-        if case in ("exp", "fma"):
-            rows += bench_elementwise(case, n, tile, args.repeat, da)
+        if case in ELEMENTWISE:
+            size = n // 4 if case.endswith("64") else n  # float64 rows: 16M (scalar NumPy)
+            rows += bench_elementwise(case, size, size // 16, args.repeat, da)
         elif case in ("sum", "var"):
             rows += bench_axis(case, side, side // 4, args.repeat, da)
         elif case == "cumulative_sum":

@@ -6,7 +6,7 @@ codes its kernels take live in ``numtile.opcodes``.
 
 Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scalar_math``
 (kernel families compiled one op at a time by ``per_op.OpKernel``)
-(and ``fastmath``: vectorisable exp and log); ``logic``
+(``fastmath``, ``fastmath_trig``: vectorisable exp, log, pow, sin, cos, tan); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles);

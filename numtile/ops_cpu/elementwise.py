@@ -9,6 +9,8 @@ loop that is inlined, so Numba compiles (and caches) one vectorisable loop per o
 import numba
 
 from numtile import opcodes
+from numtile.ops_cpu.fastmath import broadcast_gathered
+from numtile.ops_cpu.fastmath_trig import map_reduced
 from numtile.ops_cpu.helpers import (
     as_type_of,
     inlined,
@@ -31,6 +33,7 @@ from numtile.ops_cpu.scalar_math import (
     _ceil,
     _copysign,
     _cos,
+    _cos_reduced,
     _cosh,
     _divide,
     _equal,
@@ -72,12 +75,14 @@ from numtile.ops_cpu.scalar_math import (
     _silu,
     _silu_backward,
     _sin,
+    _sin_reduced,
     _sinh,
     _sqrt,
     _sqrt_backward,
     _square,
     _subtract,
     _tan,
+    _tan_reduced,
     _tanh,
     _tanh_backward,
     _trunc,
@@ -157,9 +162,9 @@ def _unary(op):
         elif op == "silu":
             _map(_silu, x, out)
         elif op == "sin":
-            _map(_sin, x, out)
+            map_reduced(_sin_reduced, _sin, x, out)
         elif op == "cos":
-            _map(_cos, x, out)
+            map_reduced(_cos_reduced, _cos, x, out)
         elif op == "square":
             _map(_square, x, out)
         elif op == "reciprocal":
@@ -193,7 +198,7 @@ def _unary(op):
         elif op == "sinh":
             _map(_sinh, x, out)
         elif op == "tan":
-            _map(_tan, x, out)
+            map_reduced(_tan_reduced, _tan, x, out)
         elif op == "log2":
             _map(_log2, x, out)
         elif op == "log10":
@@ -249,7 +254,7 @@ def _binary(op):
         elif op == "minimum":
             _broadcast(_minimum, a, a_strides, b, b_strides, out, shape)
         elif op == "power":
-            _broadcast(_power, a, a_strides, b, b_strides, out, shape)
+            broadcast_gathered(_power, a, a_strides, b, b_strides, out, shape)
         elif op == "floor_divide":
             _broadcast(_floor_divide, a, a_strides, b, b_strides, out, shape)
         elif op == "remainder":

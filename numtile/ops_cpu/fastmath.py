@@ -1,4 +1,5 @@
-"""Vectorisable exp and log of float32 and float64 for the elementwise kernels.
+"""Vectorisable exp and log of float32 and float64, and pow of float32, for the elementwise
+kernels.
 
 Without SVML, Numba calls libm's ``expf``/``exp``/``logf``/``log`` once per element, which
 blocks SIMD. These versions are Cephes' algorithms (argument reduction, then a polynomial or
@@ -8,12 +9,17 @@ C99 (and of the array API standard): exp(-inf) = 0, exp(inf) = inf, exp(NaN) = N
 log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, subnormal inputs and results included.
 
 ``exp_of(v)`` and ``log_of(v)`` fall back to NumPy's for other types (integers).
+``pow_of(a, b)`` of two float32 is ``exp(b log|a|)`` in float64 with selects for C99's special
+values; float64 pow stays libm's (exp and log of double precision are not accurate enough
+for it: ``b log|a|`` needs about 64 bits, a double-double log).
 """
 
 import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
+
+from numtile.ops_cpu.helpers import inlined, inner_axis, is_c_contiguous, row_offsets, unsigned
 
 
 def _bitcast(source, target):
@@ -188,3 +194,70 @@ def _log_of(v):
 
         return log
     return lambda v: np.log(v)
+
+
+def pow_of(a, b):
+    """a ** b, vectorisable for two float32 (Numba-only); other types use ``**``."""
+    raise NotImplementedError("pow_of is only callable from numba-compiled code")
+
+
+@overload(pow_of, inline="always")
+def _pow_of(a, b):
+    if a != types.float32 or b != types.float32:
+        return lambda a, b: a**b
+    f = np.float32
+    one, half, inf = f(1), f(0.5), f(np.inf)
+
+    def powf(a, b):
+        # exp(b log|a|) in float64 (error about 2**-45 relative, under 1 float32 ulp after the
+        # one rounding); IEEE arithmetic on log(0) = -inf and log(inf) = inf gives the zeros and
+        # infinities of C99's table, NaN propagates, and the selects do the rest of it.
+        magnitude = f(exp_of(np.float64(b) * log_of(np.float64(abs(a)))))
+        integer = np.floor(b) == b  # infinities count as even integers
+        odd = integer & (np.floor(b * half) != b * half)
+        negative = _f32_bits(a) < 0  # -0 and -inf too
+        value = select(negative & odd, -magnitude, magnitude)
+        fraction = np.floor(b) != b
+        value = select((a < 0) & (a > -inf) & fraction, f(np.nan), value)  # finite a < 0
+        # pow(+1, b) = 1 and pow(a, +-0) = 1 even for NaN; pow(-1, +-inf) = 1
+        unit = (a == one) | (b == 0) | ((a == -one) & (abs(b) == inf))
+        return select(unit, one, value)
+
+    return powf
+
+
+_BLOCK = 512  # elements gathered per block: they stay in L1 between the two loops
+
+
+@inlined
+def broadcast_gathered(function, a, a_strides, b, b_strides, out, shape):
+    """out = function(a, b) over C-ordered ``shape`` (element strides, as ``_broadcast`` of
+    ``elementwise``) with ONE inlined copy of ``function``: the operands of a block of outputs
+    are gathered into two small buffers first, and one loop, which vectorises, maps them. For a
+    long function (pow) four broadcast loops cost four times its compile time."""
+    size = out.size
+    if size == 0:
+        return
+    a_flat = a.size == 1 or (a.size == size and is_c_contiguous(a_strides, shape))
+    b_flat = b.size == 1 or (b.size == size and is_c_contiguous(b_strides, shape))
+    inner = inner_axis(shape)
+    if a_flat and b_flat:  # one row over the whole tile
+        extent = size
+        a_step, b_step = select(a.size == 1, 0, 1), select(b.size == 1, 0, 1)
+    else:
+        extent = shape[inner]
+        a_step, b_step = a_strides[inner], b_strides[inner]
+    a_block = np.empty(_BLOCK, a.dtype)
+    b_block = np.empty(_BLOCK, b.dtype)
+    for row in range(size // extent):
+        a_start, b_start = 0, 0
+        if not (a_flat and b_flat):
+            a_start, b_start = row_offsets(row, shape, inner, a_strides, b_strides)
+        for chunk in range(0, extent, _BLOCK):
+            count = min(_BLOCK, extent - chunk)
+            for j in range(count):
+                a_block[j] = a[unsigned(a_start + (chunk + j) * a_step)]
+                b_block[j] = b[unsigned(b_start + (chunk + j) * b_step)]
+            start = row * extent + chunk
+            for j in range(count):
+                out[unsigned(start + j)] = function(a_block[j], b_block[j])

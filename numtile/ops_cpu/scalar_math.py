@@ -11,7 +11,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
-from numtile.ops_cpu.fastmath import exp_of, log_of
+from numtile.ops_cpu.fastmath import exp_of, log_of, pow_of
+from numtile.ops_cpu.fastmath_trig import cos_of, sin_of, tan_of
 from numtile.ops_cpu.helpers import as_type_of, inlined
 
 
@@ -149,6 +150,10 @@ _atanh = inlined(lambda v: np.arctanh(v))
 _cosh = inlined(lambda v: np.cosh(v))
 _sinh = inlined(lambda v: np.sinh(v))
 _tan = inlined(lambda v: np.tan(v))
+# the vectorised twins, exact only where not ``fastmath_trig.beyond_reduction`` (``map_reduced``)
+_sin_reduced = inlined(lambda v: sin_of(v))
+_cos_reduced = inlined(lambda v: cos_of(v))
+_tan_reduced = inlined(lambda v: tan_of(v))
 _log2 = inlined(lambda v: np.log2(v))
 _log10 = inlined(lambda v: np.log10(v))
 _trunc = inlined(lambda v: np.trunc(v))
@@ -317,7 +322,7 @@ _multiply = inlined(lambda a, b: a * b)
 _divide = inlined(lambda a, b: a / b)
 _maximum = inlined(lambda a, b: _llvm_maximum(a, b))
 _minimum = inlined(lambda a, b: _llvm_minimum(a, b))
-_power = inlined(lambda a, b: a**b)
+_power = inlined(lambda a, b: pow_of(a, b))
 _floor_divide = inlined(lambda a, b: _floor_divide_scalar(a, b))
 _remainder = inlined(lambda a, b: _remainder_scalar(a, b))
 _atan2 = inlined(lambda a, b: np.arctan2(a, b))

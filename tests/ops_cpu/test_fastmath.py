@@ -1,0 +1,117 @@
+"""The vectorised sin, cos, tan (``ops_cpu.fastmath_trig``) and float32 pow (``ops_cpu.fastmath``)
+through the ``unary``/``binary`` kernels: error in ulps against extended-precision references
+(long double for float64, float64 for float32), NumPy's special values bit for bit (NaN,
+infinities, signed zeros, subnormals), arguments next to multiples of pi/2 and beyond the
+reduction's range (the libm fix-up pass), float32 pow's table of special values and its
+broadcasting paths."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from numtile import opcodes, ops_cpu
+
+TRIG = {"sin": np.sin, "cos": np.cos, "tan": np.tan}
+# the fdlibm / musl kernels are under 1 ulp (measured: 0.56-0.85)
+MAX_ULP = 1.0
+
+
+def _unary(name, x):
+    out = np.empty_like(x)
+    ops_cpu.unary(x, out, opcodes.UNARY_OPS[name])
+    return out
+
+
+def _ulps(actual, reference, dtype):
+    """|actual - reference| in units of the last place of ``dtype`` at the reference."""
+    spacing = np.spacing(np.abs(reference).astype(dtype)).astype(reference.dtype)
+    return np.abs(actual.astype(reference.dtype) - reference) / spacing
+
+
+def _arguments(dtype):
+    """Ordinary, large and tiny arguments, and the floats next to k pi/2 (the hardest cases
+    of the reduction), some beyond 2**19 (the libm pass) in the middle of a tile's blocks."""
+    rng = np.random.default_rng(0)
+    tiny = 10.0 ** rng.uniform(-300 if dtype == np.float64 else -40, -3, 500)
+    near = (np.arange(1, 300_000, 997) * (np.pi / 2)).astype(dtype)
+    parts = [rng.uniform(-10, 10, 4000), rng.uniform(-4e5, 4e5, 2000), tiny, -tiny]
+    parts += [near, np.nextafter(near, np.inf), np.nextafter(near, -np.inf)]
+    parts += [rng.uniform(-1e7, 1e7, 30), [1e22, -3.4e38, 524288.0, -524287.9]]
+    return rng.permutation(np.concatenate(parts).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(TRIG))
+def test_trigonometric_functions_are_within_one_ulp(name, dtype):
+    x = _arguments(dtype)
+    wide = np.longdouble if dtype == np.float64 else np.float64
+    reference = TRIG[name](x.astype(wide))
+    assert _ulps(_unary(name, x), reference, dtype).max() <= MAX_ULP
+
+
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-310, -5e-324, 1e-40, -1e-45]
+SPECIAL += [np.pi / 2, np.pi, 1e30, -1e300]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(TRIG))
+def test_trigonometric_special_values_match_numpy(name, dtype):
+    with np.errstate(all="ignore"):
+        x = np.array(SPECIAL, dtype)
+        expected = TRIG[name](x)
+    actual = _unary(name, x)
+    exact = ~np.isfinite(expected) | (expected == 0) | (np.abs(x) < 1e-30)
+    np.testing.assert_array_equal(actual[exact], expected[exact])  # NaN where NumPy's are
+    number = ~np.isnan(expected)
+    np.testing.assert_array_equal(np.signbit(actual[number]), np.signbit(expected[number]))
+    np.testing.assert_allclose(actual, expected, rtol=2 * np.finfo(dtype).eps)
+
+
+def _power(a, b):
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape), a.dtype)
+    a_strides, b_strides = (
+        np.array([s // v.itemsize for s in np.broadcast_to(v, out.shape).strides], np.int64)
+        for v in (a, b)
+    )
+    shape = np.array(out.shape, np.int64)
+    ops_cpu.binary(a.ravel(), a_strides, b.ravel(), b_strides, out.ravel(), shape, opcodes.POWER)
+    return out
+
+
+def test_float32_power_special_values_match_numpy():
+    # every pair of the C99 / array API table's values: zeros, infinities, NaN, +-1, odd and
+    # even integers, fractions, subnormals and the extremes
+    values = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0]
+    values += [2.5, -2.5, 1e-40, -1e-45, 3e38, -3e38, 16777217.0, -16777215.0]
+    a, b = (v.astype(np.float32).ravel() for v in np.meshgrid(values, values))
+    actual = _power(a, b)
+    with np.errstate(all="ignore"):
+        expected = np.power(a, b)
+    same = (actual == expected) & (np.signbit(actual) == np.signbit(expected))
+    same |= np.isnan(actual) & np.isnan(expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        close = np.isfinite(expected) & (
+            _ulps(actual, expected.astype(np.float64), np.float32) <= 1
+        )
+    assert np.all(same | close), list(zip(a[~(same | close)], b[~(same | close)]))
+
+
+def test_float32_power_is_correctly_rounded_nearly_and_broadcasts():
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((64, 48)) * 4).astype(np.float32)
+    b = (rng.standard_normal((64, 48)) * 6).astype(np.float32)
+    b[::2] = np.round(b[::2])  # integer exponents of negative bases
+    with np.errstate(all="ignore"):
+        reference = np.power(a.astype(np.float64), b.astype(np.float64))
+        cases = [(a, b), (a, np.float32(2.5).reshape(1, 1)), (a[:, :1], b[:1, :])]
+        for x, y in cases:  # elementwise, scalar exponent, a column against a row (strided)
+            expected = np.power(x.astype(np.float64), y.astype(np.float64))
+            actual = _power(x, y)
+            finite = np.isfinite(expected) & (np.abs(expected) > np.finfo(np.float32).tiny)
+            finite &= np.abs(expected) < np.finfo(np.float32).max
+            assert _ulps(actual[finite], expected[finite], np.float32).max() <= 0.51
+            np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    assert np.isfinite(reference).mean() > 0.5
