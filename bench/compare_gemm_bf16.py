@@ -6,7 +6,9 @@ tile product on every core; oneMKL's ``cblas_gemm_bf16bf16f32`` where the CPU ha
 or AMX-BF16 and the ``mkl`` extra is installed, else the exact widen-to-float32 + sgemm
 kernel), and the tile kernel alone on one thread. Peers: ``torch.matmul`` on bfloat16
 tensors (``torch.set_num_threads(cores)``), torch float32, and oneMKL's bf16 GEMM called
-directly when it loads. Reported: median seconds, GFLOP/s, numtile/peer.
+directly when it loads; numtile's own float32 ``nt.matmul`` on the same tiles shows what
+the bf16 GEMM gains over it (nothing on a CPU without bf16 units). Reported: median
+seconds, GFLOP/s, numtile/peer.
 
 Usage: python bench/compare_gemm_bf16.py [--n 4096] [--tile 1024] [--repeat 3]
        [--torch-bf16-repeat 1]
@@ -60,6 +62,10 @@ def main(argv=None) -> int:
         nt.matmul(ta, tb, out_dtype=np.float32).to_numpy()
 
     seconds = {"numtile nt.matmul (tiled, all cores)": median_time(numtile_matmul, args.repeat)}
+    fa, fb = (nt.from_numpy(x.astype(np.float32), tile_shape=ta.tile_shape) for x in (a, b))
+    seconds["numtile nt.matmul float32 (the same tiles)"] = median_time(
+        lambda: (fa @ fb).to_numpy(), args.repeat
+    )
     bits_a, bits_b = a.view(np.uint16), b.view(np.uint16)
     c = np.empty((n, n), np.float32)
     seconds["numtile gemm_bf16 kernel (1 thread)"] = median_time(
@@ -81,7 +87,7 @@ def main(argv=None) -> int:
     ours = seconds["numtile nt.matmul (tiled, all cores)"]
     rows = []
     for impl, s in seconds.items():
-        peer = not impl.startswith("numtile")
+        peer = not impl.startswith("numtile") or "float32" in impl
         rows.append(
             dict(
                 case=f"bf16 GEMM {n}",
