@@ -54,8 +54,9 @@ class KVCache:
         batch_tile = min(model.tiling.batch, batch)
         tiles = (batch_tile, seq_tile or length, kv_tile * head_dim)
         self.length, self.filled = length, 0
-        # bf16-mixed: the projections' keys and values are bfloat16, kept so (as autocast)
-        dtype = bfloat16 if current_precision() == "bf16-mixed" else model.dtype
+        # bf16-mixed: a float32 model's keys and values are bfloat16, kept so (as autocast)
+        bf16 = current_precision() == "bf16-mixed" and model.dtype == np.float32
+        dtype = bfloat16 if bf16 else model.dtype
         self.k = [kv_cache(batch, length, n_kv_head * head_dim, tiles, dtype) for _ in layers]
         self.v = [kv_cache(batch, length, n_kv_head * head_dim, tiles, dtype) for _ in layers]
         head_tile = model.tiling.head
