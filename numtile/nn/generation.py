@@ -8,10 +8,10 @@ computed for the last position only. Sampling (temperature, top-k, top-p) happen
 host in float64; ``temperature=0`` is greedy decoding, as transformers' ``do_sample=False``.
 
 Generation runs in the model's precision mode (``model.set_precision``, else the caller's
-``nt.nn.precision``). In ``bf16-mixed`` the key/value caches and the attention output are
-bfloat16, as under ``torch.autocast``: the projections' bfloat16 keys and values are stored
-as they are (half the float32 cache), and the decode attention reads them in float32 (exact),
-keeping float64 softmax statistics, and rounds its output once.
+``nt.nn.precision``). In ``bf16-mixed`` a float32 model's key/value caches and attention
+output are bfloat16, as under ``torch.autocast``: the projections' bfloat16 keys and values
+are stored as they are (half the float32 cache), and the decode attention reads them in
+float32 (exact), keeping float64 softmax statistics, and rounds its output once.
 """
 
 from __future__ import annotations
