@@ -6,9 +6,16 @@ tile product on every core; oneMKL's ``cblas_gemm_bf16bf16f32`` where the CPU ha
 or AMX-BF16 and the ``mkl`` extra is installed, else the exact widen-to-float32 + sgemm
 kernel), and the tile kernel alone on one thread. Peers: ``torch.matmul`` on bfloat16
 tensors (``torch.set_num_threads(cores)``), torch float32, and oneMKL's bf16 GEMM called
-directly when it loads. Reported: median seconds, GFLOP/s, numtile/peer.
+directly when it loads; numtile's own float32 ``nt.matmul`` on the same tiles shows what
+the bf16 GEMM gains over it (nothing on a CPU without bf16 units). Reported: median
+seconds, GFLOP/s, numtile/peer.
 
 Usage: python bench/compare_gemm_bf16.py [--n 4096] [--tile 1024] [--repeat 3]
+       [--torch-bf16-repeat 1]
+
+On CPUs without bf16 units torch's bf16 ``matmul`` runs at about 0.4 GFLOP/s on two cores
+(5 minutes a call at 4096): ``--torch-bf16-repeat 1`` times it once, with no warm-up call
+(it compiles nothing; its first call is its steady state).
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tile", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-torch-bf16", action="store_true", help="(slow without bf16 units)")
+    parser.add_argument(
+        "--torch-bf16-repeat", type=int, default=None, help="runs of torch bf16 (default --repeat)"
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -52,6 +62,10 @@ def main(argv=None) -> int:
         nt.matmul(ta, tb, out_dtype=np.float32).to_numpy()
 
     seconds = {"numtile nt.matmul (tiled, all cores)": median_time(numtile_matmul, args.repeat)}
+    fa, fb = (nt.from_numpy(x.astype(np.float32), tile_shape=ta.tile_shape) for x in (a, b))
+    seconds["numtile nt.matmul float32 (the same tiles)"] = median_time(
+        lambda: (fa @ fb).to_numpy(), args.repeat
+    )
     bits_a, bits_b = a.view(np.uint16), b.view(np.uint16)
     c = np.empty((n, n), np.float32)
     seconds["numtile gemm_bf16 kernel (1 thread)"] = median_time(
@@ -64,15 +78,16 @@ def main(argv=None) -> int:
     to_torch = lambda x: torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)  # noqa: E731
     a_torch, b_torch = to_torch(a), to_torch(b)
     if not args.skip_torch_bf16:
+        repeat = args.torch_bf16_repeat or args.repeat
         seconds["torch.matmul bfloat16"] = median_time(
-            lambda: torch.matmul(a_torch, b_torch), args.repeat
+            lambda: torch.matmul(a_torch, b_torch), repeat, warmup=int(repeat > 1)
         )
     a32, b32 = a_torch.float(), b_torch.float()
     seconds["torch.matmul float32"] = median_time(lambda: torch.matmul(a32, b32), args.repeat)
     ours = seconds["numtile nt.matmul (tiled, all cores)"]
     rows = []
     for impl, s in seconds.items():
-        peer = not impl.startswith("numtile")
+        peer = not impl.startswith("numtile") or "float32" in impl
         rows.append(
             dict(
                 case=f"bf16 GEMM {n}",

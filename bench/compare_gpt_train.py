@@ -15,7 +15,14 @@ With ``--precision bf16-mixed`` the PyTorch side runs forward and loss under
 counterpart in PyTorch: its side stays float32 there.
 
 Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small,llama-mini,llama-small]
-       [--steps 4] [--precision fp32|bf16-mixed|fp32-fast-bf16|tf32]
+       [--steps 4] [--torch-steps 1] [--precision fp32|bf16-mixed|fp32-fast-bf16|tf32]
+
+On CPUs without bf16 units PyTorch's bf16 GEMMs run at about 0.4 GFLOP/s on two cores, so
+one autocast step of gpt2-mini takes minutes: ``--torch-steps 1`` times a single PyTorch step
+(no warm-up: its first step is its steady state but for allocations), and ``--torch-batch 1``
+runs PyTorch's side on one sequence a step (its bf16 GEMM ran at the same rate at 512 and
+1024 here, so its tokens/s hardly depends on the batch); with bf16 the header
+also gives ``torch.matmul``'s bf16 rate at 1024, measured in the same run.
 """
 
 from __future__ import annotations
@@ -200,6 +207,20 @@ def bf16_gemm_peak(cores: int, n: int = 1024) -> float:
     return cores * 2.0 * n**3 * calls / (time.perf_counter() - start)
 
 
+def torch_bf16_rate(cores: int, n: int = 1024) -> float:
+    """FLOP/s of ``torch.matmul`` on (n, n) bfloat16 tensors with ``cores`` threads."""
+    import time
+
+    import torch
+
+    torch.set_num_threads(cores)
+    a = torch.ones(n, n, dtype=torch.bfloat16)
+    torch.matmul(a, a)
+    start = time.perf_counter()
+    torch.matmul(a, a)
+    return 2.0 * n**3 / (time.perf_counter() - start)
+
+
 def _use_mkl() -> bool:
     from numtile import ops_cpu
     from numtile.tiletensor.precision import use_mkl_bf16
@@ -207,8 +228,10 @@ def _use_mkl() -> bool:
     return use_mkl_bf16(ops_cpu)
 
 
-def run(framework: str, name: str, steps: int, cores: int, precision: str = "fp32") -> dict:
-    spec = json.dumps(CONFIGS[name])
+def run(
+    framework: str, name: str, steps: int, cores: int, precision: str = "fp32", batch=None
+) -> dict:
+    spec = json.dumps({**CONFIGS[name], "batch": batch or CONFIGS[name]["batch"]})
     result = subprocess.run(
         [sys.executable, "-c", WORKER, spec, framework, str(steps), str(cores), precision],
         capture_output=True,
@@ -224,6 +247,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="gpt2-mini,gpt2-small")
     parser.add_argument("--steps", type=int, default=5, help="steps per run (first 2 untimed)")
+    parser.add_argument("--torch-steps", type=int, default=None, help="PyTorch's (default --steps)")
+    parser.add_argument(
+        "--torch-batch", type=int, default=None, help="PyTorch's batch (default the config's)"
+    )
     parser.add_argument(
         "--precision", default="fp32", choices=["fp32", "bf16-mixed", "fp32-fast-bf16", "tf32"]
     )
@@ -236,6 +263,10 @@ def main(argv=None) -> int:
         f"{cores} cores; precision {args.precision}; {what} peak {peak / 1e9:.0f} GFLOP/s "
         f"(1 thread per core, measured now)"
     )
+    if args.precision == "bf16-mixed":
+        print(f"torch.matmul bfloat16 1024: {torch_bf16_rate(cores) / 1e9:.2f} GFLOP/s (now)")
+    steps = {"torch": args.torch_steps or args.steps, "numtile": args.steps}
+    batches = {"torch": args.torch_batch, "numtile": None}
     header = (
         f"{'config':<12}{'framework':<10}{'tokens/s':>10}{'MFU':>7}{'peak RSS MB':>13}"
         f"{'numtile/torch':>15}"
@@ -244,7 +275,8 @@ def main(argv=None) -> int:
     print("-" * len(header))
     for name in args.configs.split(","):
         results = {
-            fw: run(fw, name, args.steps, cores, args.precision) for fw in ("torch", "numtile")
+            fw: run(fw, name, steps[fw], cores, args.precision, batches[fw])
+            for fw in ("torch", "numtile")
         }
         config = _model_config(CONFIGS[name]["model"], name)
         for fw in ("torch", "numtile"):
@@ -256,9 +288,10 @@ def main(argv=None) -> int:
             )
             ratio_text = f"{ratio:>15.2f}" if ratio is not None else ""
             print(
-                f"{name:<12}{fw:<10}{r['tokens_per_s']:>10.0f}{100 * mfu:>6.0f}%"
+                f"{name:<12}{fw:<10}{r['tokens_per_s']:>10.1f}{100 * mfu:>6.1f}%"
                 f"{r['peak_rss_mb']:>13.0f}{ratio_text}"
             )
+            print(f"{'':<12}step seconds: {', '.join(f'{t:.2f}' for t in r['step_s'])}")
         memory_ratio = results["numtile"]["peak_rss_mb"] / results["torch"]["peak_rss_mb"]
         print(f"{'':<12}peak memory numtile/torch: {memory_ratio:.2f}")
     return 0

@@ -20,7 +20,8 @@ HDF5 has no bfloat16 type: a bfloat16 tensor is stored as its uint16 bit pattern
 upper halves of the float32 values) with the dataset attribute ``dtype = "bfloat16"``; a
 plain h5py reader gets those uint16 values and turns them back with
 ``bits.view(ml_dtypes.bfloat16)`` or, with NumPy alone, ``(bits.astype(np.uint32) << 16)
-.view(np.float32)`` (exact).
+.view(np.float32)`` (exact). float16 needs nothing of the kind: HDF5's own IEEE half type
+holds it, and plain h5py reads it as ``np.float16``.
 
 Checksums changed nothing else, so the format version is still 1: numtile releases from
 before them read these files (and HDF5 verifies the chunks for them), and files they wrote,

@@ -6,6 +6,12 @@ then feeds one new token per step: a step projects only that position, appends i
 value to the caches and attends to them with the decode-attention kernel. Logits are
 computed for the last position only. Sampling (temperature, top-k, top-p) happens on the
 host in float64; ``temperature=0`` is greedy decoding, as transformers' ``do_sample=False``.
+
+Generation runs in the model's precision mode (``model.set_precision``, else the caller's
+``nt.nn.precision``). In ``bf16-mixed`` a float32 model's key/value caches and attention
+output are bfloat16, as under ``torch.autocast``: the projections' bfloat16 keys and values
+are stored as they are (half the float32 cache), and the decode attention reads them in
+float32 (exact), keeping float64 softmax statistics, and rounds its output once.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from numtile.nn import functional
 from numtile.nn.attention import causal_self_attention, grouped_query_attention
 from numtile.nn.llama import rope_tables
 from numtile.tiletensor.creation import from_numpy
+from numtile.tiletensor.dtypes import bfloat16
 from numtile.tiletensor.elementwise import add, copy_into
 from numtile.tiletensor.fused.attention import kv_head_tile
 from numtile.tiletensor.fused.decode import (
@@ -32,6 +39,7 @@ from numtile.tiletensor.fused.decode import (
     row_view,
 )
 from numtile.tiletensor.fused.rows import match_last_tile
+from numtile.tiletensor.precision import current_precision, using_precision
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -46,10 +54,13 @@ class KVCache:
         batch_tile = min(model.tiling.batch, batch)
         tiles = (batch_tile, seq_tile or length, kv_tile * head_dim)
         self.length, self.filled = length, 0
-        self.k = [kv_cache(batch, length, n_kv_head * head_dim, tiles, model.dtype) for _ in layers]
-        self.v = [kv_cache(batch, length, n_kv_head * head_dim, tiles, model.dtype) for _ in layers]
+        # bf16-mixed: a float32 model's keys and values are bfloat16, kept so (as autocast)
+        bf16 = current_precision() == "bf16-mixed" and model.dtype == np.float32
+        dtype = bfloat16 if bf16 else model.dtype
+        self.k = [kv_cache(batch, length, n_kv_head * head_dim, tiles, dtype) for _ in layers]
+        self.v = [kv_cache(batch, length, n_kv_head * head_dim, tiles, dtype) for _ in layers]
         head_tile = model.tiling.head
-        self.state = DecodeState(batch, n_head, head_dim, batch_tile, head_tile, model.dtype)
+        self.state = DecodeState(batch, n_head, head_dim, batch_tile, head_tile, dtype)
         self.step: _Step | None = None
 
 
@@ -300,7 +311,7 @@ def generate(
     ids = [prompt[:, i] for i in range(prompt.shape[1])]
     done = np.zeros(B, bool)
     last = np.zeros(B, np.int64)
-    with no_grad():
+    with no_grad(), using_precision(model.precision):
         cache = KVCache(model, B, min(n_positions, prompt.shape[1] + max_new_tokens), cache_tile)
         logits = _forward(model, prompt, cache)
         for step in range(max_new_tokens):

@@ -391,8 +391,8 @@ def last_sends() -> None:
 
 
 def bf16_tiles() -> None:
-    """bfloat16 tiles travel between ranks as their bytes: ops on block-cyclic bfloat16
-    tensors equal the float32 ops rounded once (ml_dtypes) on every rank, and a bf16-mixed
+    """bfloat16 and float16 tiles travel between ranks as their bytes: ops on block-cyclic
+    bfloat16 tensors equal the float32 ops rounded once (ml_dtypes) on every rank, and a bf16-mixed
     linear layer (float32 partial sums, one rounding) equals its single-process result."""
     from numtile.nn import functional
 
@@ -405,6 +405,15 @@ def bf16_tiles() -> None:
     got = (x * 2 + z.astype(bf16)).to_numpy()
     want = (a.astype(np.float32) * 2 + b.astype(bf16).astype(np.float32)).astype(bf16)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    half = a.astype(np.float16)  # float16 tiles travel the same way (NaN, -0 included)
+    half[0, :2] = [np.nan, -0.0]
+    h = nt.from_numpy(half, tile_shape=(3, 2), distribution=d.block_cyclic())
+    zero = nt.from_numpy(
+        np.zeros_like(half), tile_shape=(3, 2), distribution=lambda i: sum(i) % nt.nranks()
+    )
+    np.testing.assert_array_equal(h.to_numpy().view(np.uint16), half.view(np.uint16))
+    moved = (h + zero).to_numpy()  # owners differ: tiles sent and received
+    np.testing.assert_array_equal(moved.view(np.uint16), (half + np.float16(0)).view(np.uint16))
     total = nt.sum(x, axis=0).to_numpy().astype(np.float64)  # partials of every rank
     np.testing.assert_allclose(total, a.astype(np.float64).sum(0), rtol=2**-7)
     w = rng.standard_normal((5, 4)).astype(np.float32)

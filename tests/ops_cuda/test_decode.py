@@ -68,6 +68,8 @@ _COMPILE = """
         ]
         for kernel, signature in kernels:
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+    u2 = types.uint16[:, :]  # bfloat16 caches: their bit patterns copied (bf16-mixed)
+    cuda.compile_ptx(decode._kv_cache_write.py_func, (u2, i64, u2, i64, i64), cc=(9, 0))
 """
 
 
