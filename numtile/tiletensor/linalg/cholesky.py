@@ -37,7 +37,7 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
     >>> nt.linalg.cholesky(a).to_numpy().tolist()
     [[2.0, 0.0], [1.0, 2.0]]
     """
-    (x,), dtype = float_operands("cholesky", x)
+    (x,), dtype = float_operands("cholesky", x, complex_kernels=False)
     if dtype.kind != "f":
         (x,), dtype = [astype(x, np.float64)], np.dtype(np.float64)
     if x.ndim > 2:
@@ -110,7 +110,7 @@ def solve_triangular(
     >>> nt.linalg.solve_triangular(L, b).to_numpy().tolist()
     [1.0, 2.0]
     """
-    (a, b), dtype = float_operands("solve_triangular", a, b)
+    (a, b), dtype = float_operands("solve_triangular", a, b, complex_kernels=False)
     if dtype.kind != "f":
         (a, b), dtype = [astype(a, np.float64), astype(b, np.float64)], np.dtype(np.float64)
     if a.ndim > 2 or b.ndim > 2:  # stacks: (..., M, M) and (M,) or (..., M, K), per matrix

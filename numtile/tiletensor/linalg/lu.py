@@ -130,7 +130,7 @@ def solve(a: TileTensor, b: TileTensor, /, *, assume_a: str = "gen") -> TileTens
     """
     if assume_a not in ("gen", "pos"):
         raise ValueError(f"solve: assume_a must be 'gen' or 'pos', got {assume_a!r}")
-    (a, b), _ = float_matrices("solve", a, b)
+    (a, b), _ = float_matrices("solve", a, b, complex_kernels=False)
     if _stacked(a, "solve") or b.ndim > 2:
         return _solve_stack(a, b, assume_a)
     return _solve_matrix(a, b, assume_a)
@@ -188,7 +188,7 @@ def inv(x: TileTensor, /) -> TileTensor:
     >>> nt.linalg.inv(a).to_numpy().tolist()
     [[0.5, 0.0], [0.0, 0.25]]
     """
-    (x,), dtype = float_matrices("inv", x)
+    (x,), dtype = float_matrices("inv", x, complex_kernels=False)
     if _stacked(x, "inv"):
         return batched.inv(x, inv)
     x = _matrix(x, "inv")
@@ -214,7 +214,7 @@ def slogdet(x: TileTensor, /) -> SlogdetResult:
     >>> sign.item(), round(float(np.exp(logabs.item())), 12)
     (-1.0, 2.0)
     """
-    (x,), dtype = float_matrices("slogdet", x)
+    (x,), dtype = float_matrices("slogdet", x, complex_kernels=False)
     if _stacked(x, "slogdet"):
         return SlogdetResult(*batched.slogdet(x, slogdet))
     x = _matrix(x, "slogdet")

@@ -72,7 +72,7 @@ def _wide(x: TileTensor) -> bool:
 
 def check_matrices(x, name: str) -> TileTensor:
     """``x`` as a float matrix or stack of matrices, or the error NumPy's linalg raises."""
-    (x,), _ = float_matrices(name, x)
+    (x,), _ = float_matrices(name, x, complex_kernels=False)
     if x.ndim < 2:
         raise ValueError(
             f"{name}: expected a 2-d matrix or a stack of them, got an array of shape {x.shape}"
