@@ -5,9 +5,9 @@ GEMM takes one of two paths, chosen per call:
 * cuBLAS through CuPy, on a real GPU where ``cupy`` imports: float32/float64/complex64/
   complex128 C-contiguous tiles of one dtype go straight to ``cublas<S|D|C|Z>gemm``
   (``...StridedBatched`` for stacks, with stride 0 for a broadcast operand) on the caller's
-  stream, on the tiles' own memory. A flag of 2 is the conjugate transpose (``CUBLAS_OP_C``). Column-major
-  cuBLAS reads a row-major buffer as its transpose, so ``c.T = op(b).T @ op(a).T`` is computed
-  with b first and the flags kept, exactly as the CPU twin calls OpenBLAS.
+  stream, on the tiles' own memory. Column-major cuBLAS reads a row-major buffer as its
+  transpose, so ``c.T = op(b).T @ op(a).T`` is computed with b first and the flags kept,
+  exactly as the CPU twin calls OpenBLAS; a flag of 2 is the conjugate transpose (``OP_C``).
 * a shared-memory tiled ``@cuda.jit`` kernel (square blocks of ``gemm_tile()`` threads a side,
   as ``configure()`` last set; one compiled kernel per dtype and tile edge), under the
   simulator, without CuPy, and for integer or mixed-dtype tiles. ``gemm_fallback`` forces it;
