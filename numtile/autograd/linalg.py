@@ -38,11 +38,25 @@ from numtile.tiletensor.reduction import sum as tensor_sum
 
 class MatMul(Function):
     @staticmethod
-    def forward(ctx, x, y, transpose_a=False, transpose_b=False, out_dtype=None):
+    def forward(
+        ctx,
+        x,
+        y,
+        transpose_a=False,
+        transpose_b=False,
+        out_dtype=None,
+        conjugate_a=False,
+        conjugate_b=False,
+    ):
         if x.ndim < 2 or y.ndim < 2:
             raise ValueError(
                 "matmul with gradients needs operands of at least 2 axes; reshape "
                 f"vectors first (got shapes {x.shape} and {y.shape})"
+            )
+        if conjugate_a or conjugate_b:
+            raise NotImplementedError(
+                "matmul: gradients through conjugate_a/conjugate_b are not implemented; "
+                "conjugate with nt.conj first"
             )
         ctx.save_for_backward(x, y)
         ctx.flags = (transpose_a, transpose_b)
@@ -51,32 +65,54 @@ class MatMul(Function):
     @staticmethod
     def backward(ctx, g):
         # C = op(A) op(B): dA = g op(B)^T (transposed back if A was), dB likewise; the
-        # transposes are GEMM flags, never copies
+        # transposes are GEMM flags, never copies. Complex operands (PyTorch's convention,
+        # conjugate Wirtinger): the same with the other operand conjugated, dA = g op(B)^H,
+        # which BLAS reads as 'C' where the formula transposes it
         x, y = ctx.saved
         ta, tb = ctx.flags
         gx = gy = None
         if x.requires_grad:
-            if ta:  # dA = op(B) g^T
-                gx = matmul(y, g, transpose_a=tb, transpose_b=True)
-            else:  # dA = g op(B)^T
-                gx = matmul(g, y, transpose_b=not tb)
+            if ta:  # dA = conj(op(B)) g^T
+                gx = matmul(y, g, transpose_a=tb, transpose_b=True, conjugate_a=True)
+            else:  # dA = g op(B)^H
+                gx = matmul(g, y, transpose_b=not tb, conjugate_b=True)
             gx = unbroadcast(gx, x)
         if y.requires_grad:
-            if tb:  # dB = g^T op(A)
-                gy = matmul(g, x, transpose_a=True, transpose_b=ta)
-            else:  # dB = op(A)^T g
-                gy = matmul(x, g, transpose_a=not ta)
+            if tb:  # dB = g^T conj(op(A))
+                gy = matmul(g, x, transpose_a=True, transpose_b=ta, conjugate_b=True)
+            else:  # dB = op(A)^H g
+                gy = matmul(x, g, transpose_a=not ta, conjugate_a=True)
             gy = unbroadcast(gy, y)
-        # a float32 result of bfloat16 operands (out_dtype): gradients in the operands' dtype
-        gx = gx if gx is None or gx.dtype == x.dtype else gx.astype(x.dtype)
-        gy = gy if gy is None or gy.dtype == y.dtype else gy.astype(y.dtype)
-        return gx, gy
+        return _operand_dtype(gx, x), _operand_dtype(gy, y)
+
+
+def _operand_dtype(g, x):
+    """A float32 gradient of a bfloat16 operand (out_dtype) in the operand's dtype; a complex
+    gradient of a real operand stays complex (the tape keeps its real part)."""
+    if g is None or g.dtype == x.dtype or g.dtype.kind == "c":
+        return g
+    return g.astype(x.dtype)
 
 
 @gradient_rule("matmul")
-def _matmul(x1, x2, *, transpose_a: bool = False, transpose_b: bool = False, out_dtype=None):
+def _matmul(
+    x1,
+    x2,
+    *,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    out_dtype=None,
+    conjugate_a: bool = False,
+    conjugate_b: bool = False,
+):
     return MatMul.apply(
-        x1, x2, transpose_a=transpose_a, transpose_b=transpose_b, out_dtype=out_dtype
+        x1,
+        x2,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+        out_dtype=out_dtype,
+        conjugate_a=conjugate_a,
+        conjugate_b=conjugate_b,
     )
 
 
