@@ -2,7 +2,8 @@
 ``numtile.ops_cpu.factorizations``).
 
 ``potrf`` runs in one block, column by column; ``trsm`` gives one thread to each independent
-right-hand side; ``syrk`` is the tiled GEMM kernel restricted to the lower triangle.
+right-hand side; ``syrk`` (and ``herk``, its Hermitian twin for complex tiles) is the tiled
+GEMM kernel restricted to the lower triangle.
 
 Deviation from the CPU twin: ``potrf(a, info, *, stream=0)`` takes a 1-element integer device
 array and writes LAPACK's info into ``info[0]`` (0, or the order of the first leading minor
@@ -22,7 +23,7 @@ from numba import cuda, int32
 from numtile.ops_cuda.launch import block, check_argument, grid
 from numtile.ops_cuda.matmul import as_stack, launch_tiled_gemm
 
-__all__ = ["potrf", "syrk", "trsm"]
+__all__ = ["herk", "potrf", "syrk", "trsm"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,3 +173,25 @@ def syrk(
     a3 = as_stack(a)
     # op(a) @ op(a).T is gemm of a with itself, the second operand with the opposite flag
     launch_tiled_gemm(a3, a3, as_stack(c), trans_a, not trans_a, alpha, beta, True, stream)
+
+
+def herk(
+    a: Any,
+    c: Any,
+    trans_a: bool,
+    alpha: float,
+    beta: float,
+    *,
+    stream: Any = 0,
+) -> None:
+    """c = alpha * op(a) @ op(a)^H + beta * c on c's lower triangle (op(a) = a^H when trans_a),
+    for complex tiles; c is not read when beta == 0."""
+    n = c.shape[0]
+    check_argument(
+        a.ndim == 2 and c.ndim == 2 and c.shape[1] == n and a.shape[1 if trans_a else 0] == n,
+        "herk: shapes do not agree",
+    )
+    a3 = as_stack(a)
+    # op(a) @ op(a)^H is gemm of a with itself, one operand conjugate-transposed (flag 2)
+    flags = (2, 0) if trans_a else (0, 2)
+    launch_tiled_gemm(a3, a3, as_stack(c), *flags, alpha, beta, True, stream)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from numtile.runtime import get_runtime
-from numtile.tiletensor.codelets.linalg import gemm, trsm
+from numtile.tiletensor.codelets.linalg import gemm, slogdet_factor, trsm
 from numtile.tiletensor.codelets.lu import getrf_panel, identity, laswp
 from numtile.tiletensor.codelets.lu import slogdet as slogdet_task
 from numtile.tiletensor.creation import zeros
@@ -130,7 +130,7 @@ def solve(a: TileTensor, b: TileTensor, /, *, assume_a: str = "gen") -> TileTens
     """
     if assume_a not in ("gen", "pos"):
         raise ValueError(f"solve: assume_a must be 'gen' or 'pos', got {assume_a!r}")
-    (a, b), _ = float_matrices("solve", a, b, complex_kernels=False)
+    (a, b), _ = float_matrices("solve", a, b)
     if _stacked(a, "solve") or b.ndim > 2:
         return _solve_stack(a, b, assume_a)
     return _solve_matrix(a, b, assume_a)
@@ -188,7 +188,7 @@ def inv(x: TileTensor, /) -> TileTensor:
     >>> nt.linalg.inv(a).to_numpy().tolist()
     [[0.5, 0.0], [0.0, 0.25]]
     """
-    (x,), dtype = float_matrices("inv", x, complex_kernels=False)
+    (x,), dtype = float_matrices("inv", x)
     if _stacked(x, "inv"):
         return batched.inv(x, inv)
     x = _matrix(x, "inv")
@@ -214,15 +214,17 @@ def slogdet(x: TileTensor, /) -> SlogdetResult:
     >>> sign.item(), round(float(np.exp(logabs.item())), 12)
     (-1.0, 2.0)
     """
-    (x,), dtype = float_matrices("slogdet", x, complex_kernels=False)
+    (x,), dtype = float_matrices("slogdet", x)
     if _stacked(x, "slogdet"):
         return SlogdetResult(*batched.slogdet(x, slogdet))
     x = _matrix(x, "slogdet")
     lu, pivots = lu_factor(x, singular_raises=False)
     n = lu.grid[0]
-    sign, logabs = TileTensor(Layout((), ()), dtype), TileTensor(Layout((), ()), dtype)
+    real = batched.real_dtype(dtype)  # log|det| is real, the sign complex for complex x
+    sign, logabs = TileTensor(Layout((), ()), dtype), TileTensor(Layout((), ()), real)
     tiles = [(lu.tile((k, k)), R) for k in range(n)] + [(pivots.tile((k,)), R) for k in range(n)]
-    get_runtime().submit(slogdet_task, tiles + [(sign.tile(()), W), (logabs.tile(()), W)], (n,))
+    task = slogdet_factor if dtype.kind == "c" else slogdet_task
+    get_runtime().submit(task, tiles + [(sign.tile(()), W), (logabs.tile(()), W)], (n,))
     return SlogdetResult(sign, logabs)
 
 
