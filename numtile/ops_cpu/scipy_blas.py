@@ -21,7 +21,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import get_cython_function_address, intrinsic
+from numba.extending import get_cython_function_address, intrinsic, overload
 
 _ROUTINES = {"cython_blas": ("gemm", "gemv", "syrk", "trsm"), "cython_lapack": ("getrf", "potrf")}
 _PREFIXES = {types.float32: "s", types.float64: "d", types.complex64: "c", types.complex128: "z"}
@@ -173,3 +173,15 @@ def operation(trans):
     if trans == 2:
         return CONJUGATE_TRANSPOSE
     return TRANSPOSE if trans else NO
+
+
+def adjoint(like):
+    """LAPACK's TRANS flag for Q^H: 'C' for complex arrays, 'T' for real ones (the real
+    routines such as dgemqrt accept only 'T')."""
+    raise NotImplementedError
+
+
+@overload(adjoint)
+def _adjoint_overload(like):
+    flag = CONJUGATE_TRANSPOSE if isinstance(like.dtype, types.Complex) else TRANSPOSE
+    return lambda like: flag

@@ -192,7 +192,7 @@ class QRResult(NamedTuple):
 
 def check_matrix(x, name: str) -> TileTensor:
     """``x`` as a 2-d float matrix, or the error NumPy's linalg raises."""
-    (x,), _ = float_matrices(name, x, complex_kernels=False)
+    (x,), _ = float_matrices(name, x)
     if x.ndim != 2:
         raise ValueError(
             f"{name}: expected a 2-d matrix, got an array of shape {x.shape} "
