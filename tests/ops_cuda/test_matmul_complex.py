@@ -1,7 +1,8 @@
 """The complex GEMM twins (numtile.ops_cuda.matmul on complex64/complex128 tiles): the tiled
 ``@cuda.jit`` kernel under the simulator and the cuBLAS c/zgemm path (through the stand-in for
 CuPy of test_matmul.py, extended with 'C' and the complex routines) against the CPU kernel, for
-every flag (0, 1 transpose, 2 conjugate transpose). Their PTX for sm_90 is compiled by
+every flag (0, 1 transpose, 2 conjugate transpose); and ``herk`` (the complex Cholesky's
+update, the same kernel on the lower triangle). Their PTX for sm_90 is compiled by
 test_matmul.py's compile test."""
 
 import numpy as np
@@ -108,3 +109,18 @@ def test_cublas_path_matches_cpu_for_every_flag(fake_cupy, dtype):
     fake_cupy.calls.clear()
     _close(*_run(ops_cuda.gemm_batched, dtype, 0, 2, 1.0, 0.0, batch=(3, 1, 3)), dtype)
     assert fake_cupy.calls == [(prefix + "gemmStridedBatched", 0)]
+
+
+def test_herk_matches_cpu_on_the_lower_triangle():
+    # the Hermitian rank-k update of the complex Cholesky: c = alpha op(a) op(a)^H + beta c
+    a, _, _ = _operands(np.complex128, False, False)  # (M, K)
+    for trans in (False, True):
+        tile = a.T.copy() if trans else a
+        c = np.tril(_operands(np.complex128, False, False, seed=3)[0] @ a.conj().T)
+        d_c = cuda.to_device(c)
+        ops_cuda.herk(cuda.to_device(tile), d_c, trans, -1.0, 0.5)
+        expected = c.copy()
+        ops_cpu.herk(tile, expected, trans, -1.0, 0.5)
+        _close(np.tril(d_c.copy_to_host()), np.tril(expected), np.complex128)
+        op = tile.conj().T if trans else tile
+        _close(np.tril(expected), np.tril(-(op @ op.conj().T) + 0.5 * c), np.complex128)
