@@ -122,7 +122,15 @@ def _matmul(
 #   y = a^-1:            da = -y^T g y^T
 #   (sign, l) = slogdet: da = g_l a^-T;  d = det(a): da = g d a^-T
 # A singular a fails its gradient (through inv/solve) with LinAlgError, where PyTorch would
-# fall back to an SVD.
+# fall back to an SVD. Complex a (PyTorch's convention): the transposes are conjugate
+# transposes and d's factor is conj(d): db = a^-H g, da = -db x^H; da = -y^H g y^H;
+# da = g conj(d) a^-H.
+
+
+def _adjoint(a):
+    """The (conjugate, for complex a) transpose of the last two axes."""
+    a_t = matrix_transpose(a)
+    return elementwise.conj(a_t) if a.dtype.kind == "c" else a_t
 
 
 def _per_matrix(g):
@@ -134,7 +142,7 @@ def _outer(u, v):
     """u v^T of two tensors of the same rank: 1-d vectors or 2-d matrices."""
     if u.ndim == 1:
         u, v = reshape(u, (u.shape[0], 1)), reshape(v, (v.shape[0], 1))
-    return matmul(u, v, transpose_b=True)
+    return matmul(u, v, transpose_b=True, conjugate_b=True)  # u v^H for complex v
 
 
 class Solve(Function):
@@ -148,7 +156,7 @@ class Solve(Function):
     @staticmethod
     def backward(ctx, g):
         a, b, x = ctx.saved
-        gb = solve(matrix_transpose(a), g, assume_a=ctx.assume_a)
+        gb = solve(_adjoint(a), g, assume_a=ctx.assume_a)
         ga = unbroadcast(negative(_outer(gb, x)), a) if a.requires_grad else None
         return ga, unbroadcast(gb, b)
 
@@ -163,7 +171,8 @@ class Inverse(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved
-        return negative(matmul(y, matmul(g, y, transpose_b=True), transpose_a=True))
+        inner = matmul(g, y, transpose_b=True, conjugate_b=True)
+        return negative(matmul(y, inner, transpose_a=True, conjugate_a=True))
 
 
 class LogAbsDet(Function):
@@ -190,7 +199,8 @@ class Determinant(Function):
     @staticmethod
     def backward(ctx, g):
         a, d = ctx.saved
-        return multiply(_per_matrix(multiply(g, d)), matrix_transpose(inv(a)))
+        scale = multiply(g, elementwise.conj(d) if d.dtype.kind == "c" else d)
+        return multiply(_per_matrix(scale), _adjoint(inv(a)))
 
 
 @gradient_rule("solve")

@@ -1,6 +1,7 @@
 """Complex matrix products (issue 13/14): matmul / ``@`` / tensordot / vecdot / matrix_power on
 complex64 and complex128 through the c/zgemm tile kernels (conjugate transposes as BLAS's 'C'
-flag), against NumPy, and their gradients in PyTorch's convention against torch autograd. The
+flag), against NumPy, and their gradients (and those of solve, inv and det) in PyTorch's
+convention against torch autograd. The
 CPU kernels and the CUDA twins (simulator) are compared directly in
 tests/ops_cuda/test_matmul_complex.py."""
 
@@ -128,4 +129,15 @@ def test_matmul_gradients_match_torch():
     _check_gradients(
         lambda xp, x: nt.linalg.matrix_power(x, 3) if xp is nt else torch.linalg.matrix_power(x, 3),
         square,
+    )
+
+
+def test_solve_inverse_and_determinant_gradients_match_torch():
+    a = _complex((4, 4)) + 3 * np.eye(4)
+    b = _complex((4, 2))
+    _check_gradients(lambda xp, x, y: xp.linalg.solve(x, y), a, b)
+    _check_gradients(lambda xp, x: xp.linalg.inv(x), a)
+    _check_gradients(
+        lambda xp, x: xp.reshape(xp.linalg.det(x), (1, 1)) if xp is nt else x.det().reshape(1, 1),
+        a,
     )
