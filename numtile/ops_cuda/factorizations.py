@@ -91,12 +91,14 @@ def _trsm_kernel(a, b, left, lower, trans_a, unit_diagonal, alpha):
     # reduce to solving M x = alpha * v, with M = op(a) (left) or op(a).T (right); M[i, p] is
     # a[p, i] when transposed, else a[i, p], and is lower triangular (forward substitution)
     # when exactly one of lower / transposed holds. Only the triangle of a that is meant is
-    # read, and its diagonal only when not unit_diagonal.
+    # read, and its diagonal only when not unit_diagonal. trans_a == 2 (complex tiles, an
+    # integer flag): op(a) = a^H, every coefficient conjugated.
     m = b.shape[0]
     n = b.shape[1]
     order = m if left else n
     count = n if left else m
-    transposed = trans_a != (not left)
+    conjugate = trans_a == 2
+    transposed = (trans_a != 0) != (not left)
     forward = lower != transposed
     for v in range(cuda.grid(1), count, cuda.gridsize(1)):
         if alpha == 0:  # as BLAS: b = 0, a not read
@@ -113,9 +115,11 @@ def _trsm_kernel(a, b, left, lower, trans_a, unit_diagonal, alpha):
             stop = i if forward else order
             for p in range(start, stop):
                 coefficient = a[p, i] if transposed else a[i, p]
+                if conjugate:
+                    coefficient = coefficient.conjugate()
                 total -= coefficient * (b[p, v] if left else b[v, p])
             if not unit_diagonal:
-                total = total / a[i, i]
+                total = total / (a[i, i].conjugate() if conjugate else a[i, i])
             if left:
                 b[i, v] = total
             else:
@@ -133,7 +137,8 @@ def trsm(
     *,
     stream: Any = 0,
 ) -> None:
-    """Solve in place in b: op(a) @ x = alpha * b when left, else x @ op(a) = alpha * b."""
+    """Solve in place in b: op(a) @ x = alpha * b when left, else x @ op(a) = alpha * b;
+    op(a) = a.T when trans_a is True, a^H when it is 2."""
     m, n = b.shape
     order = m if left else n
     check_argument(a.shape[0] == order and a.shape[1] == order, "trsm: a does not match b")
@@ -145,7 +150,7 @@ def trsm(
         b,
         bool(left),
         bool(lower),
-        bool(trans_a),
+        int(trans_a) if np.dtype(b.dtype).kind == "c" else bool(trans_a),
         bool(unit_diagonal),
         np.dtype(b.dtype).type(alpha),
     )

@@ -1,9 +1,9 @@
 """The complex GEMM twins (numtile.ops_cuda.matmul on complex64/complex128 tiles): the tiled
 ``@cuda.jit`` kernel under the simulator and the cuBLAS c/zgemm path (through the stand-in for
 CuPy of test_matmul.py, extended with 'C' and the complex routines) against the CPU kernel, for
-every flag (0, 1 transpose, 2 conjugate transpose); and ``herk`` (the complex Cholesky's
-update, the same kernel on the lower triangle). Their PTX for sm_90 is compiled by
-test_matmul.py's compile test."""
+every flag (0, 1 transpose, 2 conjugate transpose); ``herk`` (the complex Cholesky's
+update, the same kernel on the lower triangle) and ``trsm`` with a conjugate transpose. Their
+PTX for sm_90 is compiled by the compile tests of test_matmul.py and test_factorizations.py."""
 
 import numpy as np
 import pytest
@@ -125,3 +125,17 @@ def test_herk_matches_cpu_on_the_lower_triangle():
         _close(np.tril(d_c.copy_to_host()), np.tril(expected), np.complex128)
         op = tile.conj().T if trans else tile
         _close(np.tril(expected), np.tril(-(op @ op.conj().T) + 0.5 * c), np.complex128)
+
+
+def test_trsm_matches_cpu_for_every_flag():
+    # the complex LU's and Cholesky's triangular solves, trans 2 = a^H (conjugated diagonal)
+    rng = np.random.default_rng(5)
+    a = np.tril(rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))) + 3 * np.eye(4)
+    for left in (True, False):
+        for lower, trans in [(True, 2), (False, 2), (True, 1), (False, 0)]:
+            stored = a if lower else a.T.copy()
+            b = rng.standard_normal((4, 3) if left else (3, 4)) + 0j
+            d_b = cuda.to_device(b)
+            ops_cuda.trsm(cuda.to_device(stored), d_b, left, lower, trans, False, 2.0)
+            ops_cpu.trsm(stored, b, left, lower, trans, False, 2.0)
+            _close(d_b.copy_to_host(), b, np.complex128)
