@@ -35,7 +35,8 @@ def _potrf_kernel(a, info):
     # One block, right-looking: for each column j, take the square root of the (already
     # updated) diagonal, scale the column below it, then update the trailing lower triangle.
     # Only elements on or below the diagonal are read. On failure a[j, j] keeps the
-    # non-positive pivot, as LAPACK's potf2 leaves it.
+    # non-positive pivot, as LAPACK's potf2 leaves it. Complex tiles (a = L L^H): the pivot is
+    # the diagonal's real part (LAPACK ignores its imaginary part) and the update conjugates.
     n = a.shape[0]
     tid = cuda.threadIdx.x
     threads = cuda.blockDim.x
@@ -45,7 +46,7 @@ def _potrf_kernel(a, info):
     cuda.syncthreads()
     for j in range(n):
         if tid == 0:
-            pivot = a[j, j]
+            pivot = a[j, j].real
             if pivot <= 0:  # a NaN pivot is not caught, as OpenBLAS (the CPU twin) does not
                 failed[0] = j + 1
             else:
@@ -62,7 +63,7 @@ def _potrf_kernel(a, info):
             i = j + 1 + index // width
             col = j + 1 + index % width
             if col <= i:
-                a[i, col] -= a[i, j] * a[col, j]
+                a[i, col] -= a[i, j] * a[col, j].conjugate()
         cuda.syncthreads()
     for index in range(tid, n * n, threads):
         i = index // n
@@ -74,7 +75,8 @@ def _potrf_kernel(a, info):
 
 
 def potrf(a: Any, info: Any, *, stream: Any = 0) -> None:
-    """Cholesky a = L @ L.T in place (L below, zeros above); LAPACK's info goes to info[0]."""
+    """Cholesky a = L @ L.T (L @ L^H for complex a) in place (L below, zeros above); LAPACK's
+    info goes to info[0]."""
     n = a.shape[0]
     check_argument(a.ndim == 2 and a.shape[1] == n, "potrf: a must be square")
     check_argument(info.size >= 1, "potrf: info must hold one integer")

@@ -126,6 +126,7 @@ _COMPILE_ALL = """
     t = types.complex128
     signature = (t[:, ::1], t[:, ::1], flag, flag, types.int64, flag, t)
     cuda.compile_ptx(factorizations._trsm_kernel.py_func, signature, cc=(9, 0))
+    cuda.compile_ptx(factorizations._potrf_kernel.py_func, (t[:, ::1], types.int32[::1]), cc=(9, 0))
 """
 
 

@@ -2,7 +2,8 @@
 ``@cuda.jit`` kernel under the simulator and the cuBLAS c/zgemm path (through the stand-in for
 CuPy of test_matmul.py, extended with 'C' and the complex routines) against the CPU kernel, for
 every flag (0, 1 transpose, 2 conjugate transpose); ``herk`` (the complex Cholesky's
-update, the same kernel on the lower triangle) and ``trsm`` with a conjugate transpose. Their
+update, the same kernel on the lower triangle), ``trsm`` with a conjugate transpose and
+``potrf`` of a Hermitian tile. Their
 PTX for sm_90 is compiled by the compile tests of test_matmul.py and test_factorizations.py."""
 
 import numpy as np
@@ -139,3 +140,14 @@ def test_trsm_matches_cpu_for_every_flag():
             ops_cuda.trsm(cuda.to_device(stored), d_b, left, lower, trans, False, 2.0)
             ops_cpu.trsm(stored, b, left, lower, trans, False, 2.0)
             _close(d_b.copy_to_host(), b, np.complex128)
+
+
+def test_potrf_matches_cpu_on_a_hermitian_matrix():
+    rng = np.random.default_rng(6)
+    g = rng.standard_normal((5, 5)) + 1j * rng.standard_normal((5, 5))
+    h = g @ g.conj().T + 5 * np.eye(5)
+    d_h, info = cuda.to_device(h), cuda.to_device(np.ones(1, np.int32))
+    ops_cuda.potrf(d_h, info)
+    assert info.copy_to_host()[0] == ops_cpu.potrf(h) == 0
+    _close(d_h.copy_to_host(), h, np.complex128)
+    _close(h, np.linalg.cholesky(g @ g.conj().T + 5 * np.eye(5)), np.complex128)

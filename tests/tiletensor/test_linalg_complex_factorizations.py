@@ -157,3 +157,23 @@ def test_stacks_in_one_tile_match_numpy():
     assert s.dtype == np.float32
     _close(s.to_numpy(), np.linalg.svd(a, compute_uv=False), np.complex64)
     _close(nt.linalg.pinv(_tensor(a, (1, 5, 3))).to_numpy(), np.linalg.pinv(a), np.complex64)
+
+
+def test_on_a_gpu_worker_lu_and_cholesky_match_numpy():
+    # every task on the CUDA twins (simulator): complex gemm, trsm, herk, potrf, getrf, laswp
+    from numtile.ops_cuda import available
+
+    if not available():
+        pytest.skip("needs a GPU or the CUDA simulator")
+    a, b = _complex((5, 5)) + 3 * np.eye(5), _complex((5, 2))
+    h = _hermitian(5, np.complex128)
+    nt.init(ncpu=1, ncuda=1, restrict="cuda", cuda_mem_limit=64 * 1024)
+    try:
+        x, rhs = _tensor(a, (2, 2)), _tensor(b, (2, 2))
+        _close((x @ rhs).to_numpy(), a @ b, np.complex128)
+        _close(nt.linalg.solve(x, rhs).to_numpy(), np.linalg.solve(a, b), np.complex128)
+        _close(nt.linalg.cholesky(_tensor(h, (2, 2))).to_numpy(), np.linalg.cholesky(h),
+               np.complex128)  # fmt: skip
+        _close(nt.linalg.slogdet(x).sign.item(), np.linalg.slogdet(a)[0], np.complex128)
+    finally:
+        nt.init()
