@@ -95,25 +95,8 @@ def _operand_dtype(g, x):
 
 
 @gradient_rule("matmul")
-def _matmul(
-    x1,
-    x2,
-    *,
-    transpose_a: bool = False,
-    transpose_b: bool = False,
-    out_dtype=None,
-    conjugate_a: bool = False,
-    conjugate_b: bool = False,
-):
-    return MatMul.apply(
-        x1,
-        x2,
-        transpose_a=transpose_a,
-        transpose_b=transpose_b,
-        out_dtype=out_dtype,
-        conjugate_a=conjugate_a,
-        conjugate_b=conjugate_b,
-    )
+def _matmul(x1, x2, **flags):  # transpose_a/_b, out_dtype, conjugate_a/_b: matmul's keywords
+    return MatMul.apply(x1, x2, **flags)
 
 
 # --- solve, inverse, determinants ------------------------------------------------------------
