@@ -38,11 +38,25 @@ from numtile.tiletensor.reduction import sum as tensor_sum
 
 class MatMul(Function):
     @staticmethod
-    def forward(ctx, x, y, transpose_a=False, transpose_b=False, out_dtype=None):
+    def forward(
+        ctx,
+        x,
+        y,
+        transpose_a=False,
+        transpose_b=False,
+        out_dtype=None,
+        conjugate_a=False,
+        conjugate_b=False,
+    ):
         if x.ndim < 2 or y.ndim < 2:
             raise ValueError(
                 "matmul with gradients needs operands of at least 2 axes; reshape "
                 f"vectors first (got shapes {x.shape} and {y.shape})"
+            )
+        if conjugate_a or conjugate_b:
+            raise NotImplementedError(
+                "matmul: gradients through conjugate_a/conjugate_b are not implemented; "
+                "conjugate with nt.conj first"
             )
         ctx.save_for_backward(x, y)
         ctx.flags = (transpose_a, transpose_b)
@@ -51,33 +65,38 @@ class MatMul(Function):
     @staticmethod
     def backward(ctx, g):
         # C = op(A) op(B): dA = g op(B)^T (transposed back if A was), dB likewise; the
-        # transposes are GEMM flags, never copies
+        # transposes are GEMM flags, never copies. Complex operands (PyTorch's convention,
+        # conjugate Wirtinger): the same with the other operand conjugated, dA = g op(B)^H,
+        # which BLAS reads as 'C' where the formula transposes it
         x, y = ctx.saved
         ta, tb = ctx.flags
         gx = gy = None
         if x.requires_grad:
-            if ta:  # dA = op(B) g^T
-                gx = matmul(y, g, transpose_a=tb, transpose_b=True)
-            else:  # dA = g op(B)^T
-                gx = matmul(g, y, transpose_b=not tb)
+            if ta:  # dA = conj(op(B)) g^T
+                gx = matmul(y, g, transpose_a=tb, transpose_b=True, conjugate_a=True)
+            else:  # dA = g op(B)^H
+                gx = matmul(g, y, transpose_b=not tb, conjugate_b=True)
             gx = unbroadcast(gx, x)
         if y.requires_grad:
-            if tb:  # dB = g^T op(A)
-                gy = matmul(g, x, transpose_a=True, transpose_b=ta)
-            else:  # dB = op(A)^T g
-                gy = matmul(x, g, transpose_a=not ta)
+            if tb:  # dB = g^T conj(op(A))
+                gy = matmul(g, x, transpose_a=True, transpose_b=ta, conjugate_b=True)
+            else:  # dB = op(A)^H g
+                gy = matmul(x, g, transpose_a=not ta, conjugate_a=True)
             gy = unbroadcast(gy, y)
-        # a float32 result of bfloat16 operands (out_dtype): gradients in the operands' dtype
-        gx = gx if gx is None or gx.dtype == x.dtype else gx.astype(x.dtype)
-        gy = gy if gy is None or gy.dtype == y.dtype else gy.astype(y.dtype)
-        return gx, gy
+        return _operand_dtype(gx, x), _operand_dtype(gy, y)
+
+
+def _operand_dtype(g, x):
+    """A float32 gradient of a bfloat16 operand (out_dtype) in the operand's dtype; a complex
+    gradient of a real operand stays complex (the tape keeps its real part)."""
+    if g is None or g.dtype == x.dtype or g.dtype.kind == "c":
+        return g
+    return g.astype(x.dtype)
 
 
 @gradient_rule("matmul")
-def _matmul(x1, x2, *, transpose_a: bool = False, transpose_b: bool = False, out_dtype=None):
-    return MatMul.apply(
-        x1, x2, transpose_a=transpose_a, transpose_b=transpose_b, out_dtype=out_dtype
-    )
+def _matmul(x1, x2, **flags):  # transpose_a/_b, out_dtype, conjugate_a/_b: matmul's keywords
+    return MatMul.apply(x1, x2, **flags)
 
 
 # --- solve, inverse, determinants ------------------------------------------------------------
@@ -86,7 +105,15 @@ def _matmul(x1, x2, *, transpose_a: bool = False, transpose_b: bool = False, out
 #   y = a^-1:            da = -y^T g y^T
 #   (sign, l) = slogdet: da = g_l a^-T;  d = det(a): da = g d a^-T
 # A singular a fails its gradient (through inv/solve) with LinAlgError, where PyTorch would
-# fall back to an SVD.
+# fall back to an SVD. Complex a (PyTorch's convention): the transposes are conjugate
+# transposes and d's factor is conj(d): db = a^-H g, da = -db x^H; da = -y^H g y^H;
+# da = g conj(d) a^-H.
+
+
+def _adjoint(a):
+    """The (conjugate, for complex a) transpose of the last two axes."""
+    a_t = matrix_transpose(a)
+    return elementwise.conj(a_t) if a.dtype.kind == "c" else a_t
 
 
 def _per_matrix(g):
@@ -98,7 +125,7 @@ def _outer(u, v):
     """u v^T of two tensors of the same rank: 1-d vectors or 2-d matrices."""
     if u.ndim == 1:
         u, v = reshape(u, (u.shape[0], 1)), reshape(v, (v.shape[0], 1))
-    return matmul(u, v, transpose_b=True)
+    return matmul(u, v, transpose_b=True, conjugate_b=True)  # u v^H for complex v
 
 
 class Solve(Function):
@@ -112,7 +139,7 @@ class Solve(Function):
     @staticmethod
     def backward(ctx, g):
         a, b, x = ctx.saved
-        gb = solve(matrix_transpose(a), g, assume_a=ctx.assume_a)
+        gb = solve(_adjoint(a), g, assume_a=ctx.assume_a)
         ga = unbroadcast(negative(_outer(gb, x)), a) if a.requires_grad else None
         return ga, unbroadcast(gb, b)
 
@@ -127,7 +154,8 @@ class Inverse(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved
-        return negative(matmul(y, matmul(g, y, transpose_b=True), transpose_a=True))
+        inner = matmul(g, y, transpose_b=True, conjugate_b=True)
+        return negative(matmul(y, inner, transpose_a=True, conjugate_a=True))
 
 
 class LogAbsDet(Function):
@@ -154,7 +182,8 @@ class Determinant(Function):
     @staticmethod
     def backward(ctx, g):
         a, d = ctx.saved
-        return multiply(_per_matrix(multiply(g, d)), matrix_transpose(inv(a)))
+        scale = multiply(g, elementwise.conj(d) if d.dtype.kind == "c" else d)
+        return multiply(_per_matrix(scale), _adjoint(inv(a)))
 
 
 @gradient_rule("solve")

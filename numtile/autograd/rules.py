@@ -92,6 +92,9 @@ COMPLEX_RULES = frozenset(
     # linear rearrangements: their gradients move values, whatever the dtype
     | {"broadcast_to", "concat", "diagonal", "flip", "getitem", "permute_dims", "redistribute"}
     | {"repeat", "reshape", "retile", "roll", "take", "tril", "triu", "unstack"}
+    # complex linear algebra (issue 14): products conjugate the other operand, the solve,
+    # inverse and determinant take conjugate transposes (autograd/linalg.py)
+    | {"matmul", "solve", "inv", "det"}
 )
 
 

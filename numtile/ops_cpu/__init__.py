@@ -52,7 +52,7 @@ from numtile.ops_cpu.elementwise import (
     unary,
     unary_backward,
 )
-from numtile.ops_cpu.factorizations import potrf, syrk, trsm
+from numtile.ops_cpu.factorizations import herk, potrf, syrk, trsm
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
     compact,
@@ -157,6 +157,7 @@ __all__ = [
     "split_by_keys",
     "sum_columns",
     "syrk",
+    "herk",
     "take_positions",
     "to_host",
     "tpmqrt",

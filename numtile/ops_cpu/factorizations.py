@@ -20,17 +20,30 @@ True
 
 from numba import njit
 
-from numtile.ops_cpu.scipy_blas import LEFT, LOWER, NO, RIGHT, TRANSPOSE, UNIT, UPPER, call, leading
+from numtile.ops_cpu.scipy_blas import (
+    CONJUGATE_TRANSPOSE,
+    LEFT,
+    LOWER,
+    NO,
+    RIGHT,
+    TRANSPOSE,
+    UNIT,
+    UPPER,
+    call,
+    leading,
+    operation,
+)
 
 
 @njit(nogil=True, cache=True)
 def potrf(a):
-    """Cholesky a = L @ L.T in place: L in the lower triangle, zeros above it; reads only the
-    lower triangle of a. Returns LAPACK's info: 0, or the order of the first leading minor
-    that is not positive definite (a then holds a partial factor)."""
+    """Cholesky a = L @ L.T (L @ L^H for complex a) in place: L in the lower triangle, zeros
+    above it; reads only the lower triangle of a. Returns LAPACK's info: 0, or the order of
+    the first leading minor that is not positive definite (a then holds a partial factor)."""
     n = a.shape[0]
     assert a.shape[1] == n, "potrf: a must be square"
-    # Row-major lower is column-major upper, and a = U^T U there means a = L L^T here.
+    # Row-major lower is column-major upper, and a = U^T U there means a = L L^T here (for a
+    # Hermitian a the buffer is conj(a) = U^H U, so a = L L^H with L = U^T).
     info = call("potrf", a, UPPER, n, a, leading(a), 0)
     for i in range(n):
         a[i, i + 1 :] = 0
@@ -40,17 +53,19 @@ def potrf(a):
 @njit(nogil=True, cache=True)
 def trsm(a, b, left, lower, trans_a, unit_diagonal, alpha):
     """Solve in place in b: op(a) @ x = alpha * b when left, else x @ op(a) = alpha * b, for a
-    triangular a (lower or upper, unit diagonal or not); op(a) = a.T when trans_a."""
+    triangular a (lower or upper, unit diagonal or not); op(a) = a.T when trans_a is True,
+    the conjugate transpose a^H when it is 2."""
     m, n = b.shape
     order = m if left else n
     assert a.shape[0] == order and a.shape[1] == order, "trsm: a does not match b"
-    # Column-major, the transposed system has the other side and the other triangle.
+    # Column-major, the transposed system has the other side and the other triangle; the
+    # operation stays ((a^H)^T = conj(a) is the buffer's conjugate transpose).
     call(
         "trsm",
         b,
         RIGHT if left else LEFT,
         UPPER if lower else LOWER,
-        TRANSPOSE if trans_a else NO,
+        operation(trans_a),
         UNIT if unit_diagonal else NO,
         n,
         m,
@@ -75,6 +90,30 @@ def syrk(a, c, trans_a, alpha, beta):
         c,
         UPPER,
         NO if trans_a else TRANSPOSE,
+        n,
+        k,
+        float(alpha),
+        a,
+        leading(a),
+        float(beta),
+        c,
+        leading(c),
+    )
+
+
+@njit(nogil=True, cache=True)
+def herk(a, c, trans_a, alpha, beta):
+    """syrk's Hermitian twin for complex tiles: c = alpha * op(a) @ op(a)^H + beta * c on the
+    lower triangle of c only, alpha and beta real; op(a) = a^H when trans_a."""
+    n = c.shape[0]
+    k = a.shape[0] if trans_a else a.shape[1]
+    assert c.shape[1] == n and a.shape[1 if trans_a else 0] == n, "herk: shapes do not agree"
+    # Column-major, c's buffer is c^T = conj(c): conj(op(a)) op(a)^T, the opposite operation
+    call(
+        "herk",
+        c,
+        UPPER,
+        NO if trans_a else CONJUGATE_TRANSPOSE,
         n,
         k,
         float(alpha),

@@ -1,11 +1,11 @@
-"""GEMM tile kernels: gemm and gemm_batched on row-major tiles (float32/float64 through scipy's
-BLAS, integers through a plain loop)."""
+"""GEMM tile kernels: gemm and gemm_batched on row-major tiles (float32/float64 and
+complex64/complex128 through scipy's BLAS, integers through a plain loop)."""
 
 from numba import njit, types
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
-from numtile.ops_cpu.scipy_blas import NO, TRANSPOSE, call, leading
+from numtile.ops_cpu.scipy_blas import call, leading, operation
 
 
 @njit(inline="always")
@@ -49,7 +49,7 @@ def _gemm_matrix_overload(a, b, c, trans_a, trans_b, alpha, beta):
             # Read column-major, b is the (n, k) matrix op(b)^T (leading dimension n), or
             # when trans_b the (k, n) matrix op(b) (leading dimension k), which gemv transposes.
             rows, columns = (k, n) if trans_b else (n, k)
-            flag = TRANSPOSE if trans_b else NO
+            flag = operation(trans_b)
             call(
                 "gemv", c, flag, rows, columns, float(alpha), b, leading(b), a, 1, float(beta), c, 1
             )
@@ -58,8 +58,8 @@ def _gemm_matrix_overload(a, b, c, trans_a, trans_b, alpha, beta):
         call(
             "gemm",
             c,
-            TRANSPOSE if trans_b else NO,
-            TRANSPOSE if trans_a else NO,
+            operation(trans_b),
+            operation(trans_a),
             n,
             m,
             k,
@@ -78,9 +78,10 @@ def _gemm_matrix_overload(a, b, c, trans_a, trans_b, alpha, beta):
 
 @njit(nogil=True, cache=True)
 def gemm(a, b, c, trans_a, trans_b, alpha, beta):
-    """c = alpha * op(a) @ op(b) + beta * c in place; op(x) = x.T when trans_x; c is ignored
-    when beta == 0 (NaN in it stays out). float32/float64 through BLAS, integers through a
-    plain loop with alpha and beta cast to c's dtype."""
+    """c = alpha * op(a) @ op(b) + beta * c in place; op(x) = x.T when trans_x is True, the
+    conjugate transpose x^H when it is 2; c is ignored when beta == 0 (NaN in it stays out).
+    Floating and complex tiles through BLAS (s/d/c/zgemm), integers through a plain loop with
+    alpha and beta cast to c's dtype."""
     _gemm_matrix(a, b, c, trans_a, trans_b, alpha, beta)
 
 

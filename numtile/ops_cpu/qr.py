@@ -30,11 +30,14 @@ from llvmlite import binding as llvm
 from numba import njit
 from numba.extending import get_cython_function_address
 
-from numtile.ops_cpu.scipy_blas import LEFT, NO, TRANSPOSE, _symbol, call
+from numtile.ops_cpu.scipy_blas import LEFT, NO, _symbol, adjoint, call
 
 for _name in ("geqrt", "tpqrt", "gemqrt", "tpmqrt", "geqrf", "orgqr"):
-    for _prefix in "sd":
-        _address = get_cython_function_address("scipy.linalg.cython_lapack", _prefix + _name)
+    for _prefix in "sdcz":
+        # complex Q is formed by c/zungqr, linked under the name orgqr so that one kernel
+        # serves every dtype
+        _routine = _prefix + ("ungqr" if _name == "orgqr" and _prefix in "cz" else _name)
+        _address = get_cython_function_address("scipy.linalg.cython_lapack", _routine)
         llvm.add_symbol(_symbol(_prefix + _name), _address)
 
 
@@ -68,7 +71,8 @@ def geqrt(a, t):
 
 @njit(nogil=True, cache=True)
 def gemqrt(v, t, c, transpose):
-    """c = Q^T c (``transpose``) or Q c, Q from ``geqrt(v, t)``; c has v's rows."""
+    """c = Q^T c (``transpose``; Q^H for complex tiles) or Q c, Q from ``geqrt(v, t)``; c has
+    v's rows."""
     m, n = c.shape
     k = min(v.shape[0], v.shape[1])
     assert v.shape[0] == m and t.shape[0] == v.shape[1], "gemqrt: shapes do not agree"
@@ -78,7 +82,7 @@ def gemqrt(v, t, c, transpose):
     v_major = np.ascontiguousarray(v.T)
     c_major = np.ascontiguousarray(c.T)
     work = np.empty(nb * n, c.dtype)
-    flag = TRANSPOSE if transpose else NO
+    flag = adjoint(c) if transpose else NO
     info = call(
         "gemqrt", c_major, LEFT, flag, m, n, k, nb, v_major, max(1, m), t, t.shape[1],
         c_major, max(1, m), work, 0,
@@ -122,7 +126,8 @@ def tpqrt(a, b, t, triangular):
 
 @njit(nogil=True, cache=True)
 def tpmqrt(v, t, a, b, transpose, triangular):
-    """[a_top; b_top] = Q^T [...] (``transpose``) or Q [...], Q from ``tpqrt(., v, t)``:
+    """[a_top; b_top] = Q^T [...] (``transpose``; Q^H for complex tiles) or Q [...], Q from
+    ``tpqrt(., v, t)``:
     a_top is a's first k rows (k = v's columns), b_top the rows of b that step used."""
     k = v.shape[1]
     n = a.shape[1]
@@ -138,7 +143,7 @@ def tpmqrt(v, t, a, b, transpose, triangular):
     a_major = np.ascontiguousarray(a.T)
     b_major = np.ascontiguousarray(b.T)
     work = np.empty(nb * n, a.dtype)
-    flag = TRANSPOSE if transpose else NO
+    flag = adjoint(a) if transpose else NO
     info = call(
         "tpmqrt", a_major, LEFT, flag, m, n, k, trapezoid, nb, v_major, max(1, v.shape[0]), t,
         t.shape[1], a_major, max(1, a.shape[0]), b_major, max(1, b.shape[0]), work, 0,
@@ -173,9 +178,9 @@ def _geqrf(major, m, n, tau, r):
     k = min(m, n)
     query = np.empty(1, major.dtype)
     call("geqrf", major, m, n, major, m, tau, query, -1, 0)
-    size = query[0]
+    size = query[0].real  # LAPACK's optimal workspace size (a complex number for c/z)
     call("orgqr", major, m, k, k, major, m, tau, query, -1, 0)
-    work = np.empty(int(max(size, query[0], 1.0)), major.dtype)
+    work = np.empty(int(max(size, query[0].real, 1.0)), major.dtype)
     info = call("geqrf", major, m, n, major, m, tau, work, work.size, 0)
     assert info == 0, "qr_explicit: bad argument to geqrf"
     for i in range(k):

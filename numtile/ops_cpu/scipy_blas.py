@@ -21,14 +21,25 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import get_cython_function_address, intrinsic
+from numba.extending import get_cython_function_address, intrinsic, overload
 
 _ROUTINES = {"cython_blas": ("gemm", "gemv", "syrk", "trsm"), "cython_lapack": ("getrf", "potrf")}
-_PREFIXES = {types.float32: "s", types.float64: "d"}
+_PREFIXES = {types.float32: "s", types.float64: "d", types.complex64: "c", types.complex128: "z"}
+# complex-only routines (herk is syrk's Hermitian twin: C = alpha A A^H + beta C)
+_COMPLEX_ROUTINES = {"cython_blas": ("herk",)}
+# routines whose floating scalars are real whatever the matrices' dtype (herk's alpha, beta)
+_REAL_SCALARS = frozenset({"herk"})
+_REAL_OF = {
+    types.float32: types.float32,
+    types.float64: types.float64,
+    types.complex64: types.float32,
+    types.complex128: types.float64,
+}
 
 # Fortran CHARACTER flags, passed as uint8 so that `call` hands them over as one byte.
 NO = np.uint8(ord("N"))
 TRANSPOSE = np.uint8(ord("T"))
+CONJUGATE_TRANSPOSE = np.uint8(ord("C"))
 LEFT = np.uint8(ord("L"))
 RIGHT = np.uint8(ord("R"))
 LOWER = np.uint8(ord("L"))
@@ -45,11 +56,12 @@ def _register_routines() -> None:
     """Make every routine in _ROUTINES linkable by name from compiled kernels."""
     # A named symbol, unlike a ctypes function pointer, keeps no process-specific address
     # in the compiled code, so `cache=True` works; re-registering at import relinks it.
-    for module, names in _ROUTINES.items():
-        for name in names:
-            for prefix in _PREFIXES.values():
-                address = get_cython_function_address(f"scipy.linalg.{module}", prefix + name)
-                llvm.add_symbol(_symbol(prefix + name), address)
+    for table, prefixes in ((_ROUTINES, "sdcz"), (_COMPLEX_ROUTINES, "cz")):
+        for module, names in table.items():
+            for name in names:
+                for prefix in prefixes:
+                    address = get_cython_function_address(f"scipy.linalg.{module}", prefix + name)
+                    llvm.add_symbol(_symbol(prefix + name), address)
 
 
 _register_routines()
@@ -99,31 +111,33 @@ def kernel_blas_library() -> str | None:
 
 @intrinsic
 def call(typingctx, name, like, *arguments):
-    """Call scipy's BLAS/LAPACK `<s|d><name>` for like's dtype, every argument by reference.
+    """Call scipy's BLAS/LAPACK `<s|d|c|z><name>` for like's dtype, every argument by reference.
 
     Arrays (of like's dtype, or int32 ones such as pivot indices) pass their data pointer;
-    uint8 scalars a Fortran CHARACTER; other integers an
-    INTEGER (int32); floats a real of like's dtype. Scalars are spilled to the calling
-    kernel's stack. Returns the last argument's value after the call: LAPACK's INFO.
+    uint8 scalars a Fortran CHARACTER; other integers an INTEGER (int32); real and complex
+    scalars a number of like's dtype (of its real counterpart for herk's alpha and beta).
+    Scalars are spilled to the calling kernel's stack. Returns the last argument's value
+    after the call: LAPACK's INFO.
     """
     if not isinstance(name, types.StringLiteral):
         return None
     if not isinstance(like, types.Array) or like.dtype not in _PREFIXES:
-        raise TypingError(f"BLAS kernels take float32 or float64 arrays, got {like}")
+        raise TypingError(f"BLAS kernels take float32/64 or complex64/128 arrays, got {like}")
     for argument in arguments:
         if isinstance(argument, types.Array):
             if argument.dtype not in (like.dtype, types.int32) or argument.layout != "C":
                 raise TypingError(
                     f"expected a C-contiguous {like.dtype} or int32 array, got {argument}"
                 )
-        elif not isinstance(argument, (types.Integer, types.Float)):
+        elif not isinstance(argument, (types.Integer, types.Float, types.Complex)):
             raise TypingError(f"cannot pass {argument} to BLAS")
     symbol = _symbol(_PREFIXES[like.dtype] + name.literal_value)
+    scalar = _REAL_OF[like.dtype] if name.literal_value in _REAL_SCALARS else like.dtype
 
     def storage_type(argument):
         if argument == types.uint8:
             return types.uint8
-        return types.int32 if isinstance(argument, types.Integer) else like.dtype
+        return types.int32 if isinstance(argument, types.Integer) else scalar
 
     def codegen(context, builder, signature, values):
         pointers, slot = [], None
@@ -150,3 +164,24 @@ def call(typingctx, name, like, *arguments):
 def leading(matrix):
     """Leading dimension of a row-major matrix read column-major (at least 1, as BLAS asks)."""
     return max(1, matrix.shape[1])
+
+
+@njit(inline="always")
+def operation(trans):
+    """BLAS's op flag for a kernel's trans argument: False 'N', True 'T', 2 'C' (the conjugate
+    transpose; the same as 'T' for real matrices)."""
+    if trans == 2:
+        return CONJUGATE_TRANSPOSE
+    return TRANSPOSE if trans else NO
+
+
+def adjoint(like):
+    """LAPACK's TRANS flag for Q^H: 'C' for complex arrays, 'T' for real ones (the real
+    routines such as dgemqrt accept only 'T')."""
+    raise NotImplementedError
+
+
+@overload(adjoint)
+def _adjoint_overload(like):
+    flag = CONJUGATE_TRANSPOSE if isinstance(like.dtype, types.Complex) else TRANSPOSE
+    return lambda like: flag

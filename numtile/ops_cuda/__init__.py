@@ -53,7 +53,7 @@ from numtile.ops_cuda.elementwise import (
     unary,
     unary_backward,
 )
-from numtile.ops_cuda.factorizations import potrf, syrk, trsm
+from numtile.ops_cuda.factorizations import herk, potrf, syrk, trsm
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
     compact,
@@ -143,6 +143,7 @@ __all__ = [
     "sort_rows",
     "sum_columns",
     "syrk",
+    "herk",
     "take_positions",
     "tpmqrt",
     "tpqrt",

@@ -2,7 +2,8 @@
 ``numtile.ops_cpu.factorizations``).
 
 ``potrf`` runs in one block, column by column; ``trsm`` gives one thread to each independent
-right-hand side; ``syrk`` is the tiled GEMM kernel restricted to the lower triangle.
+right-hand side; ``syrk`` (and ``herk``, its Hermitian twin for complex tiles) is the tiled
+GEMM kernel restricted to the lower triangle.
 
 Deviation from the CPU twin: ``potrf(a, info, *, stream=0)`` takes a 1-element integer device
 array and writes LAPACK's info into ``info[0]`` (0, or the order of the first leading minor
@@ -22,7 +23,7 @@ from numba import cuda, int32
 from numtile.ops_cuda.launch import block, check_argument, grid
 from numtile.ops_cuda.matmul import as_stack, launch_tiled_gemm
 
-__all__ = ["potrf", "syrk", "trsm"]
+__all__ = ["herk", "potrf", "syrk", "trsm"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -34,7 +35,8 @@ def _potrf_kernel(a, info):
     # One block, right-looking: for each column j, take the square root of the (already
     # updated) diagonal, scale the column below it, then update the trailing lower triangle.
     # Only elements on or below the diagonal are read. On failure a[j, j] keeps the
-    # non-positive pivot, as LAPACK's potf2 leaves it.
+    # non-positive pivot, as LAPACK's potf2 leaves it. Complex tiles (a = L L^H): the pivot is
+    # the diagonal's real part (LAPACK ignores its imaginary part) and the update conjugates.
     n = a.shape[0]
     tid = cuda.threadIdx.x
     threads = cuda.blockDim.x
@@ -44,7 +46,7 @@ def _potrf_kernel(a, info):
     cuda.syncthreads()
     for j in range(n):
         if tid == 0:
-            pivot = a[j, j]
+            pivot = a[j, j].real
             if pivot <= 0:  # a NaN pivot is not caught, as OpenBLAS (the CPU twin) does not
                 failed[0] = j + 1
             else:
@@ -61,7 +63,7 @@ def _potrf_kernel(a, info):
             i = j + 1 + index // width
             col = j + 1 + index % width
             if col <= i:
-                a[i, col] -= a[i, j] * a[col, j]
+                a[i, col] -= a[i, j] * a[col, j].conjugate()
         cuda.syncthreads()
     for index in range(tid, n * n, threads):
         i = index // n
@@ -73,7 +75,8 @@ def _potrf_kernel(a, info):
 
 
 def potrf(a: Any, info: Any, *, stream: Any = 0) -> None:
-    """Cholesky a = L @ L.T in place (L below, zeros above); LAPACK's info goes to info[0]."""
+    """Cholesky a = L @ L.T (L @ L^H for complex a) in place (L below, zeros above); LAPACK's
+    info goes to info[0]."""
     n = a.shape[0]
     check_argument(a.ndim == 2 and a.shape[1] == n, "potrf: a must be square")
     check_argument(info.size >= 1, "potrf: info must hold one integer")
@@ -90,12 +93,14 @@ def _trsm_kernel(a, b, left, lower, trans_a, unit_diagonal, alpha):
     # reduce to solving M x = alpha * v, with M = op(a) (left) or op(a).T (right); M[i, p] is
     # a[p, i] when transposed, else a[i, p], and is lower triangular (forward substitution)
     # when exactly one of lower / transposed holds. Only the triangle of a that is meant is
-    # read, and its diagonal only when not unit_diagonal.
+    # read, and its diagonal only when not unit_diagonal. trans_a == 2 (complex tiles, an
+    # integer flag): op(a) = a^H, every coefficient conjugated.
     m = b.shape[0]
     n = b.shape[1]
     order = m if left else n
     count = n if left else m
-    transposed = trans_a != (not left)
+    conjugate = trans_a == 2
+    transposed = (trans_a != 0) != (not left)
     forward = lower != transposed
     for v in range(cuda.grid(1), count, cuda.gridsize(1)):
         if alpha == 0:  # as BLAS: b = 0, a not read
@@ -112,9 +117,11 @@ def _trsm_kernel(a, b, left, lower, trans_a, unit_diagonal, alpha):
             stop = i if forward else order
             for p in range(start, stop):
                 coefficient = a[p, i] if transposed else a[i, p]
+                if conjugate:
+                    coefficient = coefficient.conjugate()
                 total -= coefficient * (b[p, v] if left else b[v, p])
             if not unit_diagonal:
-                total = total / a[i, i]
+                total = total / (a[i, i].conjugate() if conjugate else a[i, i])
             if left:
                 b[i, v] = total
             else:
@@ -132,7 +139,8 @@ def trsm(
     *,
     stream: Any = 0,
 ) -> None:
-    """Solve in place in b: op(a) @ x = alpha * b when left, else x @ op(a) = alpha * b."""
+    """Solve in place in b: op(a) @ x = alpha * b when left, else x @ op(a) = alpha * b;
+    op(a) = a.T when trans_a is True, a^H when it is 2."""
     m, n = b.shape
     order = m if left else n
     check_argument(a.shape[0] == order and a.shape[1] == order, "trsm: a does not match b")
@@ -144,7 +152,7 @@ def trsm(
         b,
         bool(left),
         bool(lower),
-        bool(trans_a),
+        int(trans_a) if np.dtype(b.dtype).kind == "c" else bool(trans_a),
         bool(unit_diagonal),
         np.dtype(b.dtype).type(alpha),
     )
@@ -172,3 +180,25 @@ def syrk(
     a3 = as_stack(a)
     # op(a) @ op(a).T is gemm of a with itself, the second operand with the opposite flag
     launch_tiled_gemm(a3, a3, as_stack(c), trans_a, not trans_a, alpha, beta, True, stream)
+
+
+def herk(
+    a: Any,
+    c: Any,
+    trans_a: bool,
+    alpha: float,
+    beta: float,
+    *,
+    stream: Any = 0,
+) -> None:
+    """c = alpha * op(a) @ op(a)^H + beta * c on c's lower triangle (op(a) = a^H when trans_a),
+    for complex tiles; c is not read when beta == 0."""
+    n = c.shape[0]
+    check_argument(
+        a.ndim == 2 and c.ndim == 2 and c.shape[1] == n and a.shape[1 if trans_a else 0] == n,
+        "herk: shapes do not agree",
+    )
+    a3 = as_stack(a)
+    # op(a) @ op(a)^H is gemm of a with itself, one operand conjugate-transposed (flag 2)
+    flags = (2, 0) if trans_a else (0, 2)
+    launch_tiled_gemm(a3, a3, as_stack(c), *flags, alpha, beta, True, stream)

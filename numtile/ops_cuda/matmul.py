@@ -2,11 +2,12 @@
 
 GEMM takes one of two paths, chosen per call:
 
-* cuBLAS through CuPy, on a real GPU where ``cupy`` imports: float32/float64 C-contiguous tiles
-  of one dtype go straight to ``cublas<S|D>gemm`` (``...StridedBatched`` for stacks, with stride
-  0 for a broadcast operand) on the caller's stream, on the tiles' own memory. Column-major
-  cuBLAS reads a row-major buffer as its transpose, so ``c.T = op(b).T @ op(a).T`` is computed
-  with b first and the flags kept, exactly as the CPU twin calls OpenBLAS.
+* cuBLAS through CuPy, on a real GPU where ``cupy`` imports: float32/float64/complex64/
+  complex128 C-contiguous tiles of one dtype go straight to ``cublas<S|D|C|Z>gemm``
+  (``...StridedBatched`` for stacks, with stride 0 for a broadcast operand) on the caller's
+  stream, on the tiles' own memory. Column-major cuBLAS reads a row-major buffer as its
+  transpose, so ``c.T = op(b).T @ op(a).T`` is computed with b first and the flags kept,
+  exactly as the CPU twin calls OpenBLAS; a flag of 2 is the conjugate transpose (``OP_C``).
 * a shared-memory tiled ``@cuda.jit`` kernel (square blocks of ``gemm_tile()`` threads a side,
   as ``configure()`` last set; one compiled kernel per dtype and tile edge), under the
   simulator, without CuPy, and for integer or mixed-dtype tiles. ``gemm_fallback`` forces it;
@@ -40,7 +41,13 @@ __all__ = [
 # blocks per grid dimension; every kernel loops over what a smaller grid leaves (the
 # simulator keeps few blocks so that those loops are exercised and launches stay fast)
 _GRID_LIMIT = MAX_BLOCKS if SIMULATOR else 65535
-_CUBLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# cuBLAS's prefix for each dtype it multiplies (s/d/c/zgemm)
+_CUBLAS_PREFIXES = {
+    np.dtype(np.float32): "s",
+    np.dtype(np.float64): "d",
+    np.dtype(np.complex64): "c",
+    np.dtype(np.complex128): "z",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,11 +96,13 @@ def _gemm_kernel(dtype: np.dtype, tile: int):
                     total = scalar(0)
                     for p0 in range(0, k, tile):
                         value = scalar(0)
-                        if trans_a:  # op(a)[i, p] = a[p, i]
+                        if trans_a:  # op(a)[i, p] = a[p, i] (its conjugate when trans_a == 2)
                             i = row0 + tx
                             p = p0 + ty
                             if i < m and p < k:
                                 value = a[za, p, i]
+                                if trans_a == 2:
+                                    value = value.conjugate()
                             tile_a[tx, ty] = value
                         else:
                             i = row0 + ty
@@ -102,11 +111,13 @@ def _gemm_kernel(dtype: np.dtype, tile: int):
                                 value = a[za, i, p]
                             tile_a[ty, tx] = value
                         value = scalar(0)
-                        if trans_b:  # op(b)[p, j] = b[j, p]
+                        if trans_b:  # op(b)[p, j] = b[j, p] (its conjugate when trans_b == 2)
                             j = col0 + ty
                             p = p0 + tx
                             if j < n and p < k:
                                 value = b[zb, j, p]
+                                if trans_b == 2:
+                                    value = value.conjugate()
                             tile_b[tx, ty] = value
                         else:
                             j = col0 + tx
@@ -136,11 +147,13 @@ def as_stack(x: Any) -> Any:
 
 def launch_tiled_gemm(a, b, c, trans_a, trans_b, alpha, beta, lower, stream) -> None:
     """Launch the tiled kernel on 3-D stacks (only c's lower triangle with ``lower``, as syrk
-    needs); alpha and beta are cast to c's dtype."""
+    needs); alpha and beta are cast to c's dtype. A flag of 2 is the conjugate transpose: the
+    complex kernels take the flags as integers (0, 1, 2), the real ones as booleans."""
     batch, m, n = c.shape
     if batch == 0 or m == 0 or n == 0:
         return
     dtype = np.dtype(c.dtype)
+    flag = int if dtype.kind == "c" else bool
     tile = gemm_tile()
     blocks = (
         min(math.ceil(n / tile), _GRID_LIMIT),
@@ -151,8 +164,8 @@ def launch_tiled_gemm(a, b, c, trans_a, trans_b, alpha, beta, lower, stream) -> 
         a,
         b,
         c,
-        bool(trans_a),
-        bool(trans_b),
+        flag(trans_a),
+        flag(trans_b),
         dtype.type(alpha),
         dtype.type(beta),
         bool(lower),
@@ -208,7 +221,7 @@ def _cupy() -> Any:
 
 
 def gemm_path() -> str:
-    """``"cublas"`` if ``gemm`` sends float32/float64 tiles to cuBLAS here, else ``"fallback"``."""
+    """``"cublas"`` if ``gemm`` sends floating/complex tiles to cuBLAS here, else ``"fallback"``."""
     return "fallback" if _cupy() is None else "cublas"
 
 
@@ -234,13 +247,21 @@ def _cupy_stream(cp: Any, stream: Any) -> Any:
     return cp.cuda.Stream.null if pointer == 0 else cp.cuda.ExternalStream(pointer)
 
 
+def _cublas_operation(lib: Any, trans, dtype: np.dtype) -> int:
+    """cuBLAS's op for a flag: N, T, or C for 2 on complex tiles."""
+    if trans == 2 and dtype.kind == "c":
+        return lib.CUBLAS_OP_C
+    return lib.CUBLAS_OP_T if trans else lib.CUBLAS_OP_N
+
+
 def _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream) -> bool:
     """Run gemm (2-D) or gemm_batched (3-D) through cuBLAS; False where it does not apply."""
     cp = _cupy()
     if cp is None:
         return False
     dtype = np.dtype(c.dtype)
-    if dtype not in _CUBLAS_DTYPES:
+    prefix = _CUBLAS_PREFIXES.get(dtype)
+    if prefix is None:
         return False
     for x in (a, b, c):
         if np.dtype(x.dtype) != dtype or not x.is_c_contiguous():
@@ -257,10 +278,9 @@ def _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream) -> bool:
     scalars = np.array([alpha, beta], dtype=dtype)  # read by cuBLAS at the call (host mode)
     alpha_pointer = scalars.ctypes.data
     beta_pointer = alpha_pointer + dtype.itemsize
-    single = dtype == np.float32
-    # column-major: c.T(n, m) = op(b).T(n, k) @ op(a).T(k, m), every buffer read transposed
-    op_b = lib.CUBLAS_OP_T if trans_b else lib.CUBLAS_OP_N
-    op_a = lib.CUBLAS_OP_T if trans_a else lib.CUBLAS_OP_N
+    # column-major: c.T(n, m) = op(b).T(n, k) @ op(a).T(k, m), every buffer read transposed;
+    # (x^H).T = conj(x) is the buffer's conjugate transpose, so a flag of 2 stays 'C'
+    op_b, op_a = (_cublas_operation(lib, t, dtype) for t in (trans_b, trans_a))
     ld_a, ld_b, ld_c = max(1, shape_a[-1]), max(1, shape_b[-1]), max(1, n)
     with _cupy_stream(cp, stream):
         handle = cp.cuda.device.get_cublas_handle()
@@ -268,13 +288,13 @@ def _cublas_gemm(a, b, c, trans_a, trans_b, alpha, beta, stream) -> bool:
         leading = (handle, op_b, op_a, n, m, k, alpha_pointer)  # what both calls start with
         pointer_a, pointer_b, pointer_c = _device_pointer(a), _device_pointer(b), _device_pointer(c)
         if c.ndim == 2 or batch == 1:
-            (lib.sgemm if single else lib.dgemm)(
+            getattr(lib, prefix + "gemm")(
                 *leading, pointer_b, ld_b, pointer_a, ld_a, beta_pointer, pointer_c, ld_c
             )
         else:
             stride_a = 0 if shape_a[0] == 1 else shape_a[1] * shape_a[2]
             stride_b = 0 if shape_b[0] == 1 else shape_b[1] * shape_b[2]
-            (lib.sgemmStridedBatched if single else lib.dgemmStridedBatched)(
+            getattr(lib, prefix + "gemmStridedBatched")(
                 *leading,
                 pointer_b,
                 ld_b,
@@ -321,7 +341,8 @@ def gemm(
     *,
     stream: Any = 0,
 ) -> None:
-    """c = alpha * op(a) @ op(b) + beta * c in place; c is not read when beta == 0."""
+    """c = alpha * op(a) @ op(b) + beta * c in place (op(x) = x.T when trans_x is True, x^H when
+    it is 2); c is not read when beta == 0."""
     _gemm(a, b, c, trans_a, trans_b, alpha, beta, stream, batched=False, cublas=True)
 
 

@@ -17,11 +17,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from numba import cuda
 
 from numtile.ops_cuda.launch import block, check_argument, grid
 
 __all__ = ["eye_fill", "gemqrt", "geqrt", "tpmqrt", "tpqrt", "triu_copy"]
+
+
+def _real_tiles(name: str, *tiles: Any) -> None:
+    """Raise ``TypeError`` for complex tiles: these reflector kernels are real (the complex
+    QR's tile kernels run on CPU workers, through LAPACK)."""
+    for tile in tiles:
+        if np.dtype(tile.dtype).kind == "c":
+            raise TypeError(
+                f"{name}: the CUDA QR kernels are real; complex {tile.dtype} tiles run on CPU "
+                f"workers"
+            )
 
 
 @cuda.jit(device=True)
@@ -114,6 +126,7 @@ def _geqrt_kernel(a, t, nb):
 
 def geqrt(a: Any, t: Any, *, stream: Any = 0) -> None:
     """QR of the tile a in place (R above, reflectors below); t gets the block factors."""
+    _real_tiles("geqrt", a)
     m, n = a.shape
     check_argument(t.shape[0] == n and t.shape[1] >= 1, "geqrt: t must be (columns, ib)")
     nb = max(1, min(t.shape[1], m, n))
@@ -132,6 +145,7 @@ def _gemqrt_kernel(v, t, c, transpose, nb):
 
 def gemqrt(v: Any, t: Any, c: Any, transpose: bool, *, stream: Any = 0) -> None:
     """c = Q^T c (``transpose``) or Q c, Q from ``geqrt(v, t)``."""
+    _real_tiles("gemqrt", v, c)
     m, n = c.shape
     check_argument(v.shape[0] == m and t.shape[0] == v.shape[1], "gemqrt: shapes do not agree")
     k = min(v.shape)
@@ -199,6 +213,7 @@ def _bottom_rows(rows: int, k: int, triangular: bool) -> tuple[int, int]:
 
 def tpqrt(a: Any, b: Any, t: Any, triangular: bool, *, stream: Any = 0) -> None:
     """QR of [R; B] (R: a's top upper triangle, B: b, its upper trapezoid if triangular)."""
+    _real_tiles("tpqrt", a, b)
     n = a.shape[1]
     check_argument(
         a.shape[0] >= n and b.shape[1] == n and t.shape[0] == n, "tpqrt: shapes do not agree"
@@ -221,6 +236,7 @@ def tpmqrt(
     v: Any, t: Any, a: Any, b: Any, transpose: bool, triangular: bool, *, stream: Any = 0
 ) -> None:
     """[a_top; b_top] = Q^T [...] (``transpose``) or Q [...], Q from ``tpqrt(., v, t)``."""
+    _real_tiles("tpmqrt", v, a, b)
     k = v.shape[1]
     n = a.shape[1]
     check_argument(

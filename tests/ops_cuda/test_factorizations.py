@@ -122,6 +122,11 @@ _COMPILE_ALL = """
             cuda.compile_ptx(factorizations._potrf_kernel.py_func, (a, info), cc=(9, 0))
         signature = (a, a, flag, flag, flag, flag, t)
         cuda.compile_ptx(factorizations._trsm_kernel.py_func, signature, cc=(9, 0))
+    # complex tiles (the complex LU and Cholesky): an integer trans flag, 2 = conjugate
+    t = types.complex128
+    signature = (t[:, ::1], t[:, ::1], flag, flag, types.int64, flag, t)
+    cuda.compile_ptx(factorizations._trsm_kernel.py_func, signature, cc=(9, 0))
+    cuda.compile_ptx(factorizations._potrf_kernel.py_func, (t[:, ::1], types.int32[::1]), cc=(9, 0))
 """
 
 

@@ -392,6 +392,11 @@ _COMPILE_ALL = """
             kernel = matmul._gemm_kernel(np.dtype(dtype), tile)
             signature = (a, a, a, flag, flag, t, t, flag)
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+    # complex tiles: the flags are integers (2: the conjugate transpose)
+    for t in (types.complex64, types.complex128):
+        kernel = matmul._gemm_kernel(np.dtype(str(t)), 16)
+        signature = (t[:, :, :],) * 3 + (types.int64, types.int64, t, t, flag)
+        cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
 
     # the precision modes' rounding of GEMM inputs (ops_cuda/low_precision.py)
     from numtile.ops_cuda import low_precision

@@ -15,6 +15,8 @@ from numtile.tiletensor.precision import use_mkl_bf16
 
 
 def _gemm(ops, a, b, c, trans_a, trans_b, alpha, beta):
+    if c.dtype.kind == "c":  # complex kernels take integer flags (2: conjugate transpose)
+        trans_a, trans_b = int(trans_a), int(trans_b)
     if c.ndim == 2:
         ops.gemm(a, b, c, trans_a, trans_b, alpha, beta)
         return
@@ -59,11 +61,15 @@ def _potrf(ops, a, offset):
 
 
 def _trsm(ops, a, b, left, lower, trans, unit, alpha):
-    ops.trsm(a, b, left, lower, trans, unit, alpha)
+    ops.trsm(a, b, left, lower, int(trans) if b.dtype.kind == "c" else trans, unit, alpha)
 
 
 def _syrk(ops, a, c, trans, alpha, beta):
     ops.syrk(a, c, trans, alpha, beta)
+
+
+def _herk(ops, a, c, trans, alpha, beta):
+    ops.herk(a, c, trans, alpha, beta)
 
 
 gemm = Codelet("gemm", kernel=_gemm, flops=_gemm_flops)
@@ -79,6 +85,12 @@ syrk = Codelet(
     "syrk",
     kernel=_syrk,
     flops=lambda a, c, trans, *args: float(c[0]) * c[0] * (a[0] if trans else a[1]),
+)
+# syrk's Hermitian twin on complex tiles: c = alpha op(a) op(a)^H + beta c, lower triangle
+herk = Codelet(
+    "herk",
+    kernel=_herk,
+    flops=lambda a, c, trans, *args: 4.0 * c[0] * c[0] * (a[0] if trans else a[1]),
 )
 
 
@@ -101,7 +113,7 @@ def _check_symmetric(ops, *tiles_then_args):
     for upper, lower, column in checks:
         scale = max(float(np.abs(upper).max(initial=0)), float(np.abs(lower).max(initial=0)))
         tolerance = np.sqrt(np.finfo(upper.dtype).eps) * scale
-        difference = np.abs(upper - lower.T)
+        difference = np.abs(upper - lower.T.conj())  # Hermitian for complex a
         if difference.size and difference.max() > tolerance:
             p, q = np.unravel_index(int(np.argmax(difference)), difference.shape)
             r, c = row * tile + int(p), column * tile + int(q)
@@ -207,6 +219,19 @@ def _solve_stack_cpu(ops, a, b, first, shape, identity):
         _solve_stack(ops, a, b, first, shape, identity)  # names the first singular member
 
 
+def sign_and_log(values, swaps: int):
+    """(sign, log|det|) of a determinant from an LU factor's diagonal ``values`` and its
+    number of row ``swaps``: the sign is the product of the values' phases (+-1 for real
+    ones), 0 for a zero value; the log a float."""
+    magnitudes = np.abs(values)
+    with np.errstate(divide="ignore"):
+        log = float(np.log(magnitudes).sum())
+    if (magnitudes == 0).any():
+        return 0 * values.dtype.type(1), log
+    phase = values / magnitudes
+    return np.prod(phase) * (-1.0) ** (swaps % 2), log
+
+
 def _slogdet_stack(ops, a, sign, logabs, first, shape):
     _check_finite(ops, a, first, shape)
     n = _shape(a)[-1]
@@ -214,18 +239,32 @@ def _slogdet_stack(ops, a, sign, logabs, first, shape):
     signs, logs = sign.reshape(-1), logabs.reshape(-1)
     for k in range(signs.shape[0]):
         _lu_stack(ops, a, k, pivots, info, first, shape, singular_raises=False)
-        values = np.diagonal(ops.to_host(_matrices(a)[k])).astype(np.float64)
+        values = np.diagonal(ops.to_host(_matrices(a)[k]))
         swaps = int(np.count_nonzero(ops.to_host(pivots) != np.arange(n)))
-        with np.errstate(divide="ignore"):
-            log = float(np.log(np.abs(values)).sum())
-        negative = (int(np.count_nonzero(values < 0)) + swaps) % 2
-        ops.fill(signs[k : k + 1], 0.0 if (values == 0).any() else (-1.0) ** negative)
+        value, log = sign_and_log(values, swaps)
+        ops.fill(signs[k : k + 1], value)
         ops.fill(logs[k : k + 1], log)
 
 
 def _slogdet_stack_cpu(ops, a, sign, logabs, first, shape):
     _check_finite(ops, a, first, shape)
     sign[...], logabs[...] = np.linalg.slogdet(a)
+
+
+def _slogdet_factor(ops, *tiles_then_count):
+    # the diagonal tiles of a tiled LU factor, their pivots, then the sign and log|det| tiles
+    # (linalg/lu.py's slogdet of complex matrices: sign complex, log|det| real)
+    *tiles, sign, logabs, count = tiles_then_count
+    values = np.concatenate([np.diagonal(ops.to_host(t)) for t in tiles[:count]])
+    swaps = sum(
+        int(np.count_nonzero(ops.to_host(p) != np.arange(p.shape[0]))) for p in tiles[count:]
+    )
+    value, log = sign_and_log(values, swaps)
+    ops.fill(sign.reshape(-1), value)
+    ops.fill(logabs.reshape(-1), log)
+
+
+slogdet_factor = Codelet("slogdet_factor", kernel=_slogdet_factor)
 
 
 def _stack_flops(a, *args) -> float:

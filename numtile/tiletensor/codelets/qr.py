@@ -114,6 +114,8 @@ def _geqrt_panel(ops, *tiles):
     # a panel's tiles from the diagonal down, then its T^T (columns x columns) and the unit
     # lower V of its diagonal tile (that tile's shape): one block reflector I - V T V^T
     *column, t, v = tiles
+    if t.dtype.kind == "c":
+        raise TypeError("the complex blocked QR panel runs on CPU workers only")
     panel = stacked(ops, column)
     ops.geqrt(panel, t)
     unstack(ops, panel, column)
@@ -129,6 +131,8 @@ def _geqrt_panel_cpu(ops, *tiles):
     for tile, start, stop in zip(column, starts[:-1], starts[1:]):
         major[:, start:stop] = tile.T
     ops.geqrt(major.T, t)
+    if t.dtype.kind == "c":  # keep T^H = conj(T^T): the updates' GEMM flags read T and T^H
+        np.conjugate(t, out=t)
     for tile, start, stop in zip(column, starts[:-1], starts[1:]):
         tile[:, :] = major[:, start:stop].T
     _unit_lower(ops, column[0], v)
@@ -240,7 +244,8 @@ def _dense_cpu(ops, *tiles_then_args):
     results = _spectral(matrix, operation, upper)
     offset = count
     for value, (n, out_tile) in zip(results, outputs, strict=True):
-        _scatter(np.asarray(value, tiles[0].dtype), tiles[offset : offset + n], out_tile)
+        # in the output's own dtype (real eigenvalues and singular values of complex x)
+        _scatter(np.asarray(value, tiles[offset].dtype), tiles[offset : offset + n], out_tile)
         offset += n
 
 

@@ -142,17 +142,24 @@ def slogdet(x: TileTensor, slogdet_2d: Callable) -> tuple[TileTensor, TileTensor
     if not fits_one_tile(x):
         signs, logs = zip(*(slogdet_2d(m) for m in matrices(x)))
         return stack(list(signs), batch), stack(list(logs), batch)
+    real = real_dtype(x.dtype)  # log|det| is real (the sign is complex for complex x)
     if x.shape[-1] == 0:  # a 0 x 0 matrix has determinant 1, as an empty product
-        return full(batch, 1, x.dtype), full(batch, 0, x.dtype)
+        return full(batch, 1, x.dtype), full(batch, 0, real)
     scratch = _whole_matrices(x)
     layout = Layout(batch, scratch.tile_shape[:-2])
-    sign, logabs = TileTensor(layout, x.dtype), TileTensor(layout, x.dtype)
+    sign, logabs = TileTensor(layout, x.dtype), TileTensor(layout, real)
     runtime = get_runtime()
     for index, matrix in zip(scratch.layout.indices(), scratch.handles):
         outputs = [(sign.tile(index[:-2]), W), (logabs.tile(index[:-2]), W)]
         args = (_first(scratch.layout, index), x.shape)
         runtime.submit(slogdet_stack, [(matrix, RW)] + outputs, args)
     return sign, logabs
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The real dtype of ``dtype``'s components (itself when real): the dtype of
+    eigenvalues, singular values and log-determinants."""
+    return np.empty(0, dtype).real.dtype
 
 
 def _spectral_shapes(shape, operation) -> list[tuple[int, ...]]:
@@ -178,8 +185,13 @@ def spectral(x: TileTensor, operation: str, spectral_2d: Callable) -> list[TileT
         return [stack(list(parts), batch) for parts in zip(*results)]
     tiles = x.tile_shape[:-2]
     shapes = _spectral_shapes(x.shape[-2:], operation)
+    # vectors (eigenvalues, singular values) are real, matrices x's dtype
     outputs = [
-        TileTensor(Layout(batch + s, tiles + tuple(max(1, e) for e in s)), x.dtype) for s in shapes
+        TileTensor(
+            Layout(batch + s, tiles + tuple(max(1, e) for e in s)),
+            real_dtype(x.dtype) if len(s) == 1 else x.dtype,
+        )
+        for s in shapes
     ]
     runtime = get_runtime()
     for index in x.layout.indices():

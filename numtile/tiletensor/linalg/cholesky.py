@@ -10,12 +10,13 @@ from numtile.tiletensor.codelets.linalg import (
     check_diagonal,
     check_symmetric,
     gemm,
+    herk,
     potrf,
     syrk,
     trsm,
 )
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.elementwise import astype
+from numtile.tiletensor.elementwise import astype, conj
 from numtile.tiletensor.linalg import batched
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands, guard, square_tiles
 from numtile.tiletensor.manipulation import reshape, retile
@@ -24,10 +25,12 @@ from numtile.tiletensor.tensor import TileTensor
 
 @dispatched(public="numtile.linalg.cholesky")
 def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
-    """Lower Cholesky factor L of a symmetric positive definite matrix (x = L @ L.T).
+    """Lower Cholesky factor L of a symmetric positive definite matrix (x = L @ L.T), or of a
+    Hermitian positive definite complex one (x = L @ L^H; ``upper`` gives L^H).
 
     Right-looking tiled algorithm: POTRF on the diagonal tile, TRSM below it, then
-    SYRK/GEMM updates of the trailing matrix, all independent updates in parallel. A matrix
+    SYRK/GEMM updates of the trailing matrix (HERK and GEMM with conjugate transposes for
+    complex tiles), all independent updates in parallel. A matrix
     that is not positive definite raises ``numpy.linalg.LinAlgError`` when the result is
     read. Only the lower triangle of ``x`` is used. A stack of matrices (..., M, M) gives the
     stack of factors (see ``batched``).
@@ -38,7 +41,7 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
     [[2.0, 0.0], [1.0, 2.0]]
     """
     (x,), dtype = float_operands("cholesky", x)
-    if dtype.kind != "f":
+    if dtype.kind not in "fc":
         (x,), dtype = [astype(x, np.float64)], np.dtype(np.float64)
     if x.ndim > 2:
         if x.shape[-1] != x.shape[-2]:
@@ -46,7 +49,9 @@ def cholesky(x: TileTensor, /, *, upper: bool = False) -> TileTensor:
         out = batched.cholesky(x, _cholesky_matrix)
     else:
         out = _cholesky_matrix(x)
-    return out.mT if upper else out
+    if upper:
+        return conj(out.mT) if dtype.kind == "c" else out.mT
+    return out
 
 
 def _cholesky_matrix(x: TileTensor) -> TileTensor:
@@ -57,6 +62,9 @@ def _cholesky_matrix(x: TileTensor) -> TileTensor:
     n = out.grid[0]
     tile = out.tile_shape[0]
     runtime = get_runtime()
+    # complex tiles: L_ik = A_ik L_kk^-H, A_ii -= L_ik L_ik^H (herk), A_ij -= L_ik L_jk^H
+    adjoint = 2 if dtype.kind == "c" else True  # the GEMM/TRSM flag of the (conjugate) transpose
+    update = herk if dtype.kind == "c" else syrk
     for i in range(n):
         for j in range(i + 1, n):
             runtime.submit(codelets.copy.fill, [(out.tile((i, j)), W)], (dtype.type(0),))
@@ -67,13 +75,13 @@ def _cholesky_matrix(x: TileTensor) -> TileTensor:
             runtime.submit(
                 trsm,
                 [(akk, R), (out.tile((i, k)), RW)],
-                (False, True, True, False, 1.0),
+                (False, True, adjoint, False, 1.0),
                 priority=2 * (n - k),
             )
         for i in range(k + 1, n):
             aik = out.tile((i, k))
             runtime.submit(
-                syrk,
+                update,
                 [(aik, R), (out.tile((i, i)), RW)],
                 (False, -1.0, 1.0),
                 priority=(n - k) + (1 if i == k + 1 else 0),
@@ -82,7 +90,7 @@ def _cholesky_matrix(x: TileTensor) -> TileTensor:
                 runtime.submit(
                     gemm,
                     [(aik, R), (out.tile((j, k)), R), (out.tile((i, j)), RW)],
-                    (False, True, -1.0, 1.0),
+                    (False, adjoint, -1.0, 1.0),
                     priority=(n - k) + (1 if j == k + 1 else 0),
                 )
     return out
@@ -98,7 +106,8 @@ def solve_triangular(
     trans: bool = False,
     unit_diagonal: bool = False,
 ) -> TileTensor:
-    """Solve op(a) @ x = b for x with a triangular (``op`` transposes when ``trans``).
+    """Solve op(a) @ x = b for x with a triangular (``op`` transposes when ``trans`` is True
+    or 1, and takes the conjugate transpose when it is 2, as SciPy's ``trans``).
 
     Like ``scipy.linalg.solve_triangular`` (but ``lower`` defaults to True); ``b`` may be
     1-D or 2-D, or, for a stack ``a`` (..., M, M), a stack (..., M, K) (each matrix in
@@ -111,7 +120,11 @@ def solve_triangular(
     [1.0, 2.0]
     """
     (a, b), dtype = float_operands("solve_triangular", a, b)
-    if dtype.kind != "f":
+    if trans not in (False, True, 0, 1, 2):
+        raise ValueError(f"solve_triangular: trans must be 0, 1 or 2, got {trans!r}")
+    # the TRSM/GEMM flag: the conjugate transpose only where it differs from the transpose
+    trans = 2 if trans == 2 and dtype.kind == "c" else bool(trans)
+    if dtype.kind not in "fc":
         (a, b), dtype = [astype(a, np.float64), astype(b, np.float64)], np.dtype(np.float64)
     if a.ndim > 2 or b.ndim > 2:  # stacks: (..., M, M) and (M,) or (..., M, K), per matrix
         vector = b.ndim == 1
@@ -142,12 +155,12 @@ def solve_triangular(
     if not unit_diagonal:  # a zero pivot raises LinAlgError when x is read
         guard(x, [(check_diagonal, [a.tile((k, k))], (k * tile,), k) for k in range(n)])
     # op(a) is lower-triangular when exactly one of lower / trans holds: solve top down
-    forward = lower != trans
+    forward = lower != bool(trans)
     order = range(n) if forward else range(n - 1, -1, -1)
     runtime = get_runtime()
 
     def a_tile(i, k):  # tile (i, k) of op(a) and whether to transpose it
-        return (a.tile((k, i)), True) if trans else (a.tile((i, k)), False)
+        return (a.tile((k, i)), trans) if trans else (a.tile((i, k)), False)
 
     for c in range(x.grid[1]):
         for step, k in enumerate(order):
@@ -169,8 +182,9 @@ def solve_triangular(
 
 
 def solve_spd(a: TileTensor, b: TileTensor) -> TileTensor:
-    """Solve a @ x = b for a symmetric positive definite ``a`` (Cholesky, two triangular
-    solves): ``nt.linalg.solve(a, b, assume_a="pos")``; a non-symmetric ``a`` fails x.
+    """Solve a @ x = b for a symmetric (Hermitian) positive definite ``a`` (Cholesky, two
+    triangular solves): ``nt.linalg.solve(a, b, assume_a="pos")``; a non-symmetric ``a``
+    fails x.
     ``a`` has square tiles and ``b`` (1-d or 2-d, a's row tiles) is a copy the checks write.
 
     >>> import numtile as nt, numpy as np
@@ -189,4 +203,4 @@ def solve_spd(a: TileTensor, b: TileTensor) -> TileTensor:
     guard(b, checks)
     factor = cholesky(a)
     y = solve_triangular(factor, b, lower=True)
-    return solve_triangular(factor, y, lower=True, trans=True)
+    return solve_triangular(factor, y, lower=True, trans=2)  # L^H x = y (L^T x for real a)

@@ -14,13 +14,9 @@ R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 
 def real_kernels_only(name: str, dtype: np.dtype) -> None:
-    """Raise ``TypeError`` for a complex or float16 ``dtype``: the GEMM and LAPACK tile
-    kernels are real (float32, float64; bfloat16 for matmul)."""
-    if dtype == np.float16:
-        raise TypeError(
-            f"{name} of float16 tensors is not supported: the tiled matrix kernels are float32 "
-            f"and float64 (cast with astype(nt.float32))"
-        )
+    """Raise ``TypeError`` for a complex ``dtype`` (and float16): for ops whose tile kernels
+    are real only."""
+    no_float16(name, dtype)
     if dtype.kind == "c":
         raise TypeError(
             f"{name} of {dtype} tensors is not supported: the tiled matrix product and "
@@ -28,21 +24,33 @@ def real_kernels_only(name: str, dtype: np.dtype) -> None:
         )
 
 
-def float_operands(name, *tensors):
+def no_float16(name: str, dtype: np.dtype) -> None:
+    """Raise ``TypeError`` for float16: the GEMM and LAPACK tile kernels are float32, float64,
+    complex64 and complex128 (bfloat16 for matmul)."""
+    if dtype == np.float16:
+        raise TypeError(
+            f"{name} of float16 tensors is not supported: the tiled matrix kernels are float32 "
+            f"and float64 (cast with astype(nt.float32))"
+        )
+
+
+def float_operands(name, *tensors, complex_kernels: bool = True):
+    """The tensors cast to their result dtype, and that dtype; booleans and float16 raise,
+    complex dtypes too unless the op has ``complex_kernels``."""
     for t in tensors:
         if not isinstance(t, TileTensor):
             raise TypeError(f"{name} expects TileTensors, got {type(t).__name__}")
     dtype = result_type(*(t.dtype for t in tensors))
     if dtype == bool_:
         raise TypeError(f"{name} of boolean tensors is not supported")
-    real_kernels_only(name, dtype)
+    (no_float16 if complex_kernels else real_kernels_only)(name, dtype)
     return [t if t.dtype == dtype else astype(t, dtype) for t in tensors], dtype
 
 
-def float_matrices(name, *tensors):
+def float_matrices(name, *tensors, complex_kernels: bool = True):
     """``float_operands``, with integer operands cast to float64 (LAPACK's dtypes)."""
-    tensors, dtype = float_operands(name, *tensors)
-    if dtype.kind != "f":
+    tensors, dtype = float_operands(name, *tensors, complex_kernels=complex_kernels)
+    if dtype.kind not in "fc":
         tensors, dtype = [astype(t, np.float64) for t in tensors], np.dtype(np.float64)
     return tensors, dtype
 

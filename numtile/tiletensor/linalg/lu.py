@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from numtile.runtime import get_runtime
-from numtile.tiletensor.codelets.linalg import gemm, trsm
+from numtile.tiletensor.codelets.linalg import gemm, slogdet_factor, trsm
 from numtile.tiletensor.codelets.lu import getrf_panel, identity, laswp
 from numtile.tiletensor.codelets.lu import slogdet as slogdet_task
 from numtile.tiletensor.creation import zeros
@@ -220,9 +220,11 @@ def slogdet(x: TileTensor, /) -> SlogdetResult:
     x = _matrix(x, "slogdet")
     lu, pivots = lu_factor(x, singular_raises=False)
     n = lu.grid[0]
-    sign, logabs = TileTensor(Layout((), ()), dtype), TileTensor(Layout((), ()), dtype)
+    real = batched.real_dtype(dtype)  # log|det| is real, the sign complex for complex x
+    sign, logabs = TileTensor(Layout((), ()), dtype), TileTensor(Layout((), ()), real)
     tiles = [(lu.tile((k, k)), R) for k in range(n)] + [(pivots.tile((k,)), R) for k in range(n)]
-    get_runtime().submit(slogdet_task, tiles + [(sign.tile(()), W), (logabs.tile(()), W)], (n,))
+    task = slogdet_factor if dtype.kind == "c" else slogdet_task
+    get_runtime().submit(task, tiles + [(sign.tile(()), W), (logabs.tile(()), W)], (n,))
     return SlogdetResult(sign, logabs)
 
 

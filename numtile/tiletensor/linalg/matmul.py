@@ -9,7 +9,7 @@ from numtile.tiletensor.codelets.linalg import gemm, gemm_bf16, gemm_rounded
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bfloat16
-from numtile.tiletensor.elementwise_core import astype
+from numtile.tiletensor.elementwise import astype, conj
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands
 from numtile.tiletensor.manipulation import reshape, retile
@@ -26,13 +26,18 @@ def matmul(
     transpose_a: bool = False,
     transpose_b: bool = False,
     out_dtype=None,
+    conjugate_a: bool = False,
+    conjugate_b: bool = False,
 ) -> TileTensor:
     """Matrix product with NumPy semantics: 2-D, batched (broadcast batch axes) and 1-D.
 
     ``transpose_a``/``transpose_b`` multiply by the matrix transpose of an operand (its last
-    two axes swapped) without copying it: the GEMM tasks read its tiles transposed. Tile
-    (i, j) of the result is a chain of GEMM tasks over the inner tiles; different result
-    tiles run in parallel.
+    two axes swapped) without copying it: the GEMM tasks read its tiles transposed.
+    ``conjugate_a``/``conjugate_b`` take the complex conjugate of an operand (with the
+    transpose flag, its conjugate transpose, which the GEMM tasks read as BLAS's 'C' without
+    a copy; alone, one conjugating copy). Tile (i, j) of the result is a chain of GEMM tasks
+    over the inner tiles; different result tiles run in parallel. Floating and complex tiles
+    multiply through BLAS (s/d/c/zgemm), one thread per worker.
 
     >>> import numtile as nt, numpy as np
     >>> a = nt.from_numpy(np.arange(6.0).reshape(2, 3), tile_shape=(1, 2))
@@ -52,6 +57,17 @@ def matmul(
     if (transpose_a and x1.ndim < 2) or (transpose_b and x2.ndim < 2):
         raise ValueError("transpose_a/transpose_b need operands with at least 2 axes")
     ta, tb = bool(transpose_a), bool(transpose_b)
+    complex_tiles = dtype.kind == "c"
+    conjugated = complex_tiles and bool(conjugate_a), complex_tiles and bool(conjugate_b)
+    if conjugated[0] and not ta:
+        x1 = conj(x1)
+    if conjugated[1] and not tb:
+        x2 = conj(x2)
+    # BLAS flags: 2 is the conjugate transpose; complex kernels take every flag as an integer,
+    # real ones as booleans (one compiled signature each)
+    flag_a, flag_b = (2 if c and t else t for c, t in zip(conjugated, (ta, tb)))
+    if complex_tiles:
+        flag_a, flag_b = int(flag_a), int(flag_b)
     k1 = x1.shape[-2] if ta else x1.shape[-1]
     k2 = x2.shape[0] if x2.ndim == 1 else (x2.shape[-1] if tb else x2.shape[-2])
     if k1 != k2:
@@ -111,7 +127,7 @@ def matmul(
             b = x2.tile(b2 + ((j, k) if tb else (k, j)))
             first = k == 0 and not split
             accesses = [(a, R), (b, R), (c, W if first else RW)]
-            args = (ta, tb, 1.0, 0.0 if first else 1.0)
+            args = (flag_a, flag_b, 1.0, 0.0 if first else 1.0)
             if (in_bits, out_bits) == (FULL, FULL):
                 runtime.submit(codelet, accesses, args)
             else:

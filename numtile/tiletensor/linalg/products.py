@@ -29,7 +29,7 @@ from numtile.tiletensor.linalg.common import (
     R,
     W,
     broadcast_tiles,
-    real_kernels_only,
+    no_float16,
 )
 from numtile.tiletensor.linalg.lu import identity_matrix, inv
 from numtile.tiletensor.linalg.matmul import matmul
@@ -287,7 +287,7 @@ def tensordot(x1: TileTensor, x2: TileTensor, /, *, axes=2) -> TileTensor:
     [66.0, 210.0]
     """
     dtype = _numeric("tensordot", x1, x2)
-    real_kernels_only("tensordot", dtype)
+    no_float16("tensordot", dtype)
     first, second = _tensordot_axes(x1, x2, axes)
     for a, b in zip(first, second):
         if x1.shape[a] != x2.shape[b]:
@@ -321,7 +321,7 @@ def matrix_power(x: TileTensor, n: int, /) -> TileTensor:
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"matrix_power needs a stack of square matrices, got shape {x.shape}")
     _numeric("matrix_power", x)
-    real_kernels_only("matrix_power", x.dtype)
+    no_float16("matrix_power", x.dtype)
     n = int(n)
     if n == 0:
         identity = identity_matrix(x.shape[-1], min(x.tile_shape[-2:]), x.dtype)

@@ -3,7 +3,8 @@ the QR of square and wide matrices (tall ones reduce along a tree of tile kernel
 
 For each tile column k (a panel) one task runs LAPACK's ``geqrt`` on the panel's tiles
 stacked together (the diagonal tile down), which leaves R and the reflectors V in the tiles
-and the panel's block reflector I - V T V^T in two small tiles: T^T (``t``) and the unit
+and the panel's block reflector I - V T V^T (V^H for complex tiles) in two small tiles: T^T
+(``t``; T^H for complex tiles) and the unit
 lower V of the diagonal tile (``v``, kept apart since R shares that tile). Each tile column
 j to the right is then updated with GEMMs only, as ``larfb`` does: W_j = sum_i V_i^T A_ij
 down the panel, Z_j = T^T W_j, A_ij -= V_i Z_j. Applying Q (or Q^T) to a matrix is the same
@@ -67,8 +68,10 @@ def factor(a: TileTensor) -> BlockedFactor:
 
 def _reflect(factor: BlockedFactor, k: int, tiles: list, transpose: bool, priority=0) -> None:
     """C = H_k^T C (``transpose``) or H_k C for the tile column C = ``tiles`` (row tiles k
-    and down): W = V^T C, Z = T^T W (or T W), C -= V Z."""
+    and down): W = V^T C, Z = T^T W (or T W), C -= V Z. Complex tiles: H_k^H, with V^H and
+    T^H (the panel keeps T^H in ``t``, so the flags read T^H W = t W, T W = t^H W)."""
     runtime = get_runtime()
+    adjoint = 2 if factor.a.dtype.kind == "c" else True  # GEMM flag of V^T / V^H
     rows, columns = factor.t.tile((k, k)).shape[0], tiles[0].shape[1]
     scratch = TileTensor(Layout((2 * rows, columns), (rows, columns)), factor.a.dtype)
     w, z = scratch.tile((0, 0)), scratch.tile((1, 0))
@@ -76,9 +79,10 @@ def _reflect(factor: BlockedFactor, k: int, tiles: list, transpose: bool, priori
         v = factor.reflector(k, k + step)
         beta = 1.0 if step else 0.0
         runtime.submit(gemm, [(v, R), (tile, R), (w, RW if step else W)],
-                       (True, False, 1.0, beta), priority)  # fmt: skip
+                       (adjoint, False, 1.0, beta), priority)  # fmt: skip
     t = factor.t.tile((k, k))
-    runtime.submit(gemm, [(t, R), (w, R), (z, W)], (not transpose, False, 1.0, 0.0), priority)
+    flag = False if transpose else adjoint
+    runtime.submit(gemm, [(t, R), (w, R), (z, W)], (flag, False, 1.0, 0.0), priority)
     for step, tile in enumerate(tiles):
         v = factor.reflector(k, k + step)
         runtime.submit(gemm, [(v, R), (z, R), (tile, RW)], (False, False, -1.0, 1.0), priority)

@@ -95,7 +95,11 @@ def _side(x: TileTensor) -> int:
 
 def _dense(x: TileTensor, operation: str, layouts, upper: bool = False) -> list[TileTensor]:
     """One task: ``operation`` on the gathered ``x``, writing outputs of these layouts."""
-    outputs = [TileTensor(layout, x.dtype) for layout in layouts]
+    # vectors (eigenvalues, singular values) are real, matrices x's dtype
+    outputs = [
+        TileTensor(layout, batched.real_dtype(x.dtype) if layout.ndim == 1 else x.dtype)
+        for layout in layouts
+    ]
     accesses = [(x.tile(index), R) for index in x.layout.indices()]
     for out in outputs:
         accesses += [(out.tile(index), W) for index in out.layout.indices()]
@@ -115,8 +119,8 @@ def _matrix(rows: int, columns: int, tiles) -> Layout:
 
 @dispatched(public="numtile.linalg.eigh")
 def eigh(x: TileTensor, /) -> EighResult:
-    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix, from its lower
-    triangle, as ``numpy.linalg.eigh``.
+    """Eigenvalues (ascending) and eigenvectors of a symmetric (complex: Hermitian) matrix,
+    from its lower triangle, as ``numpy.linalg.eigh``; the eigenvalues are real.
 
     >>> import numtile as nt, numpy as np
     >>> w, v = nt.linalg.eigh(nt.from_numpy(np.array([[2.0, 1.0], [1.0, 2.0]])))
@@ -261,7 +265,15 @@ def pinv(x: TileTensor, /, *, rtol=None) -> TileTensor:
     u, s, vh = svd(x, full_matrices=False)
     inverse = where(greater_than(s, _cutoff(s, x.shape, rtol, x.dtype)), reciprocal(s), 0.0)
     inverse = reshape(inverse, s.shape[:-1] + (1, s.shape[-1]))  # (..., 1, k): scales columns
-    return matmul(vh, multiply(u, inverse), transpose_a=True, transpose_b=True)
+    # V S^+ U^H (U^T for real x): the conjugate flags are GEMM 'C' flags
+    return matmul(
+        vh,
+        multiply(u, inverse),
+        transpose_a=True,
+        transpose_b=True,
+        conjugate_a=True,
+        conjugate_b=True,
+    )
 
 
 @dispatched(public="numtile.linalg.matrix_rank")
