@@ -7,7 +7,7 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.runtime import Access, get_runtime
-from numtile.tiletensor import codelets
+from numtile.tiletensor import codelets, dispatch
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_
@@ -123,6 +123,15 @@ def inplace(x: TileTensor, name: str, other) -> TileTensor:
     >>> x = nt.ones((3,)); x += 2; x.to_numpy().tolist()
     [3.0, 3.0, 3.0]
     """
+    if name == "matmul":  # x @= y: the product, written into x's tiles if it keeps their shape
+        product = dispatch.call("matmul", x, other)
+        if product.shape != x.shape or product.dtype != x.dtype:
+            raise ValueError(
+                f"in-place matmul: the product is {product.dtype.name} {product.shape}, not the "
+                f"tensor's {x.dtype.name} {x.shape} (the array API forbids the change)"
+            )
+        copy_into(x, product)
+        return x
     family = "bitwise" if name in opcodes.BITWISE_OPS else "binary"
     return binary_op(x, other, name, family, out=x)
 
