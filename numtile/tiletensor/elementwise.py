@@ -125,10 +125,15 @@ def inplace(x: TileTensor, name: str, other) -> TileTensor:
     """
     if name == "matmul":  # x @= y: the product, written into x's tiles if it keeps their shape
         product = dispatch.call("matmul", x, other)
-        if product.shape != x.shape or product.dtype != x.dtype:
+        if product.dtype != x.dtype:
+            raise TypeError(
+                f"in-place matmul would change the dtype of a {x.dtype.name} tensor to "
+                f"{product.dtype.name} (the array API forbids it; use the out-of-place form)"
+            )
+        if product.shape != x.shape:
             raise ValueError(
-                f"in-place matmul: the product is {product.dtype.name} {product.shape}, not the "
-                f"tensor's {x.dtype.name} {x.shape} (the array API forbids the change)"
+                f"in-place matmul: the product's shape {product.shape} is not the tensor's "
+                f"{x.shape}"
             )
         copy_into(x, product)
         return x

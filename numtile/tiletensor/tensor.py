@@ -360,7 +360,7 @@ class TileTensor:
         return dispatch.call("negative", self)
 
     def __pos__(self):
-        return dispatch.call("positive", self)  # a new tensor, as every operator gives
+        return self
 
     def __abs__(self):
         return dispatch.call("abs", self)
