@@ -10,6 +10,14 @@ nor cancels; asinh, acos and acosh follow CPython's ``cmath`` (products of the s
 ``i z``. Where the standard leaves the sign of a zero or of an infinity unspecified the
 functions give what NumPy gives on Linux, except the few cases listed in the tests.
 
+``exp`` is annex G's cexp (``exp(x + 0j)`` is ``exp(x) + 0j`` even where exp(x) overflows, and
+``exp(x) cis(y)`` does not overflow before its product does). ``power`` is the standard's rule for
+complex operands, ``exp(w * log(z))`` with annex G's exp, log and multiply, so its special values
+are theirs; two cases are treated "more carefully", as the standard allows and as NumPy and
+CPython do: ``z ** 0`` is ``1 + 0j`` (even for a NaN z, as for real numbers), and a finite
+nonzero z to a small integer power (|n| < 100) is a product of squares (``(1j) ** 2`` is
+exactly -1) where that product is finite (finite operands: the textbook products are annex G's).
+
 ``multiply`` and ``divide`` are annex G's ``_Cmultd`` and ``_Cdivd`` (C11 G.5.1): an infinite
 operand gives an infinite result even where the textbook formula gives NaN + NaN j
 (``(inf + nan j) * (1 + 1j)`` is ``inf + inf j``); finite quotients are NumPy's (``smith``: Smith's
@@ -33,12 +41,16 @@ _LN10 = 2.302585092994046
 _PI = 3.141592653589793
 # above this |z|, asinh and atanh take their asymptotic forms (squares would overflow)
 _LARGE = 1e150
+# above this x, exp(x) overflows float64; twice it, so does exp(x / 2)
+_EXP_OVERFLOW = 709.0
+# below this |n|, z ** n is a product of squares (as NumPy's and CPython's)
+_SMALL_POWER = 100
 
 
 def build(jit) -> types.SimpleNamespace:
-    """The functions of complex scalars (``multiply smith divide sinh cosh tanh sin cos tan
-    asinh acosh atanh asin acos atan expm1 log log1p log2 log10 sign round``), each compiled
-    by ``jit``."""
+    """The functions of complex scalars (``multiply smith divide exp power sinh cosh tanh sin
+    cos tan asinh acosh atanh asin acos atan expm1 log log1p log2 log10 sign round``), each
+    compiled by ``jit``."""
 
     @jit
     def box(v):  # an infinity as +-1, anything else as +-0 (annex G's "box the infinity")
@@ -310,6 +322,8 @@ def build(jit) -> types.SimpleNamespace:
             large, small = small, large
         if 0.5 <= large <= 1.5:  # log|z| near |z| = 1 without the cancellation
             real = 0.5 * math.log1p((large - 1.0) * (large + 1.0) + small * small)
+        elif large == 0 and small == 0:  # (the simulator's math.log raises at 0)
+            real = -math.inf
         else:
             real = math.log(math.hypot(x, y))
         return complex(real, math.atan2(y, x))
@@ -334,6 +348,54 @@ def build(jit) -> types.SimpleNamespace:
     def log10(z):
         w = log(z)
         return complex(w.real / _LN10, w.imag / _LN10)
+
+    @jit
+    def exp_halves(x):  # exp(x / 2) (inf, not the simulator's OverflowError, past 2 * 709)
+        return math.inf if x > 2 * _EXP_OVERFLOW else math.exp(x / 2)
+
+    @jit
+    def exp(z):
+        x, y = z.real, z.imag
+        if y == 0:  # exp(x) + 0j, the zero signed as y, also where exp(x) overflows
+            half = exp_halves(x)
+            return complex(half * half, y)
+        if not math.isfinite(y):  # -inf: 0 +- 0j; +inf: inf + NaN j; otherwise NaN + NaN j
+            if x == -math.inf:  # (the signs unspecified: exp(conj(z)) = conj(exp(z)))
+                return complex(0.0, math.copysign(0.0, y) if math.isinf(y) else 0.0)
+            return complex(x if x == math.inf else y - y, y - y)
+        if x > _EXP_OVERFLOW:  # exp(x) overflows before exp(x) cis(y) does
+            half = exp_halves(x)
+            return complex(half * math.cos(y) * half, half * math.sin(y) * half)
+        scale = math.exp(x)
+        return complex(scale * math.cos(y), scale * math.sin(y))
+
+    @jit
+    def integer_power(z, n):  # z ** n by squaring (textbook products), a quotient for n < 0
+        m = abs(n)
+        while m & 1 == 0:  # start at the lowest set bit: no 1 * z, which loses signed zeros
+            z = z * z
+            m >>= 1
+        result = z
+        m >>= 1
+        while m:
+            z = z * z
+            if m & 1:
+                result = result * z
+            m >>= 1
+        return smith(complex(1.0, 0.0), result) if n < 0 else result
+
+    @jit
+    def power(z, w):
+        if w.real == 0 and w.imag == 0:
+            return complex(1.0, 0.0)
+        n = w.real
+        if w.imag == 0 and abs(n) < _SMALL_POWER and n == math.floor(n):
+            ordinary = math.isfinite(z.real) and math.isfinite(z.imag)
+            if ordinary and (z.real != 0 or z.imag != 0):
+                result = integer_power(z, int(n))
+                if math.isfinite(result.real) and math.isfinite(result.imag):
+                    return result  # (past overflow, the standard's rule below)
+        return exp(multiply(w, log(z)))
 
     @jit
     def sign(z):
@@ -368,6 +430,8 @@ def build(jit) -> types.SimpleNamespace:
         multiply=multiply,
         smith=smith,
         divide=divide,
+        exp=exp,
+        power=power,
         sinh=sinh,
         cosh=cosh,
         tanh=tanh,

@@ -1,5 +1,6 @@
 """CUDA twins of ``ops_cpu.complex``: unary maps, arithmetic, equality and sum/prod of
-complex tiles, written over real math (exp, log, sqrt of complex through their polar forms).
+complex tiles, written over real math (``numtile.complex_math``; log and sqrt through their
+polar forms).
 """
 
 from __future__ import annotations
@@ -29,14 +30,6 @@ __all__ = [
 
 
 @cuda.jit(device=True)
-def _exp(z):
-    scale = math.exp(z.real)
-    if z.imag == 0:  # exp(x) + 0j even where exp(x) overflows, as on the CPU
-        return complex(scale, z.imag)
-    return complex(scale * math.cos(z.imag), scale * math.sin(z.imag))
-
-
-@cuda.jit(device=True)
 def _log(z):
     return complex(math.log(math.hypot(z.real, z.imag)), math.atan2(z.imag, z.real))
 
@@ -53,17 +46,9 @@ def _sqrt(z):
     return complex(abs(y) / (2 * r), math.copysign(r, y))
 
 
-@cuda.jit(device=True)
-def _power(a, b):
-    if b.real == 0 and b.imag == 0:
-        return complex(1.0, 0.0)
-    if a.real == 0 and a.imag == 0:
-        return complex(0.0, 0.0)
-    return _exp(b * _log(a))
-
-
 _math = complex_math.build(device_function)
 _cmultiply, _cdivide = _math.multiply, _math.divide  # annex G's recovery of infinities
+_exp, _power = _math.exp, _math.power  # annex G's cexp; exp(w * log(z)) with annex G's parts
 
 
 @cuda.jit
@@ -174,8 +159,8 @@ def _reduce_kernel(x, out, pre, n, post, op):
         if op == opcodes.PROD:
             partial = complex(1.0, 0.0)
             for j in range(n):
-                partial = partial * x[(p * n + j) * post + q]
-            out[k] = out[k] * partial
+                partial = _cmultiply(partial, x[(p * n + j) * post + q])
+            out[k] = _cmultiply(out[k], partial)
         else:
             partial = complex(0.0, 0.0)
             for j in range(n):

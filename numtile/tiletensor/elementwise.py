@@ -7,7 +7,7 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.runtime import Access, get_runtime
-from numtile.tiletensor import codelets
+from numtile.tiletensor import codelets, dispatch
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import bool_
@@ -123,6 +123,20 @@ def inplace(x: TileTensor, name: str, other) -> TileTensor:
     >>> x = nt.ones((3,)); x += 2; x.to_numpy().tolist()
     [3.0, 3.0, 3.0]
     """
+    if name == "matmul":  # x @= y: the product, written into x's tiles if it keeps their shape
+        product = dispatch.call("matmul", x, other)
+        if product.dtype != x.dtype:
+            raise TypeError(
+                f"in-place matmul would change the dtype of a {x.dtype.name} tensor to "
+                f"{product.dtype.name} (the array API forbids it; use the out-of-place form)"
+            )
+        if product.shape != x.shape:
+            raise ValueError(
+                f"in-place matmul: the product's shape {product.shape} is not the tensor's "
+                f"{x.shape}"
+            )
+        copy_into(x, product)
+        return x
     family = "bitwise" if name in opcodes.BITWISE_OPS else "binary"
     return binary_op(x, other, name, family, out=x)
 

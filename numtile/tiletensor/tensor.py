@@ -291,9 +291,15 @@ class TileTensor:
 
         return interop.array_function(self, func, types, args, kwargs)
 
-    def __array_namespace__(self, api_version: str | None = None):
+    def __array_namespace__(self, /, *, api_version: str | None = None):
+        """The ``numtile`` module: the array API namespace of ``api_version`` (None: 2023.12,
+        the newest numtile implements; 2021.12 and 2022.12 are subsets of it)."""
         import numtile
 
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError(
+                f"numtile implements array API 2023.12 (and before), not {api_version!r}"
+            )
         return numtile
 
     # -- operators and methods: each calls its op through the dispatch table ----------------
@@ -345,6 +351,7 @@ class TileTensor:
     __ixor__ = _inplace_operator("bitwise_xor")
     __ilshift__ = _inplace_operator("bitwise_left_shift")
     __irshift__ = _inplace_operator("bitwise_right_shift")
+    __imatmul__ = _inplace_operator("matmul")
 
     def __invert__(self):
         return dispatch.call("bitwise_invert", self)
