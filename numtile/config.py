@@ -5,7 +5,8 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_GC_THRESHOLD``, ``NUMTILE_POOL_BYTES``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
 ``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
-``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``.
+``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``, ``NUMTILE_DISTRIBUTED``,
+``NUMTILE_MPI_MAX_POLL``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ def _env_int(name: str, default: int) -> int:
         return int(value)
     except ValueError:
         raise ValueError(f"{name}={value!r} is not an integer") from None
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number") from None
 
 
 def _default_cache_dir() -> str:
@@ -69,6 +80,10 @@ class Config:
     cuda_gemm_tile: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_GEMM_TILE", 16))
     # MPI: True/False, or None to follow the launcher (distributed when mpiexec -n P, P > 1)
     distributed: bool | None = field(default_factory=lambda: _env_flag("NUMTILE_DISTRIBUTED"))
+    # seconds between the MPI worker's polls of its requests in flight while every worker
+    # computes (it also polls when a worker runs out of tasks, and every <= 1 ms while one
+    # waits): each poll costs ~0.1 ms of a core
+    mpi_max_poll: float = field(default_factory=lambda: _env_float("NUMTILE_MPI_MAX_POLL", 5e-3))
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -89,6 +104,12 @@ class Config:
             limit = getattr(self, name)
             if limit is not None and limit <= 0:
                 raise ValueError(f"{name} must be a positive number of bytes, got {limit}")
+        poll = self.mpi_max_poll
+        if isinstance(poll, bool) or not (isinstance(poll, numbers.Real) and 0 < poll <= 1):
+            raise ValueError(
+                f"mpi_max_poll (NUMTILE_MPI_MAX_POLL) must be seconds in (0, 1], got "
+                f"{self.mpi_max_poll!r}"
+            )
         if not (1 <= self.cuda_block <= 1024 and 1 <= self.cuda_gemm_tile <= 32):
             raise ValueError(
                 "a CUDA block holds at most 1024 threads: NUMTILE_CUDA_BLOCK must be in "
