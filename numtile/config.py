@@ -21,24 +21,16 @@ from dataclasses import dataclass, field
 MAX_WORKERS_PER_CORE = 64
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_number(name: str, default, parse=int):
+    """The variable ``name`` read by ``parse`` (``int`` or ``float``), or ``default``."""
     value = os.environ.get(name)
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        return parse(value)
     except ValueError:
-        raise ValueError(f"{name}={value!r} is not an integer") from None
-
-
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number") from None
+        expected = "an integer" if parse is int else "a number"
+        raise ValueError(f"{name}={value!r} is not {expected}") from None
 
 
 def _default_cache_dir() -> str:
@@ -55,17 +47,17 @@ class Config:
     True
     """
 
-    ncpu: int = field(default_factory=lambda: _env_int("NUMTILE_NCPU", os.cpu_count() or 1))
+    ncpu: int = field(default_factory=lambda: _env_number("NUMTILE_NCPU", os.cpu_count() or 1))
     scheduler: str = field(default_factory=lambda: os.environ.get("NUMTILE_SCHEDULER", "eager"))
     cache_dir: str = field(
         default_factory=lambda: os.environ.get("NUMTILE_CACHE_DIR") or _default_cache_dir()
     )
-    gc_threshold: int = field(default_factory=lambda: _env_int("NUMTILE_GC_THRESHOLD", 20000))
-    pool_bytes: int = field(default_factory=lambda: _env_int("NUMTILE_POOL_BYTES", 1 << 30))
-    tile: int = field(default_factory=lambda: _env_int("NUMTILE_TILE", 1024))
-    tile_1d: int = field(default_factory=lambda: _env_int("NUMTILE_TILE_1D", 1 << 20))
+    gc_threshold: int = field(default_factory=lambda: _env_number("NUMTILE_GC_THRESHOLD", 20000))
+    pool_bytes: int = field(default_factory=lambda: _env_number("NUMTILE_POOL_BYTES", 1 << 30))
+    tile: int = field(default_factory=lambda: _env_number("NUMTILE_TILE", 1024))
+    tile_1d: int = field(default_factory=lambda: _env_number("NUMTILE_TILE_1D", 1 << 20))
     # GPUs: -1 means every GPU found (none under Numba's CUDA simulator unless asked for)
-    ncuda: int = field(default_factory=lambda: _env_int("NUMTILE_NCUDA", -1))
+    ncuda: int = field(default_factory=lambda: _env_number("NUMTILE_NCUDA", -1))
     # a kind of worker of the backends table (``cpu``, ``cuda``): the runtime checks the name
     restrict: str | None = field(default_factory=lambda: os.environ.get("NUMTILE_RESTRICT") or None)
     # memory limits in bytes; None: the GPU's free memory / host RAM unlimited
@@ -76,14 +68,16 @@ class Config:
     )
     # CUDA launch shapes: threads per block of the 1-D grid-stride kernels, and the square
     # shared-memory tile of the @cuda.jit GEMM (tests under the simulator shrink both)
-    cuda_block: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_BLOCK", 256))
-    cuda_gemm_tile: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_GEMM_TILE", 16))
+    cuda_block: int = field(default_factory=lambda: _env_number("NUMTILE_CUDA_BLOCK", 256))
+    cuda_gemm_tile: int = field(default_factory=lambda: _env_number("NUMTILE_CUDA_GEMM_TILE", 16))
     # MPI: True/False, or None to follow the launcher (distributed when mpiexec -n P, P > 1)
     distributed: bool | None = field(default_factory=lambda: _env_flag("NUMTILE_DISTRIBUTED"))
     # seconds between the MPI worker's polls of its requests in flight while every worker
     # computes (it also polls when a worker runs out of tasks, and every <= 1 ms while one
     # waits): each poll costs ~0.1 ms of a core
-    mpi_max_poll: float = field(default_factory=lambda: _env_float("NUMTILE_MPI_MAX_POLL", 5e-3))
+    mpi_max_poll: float = field(
+        default_factory=lambda: _env_number("NUMTILE_MPI_MAX_POLL", 5e-3, float)
+    )
 
     def __post_init__(self) -> None:
         self._check_types()
