@@ -5,7 +5,8 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_GC_THRESHOLD``, ``NUMTILE_POOL_BYTES``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
 ``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
-``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``.
+``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``, ``NUMTILE_DISTRIBUTED``,
+``NUMTILE_MPI_MAX_POLL``.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from dataclasses import dataclass, field
 MAX_WORKERS_PER_CORE = 64
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_number(name: str, default, parse=int):
+    """The variable ``name`` read by ``parse`` (``int`` or ``float``), or ``default``."""
     value = os.environ.get(name)
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        return parse(value)
     except ValueError:
-        raise ValueError(f"{name}={value!r} is not an integer") from None
+        expected = "an integer" if parse is int else "a number"
+        raise ValueError(f"{name}={value!r} is not {expected}") from None
 
 
 def _default_cache_dir() -> str:
@@ -44,17 +47,17 @@ class Config:
     True
     """
 
-    ncpu: int = field(default_factory=lambda: _env_int("NUMTILE_NCPU", os.cpu_count() or 1))
+    ncpu: int = field(default_factory=lambda: _env_number("NUMTILE_NCPU", os.cpu_count() or 1))
     scheduler: str = field(default_factory=lambda: os.environ.get("NUMTILE_SCHEDULER", "eager"))
     cache_dir: str = field(
         default_factory=lambda: os.environ.get("NUMTILE_CACHE_DIR") or _default_cache_dir()
     )
-    gc_threshold: int = field(default_factory=lambda: _env_int("NUMTILE_GC_THRESHOLD", 20000))
-    pool_bytes: int = field(default_factory=lambda: _env_int("NUMTILE_POOL_BYTES", 1 << 30))
-    tile: int = field(default_factory=lambda: _env_int("NUMTILE_TILE", 1024))
-    tile_1d: int = field(default_factory=lambda: _env_int("NUMTILE_TILE_1D", 1 << 20))
+    gc_threshold: int = field(default_factory=lambda: _env_number("NUMTILE_GC_THRESHOLD", 20000))
+    pool_bytes: int = field(default_factory=lambda: _env_number("NUMTILE_POOL_BYTES", 1 << 30))
+    tile: int = field(default_factory=lambda: _env_number("NUMTILE_TILE", 1024))
+    tile_1d: int = field(default_factory=lambda: _env_number("NUMTILE_TILE_1D", 1 << 20))
     # GPUs: -1 means every GPU found (none under Numba's CUDA simulator unless asked for)
-    ncuda: int = field(default_factory=lambda: _env_int("NUMTILE_NCUDA", -1))
+    ncuda: int = field(default_factory=lambda: _env_number("NUMTILE_NCUDA", -1))
     # a kind of worker of the backends table (``cpu``, ``cuda``): the runtime checks the name
     restrict: str | None = field(default_factory=lambda: os.environ.get("NUMTILE_RESTRICT") or None)
     # memory limits in bytes; None: the GPU's free memory / host RAM unlimited
@@ -65,10 +68,16 @@ class Config:
     )
     # CUDA launch shapes: threads per block of the 1-D grid-stride kernels, and the square
     # shared-memory tile of the @cuda.jit GEMM (tests under the simulator shrink both)
-    cuda_block: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_BLOCK", 256))
-    cuda_gemm_tile: int = field(default_factory=lambda: _env_int("NUMTILE_CUDA_GEMM_TILE", 16))
+    cuda_block: int = field(default_factory=lambda: _env_number("NUMTILE_CUDA_BLOCK", 256))
+    cuda_gemm_tile: int = field(default_factory=lambda: _env_number("NUMTILE_CUDA_GEMM_TILE", 16))
     # MPI: True/False, or None to follow the launcher (distributed when mpiexec -n P, P > 1)
     distributed: bool | None = field(default_factory=lambda: _env_flag("NUMTILE_DISTRIBUTED"))
+    # seconds between the MPI worker's polls of its requests in flight while every worker
+    # computes (it also polls when a worker runs out of tasks, and every <= 1 ms while one
+    # waits): each poll costs ~0.1 ms of a core
+    mpi_max_poll: float = field(
+        default_factory=lambda: _env_number("NUMTILE_MPI_MAX_POLL", 5e-3, float)
+    )
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -89,6 +98,12 @@ class Config:
             limit = getattr(self, name)
             if limit is not None and limit <= 0:
                 raise ValueError(f"{name} must be a positive number of bytes, got {limit}")
+        poll = self.mpi_max_poll
+        if isinstance(poll, bool) or not (isinstance(poll, numbers.Real) and 0 < poll <= 1):
+            raise ValueError(
+                f"mpi_max_poll (NUMTILE_MPI_MAX_POLL) must be seconds in (0, 1], got "
+                f"{self.mpi_max_poll!r}"
+            )
         if not (1 <= self.cuda_block <= 1024 and 1 <= self.cuda_gemm_tile <= 32):
             raise ValueError(
                 "a CUDA block holds at most 1024 threads: NUMTILE_CUDA_BLOCK must be in "

@@ -37,6 +37,7 @@ CHECKED = {
     "cuda_block",
     "cuda_gemm_tile",
     "distributed",  # checked in tests/distributed/test_mpi.py (it starts MPI: a subprocess)
+    "mpi_max_poll",  # below, and its effect under mpiexec: tests/distributed/program_scheduling
 }
 
 
@@ -48,6 +49,18 @@ def _default_runtime_after():
 
 def test_every_field_has_a_check_here():
     assert {f.name for f in dataclasses.fields(Config)} == CHECKED
+
+
+def test_mpi_max_poll_is_seconds_up_to_one(monkeypatch):
+    assert Config(mpi_max_poll=0.002).mpi_max_poll == 0.002
+    for bad in (0, -1.0, 2.0, float("nan"), True, "5e-3"):
+        with pytest.raises(ValueError, match="NUMTILE_MPI_MAX_POLL"):
+            Config(mpi_max_poll=bad)
+    monkeypatch.setenv("NUMTILE_MPI_MAX_POLL", "0.25")
+    assert Config().mpi_max_poll == 0.25
+    monkeypatch.setenv("NUMTILE_MPI_MAX_POLL", "often")
+    with pytest.raises(ValueError, match="NUMTILE_MPI_MAX_POLL='often' is not a number"):
+        Config()
 
 
 def test_the_runtime_keeps_the_config_it_was_given():

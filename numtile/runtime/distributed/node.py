@@ -35,13 +35,17 @@ if TYPE_CHECKING:
 
 CHECK_TAG = 0  # the submission checks of the waits (``sequence.py``): pickled, to every rank
 NOTICE_TAG = 1  # "a task failed on my rank": pickled text, to every other rank
-# seconds between polls with nothing in flight (notices only): a new transfer task ends the
-# pause at once, so only a failure notice or a wait's exchange may wait this long
-_IDLE_SLEEP = 2e-3
-_BUSY_SLEEP = 2e-5  # ... with requests in flight, growing by as much per idle poll
-# ... up to this: each poll runs MPICH's progress over every request (~0.1 ms from Python on a
-# loaded core), so at 0.2 ms the loop used 12-15% of a core while one receive waited
-_MAX_BUSY_SLEEP = float(os.environ.get("NUMTILE_MPI_MAX_POLL", "1e-3"))
+# Pauses between polls. Each wake-up of the loop costs ~50-130 us of a core (a timed wait
+# in this VM, then Python), whatever it finds: with 1,100 polls a Cholesky n=4096 took 0.13 s
+# of CPU per rank from its one worker's 0.4 s. So the loop sleeps until a transfer task is
+# ready, a worker runs out of tasks (then a receive may be what it waits for), a wait's
+# exchange starts or a failure is to be told; between those, with requests in flight, it
+# polls every ``Config.mpi_max_poll`` seconds while every worker computes (a completed
+# receive is only needed when a worker is free), and from 20 us doubling up to 1 ms while a
+# worker waits or an exchange runs (latency then matters and the core is free).
+_IDLE_SLEEP = 1e-2  # nothing in flight: only a peer's failure notice may wait this long
+_BUSY_SLEEP = 2e-5
+_WAITING_POLL = 1e-3
 _FAILURE_POLL = 0.01  # seconds between looks for a sender's failure (rare; one probe each)
 
 
@@ -95,9 +99,15 @@ class MpiNode:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.sends = self.receives = 0  # messages of tile data
+        self.polls = 0  # looks at the requests in flight
         self._notices: queue.SimpleQueue = queue.SimpleQueue()
         self._exchanges: queue.SimpleQueue = queue.SimpleQueue()
         self.send = self.receive = None  # set by ``attach`` (they need the row's kind)
+        self.max_poll = config.mpi_max_poll
+        self._wake = threading.Event()  # ends the transfer loop's pause
+        self._waiting_workers = 0  # workers blocked for want of a task
+        self._worker_waits = False  # a worker ran out of tasks since the loop last looked
+        self._counting = threading.Lock()
         if sys.excepthook is sys.__excepthook__:
             sys.excepthook = self._abort_on_uncaught
 
@@ -125,6 +135,36 @@ class MpiNode:
         self.send, self.receive = transfer_codelets(kind)
         runtime.distributed = Distributed(runtime, self)
         runtime.failure_listener = self.notify_failure
+        self._watch(runtime.scheduler, runtime)
+
+    def _watch(self, scheduler, runtime: Runtime) -> None:
+        """Wake the transfer loop when ``scheduler`` takes a transfer task and when a worker
+        finds no task (it blocks in ``pop``: counted while it does). The workers' threads
+        start after this and take the shadowing methods."""
+        push, pop, try_pop = scheduler.push, scheduler.pop, scheduler.try_pop
+        transfers = (self.send, self.receive)
+
+        def push_waking(task: Task) -> None:
+            push(task)
+            if task.codelet in transfers:
+                self._wake.set()
+
+        def pop_waking(worker: int) -> Task | None:
+            task = try_pop(worker)
+            if task is not None or runtime.closed:
+                return task
+            with self._counting:
+                self._waiting_workers += 1
+            self._worker_waits = True
+            self._wake.set()
+            try:
+                return pop(worker)
+            finally:
+                with self._counting:
+                    self._waiting_workers -= 1
+
+        scheduler.push = push_waking  # instance attributes shadow the methods
+        scheduler.pop = pop_waking
 
     def notify_failure(self, task: Task, error: BaseException) -> None:
         """A task failed here: tell the other ranks (from the transfer loop's thread)."""
@@ -136,6 +176,7 @@ class MpiNode:
             if isinstance(error, TaskError) and len(error.args) == 1:
                 error.args = (text,)  # the error read here names the rank too
         self._notices.put(text)
+        self._wake.set()
 
     # -- the worker's loop --------------------------------------------------------------------
 
@@ -143,35 +184,46 @@ class MpiNode:
         """Post the transfer tasks handed to this worker and complete them as their requests
         finish; relay failure notices both ways. Ends when the runtime closes."""
         ops = runtime.ops[worker]
+        try_pop = runtime.scheduler.try_pop
         in_flight: list[_Transfer] = []
         notices: list = []
         exchange = None
         idle = 0  # polls in a row that completed nothing
-        pause = 0.0  # how long the next look for a task may wait for one (instead of a sleep)
         probed = 0.0  # when the receives last looked for their senders' failures
         while not runtime.closed:
-            task = runtime.scheduler.try_pop(worker, pause)
+            self._wake.clear()  # (before looking: a task pushed after this ends the pause)
+            task = try_pop(worker)
             if task is not None:
                 in_flight.append(self._post(runtime, worker, ops, task))
-                idle, pause = 0, 0.0
+                idle = 0
                 continue
-            notices = self._relay_notices(runtime, notices)
-            exchange = self._progress_exchange(exchange)
+            if self._worker_waits:  # a new reason to look soon
+                self._worker_waits = False
+                idle = 0
+            # each MPI call after a pause costs 20-40 us (cold caches, MPICH's progress), so a
+            # poll makes only those it needs: the peers' notices are looked for with the
+            # senders' failures, every _FAILURE_POLL seconds
             now = time.monotonic()
             probe = now - probed >= _FAILURE_POLL
             if probe:
                 probed = now
+            if probe or notices or not self._notices.empty():
+                notices = self._relay_notices(runtime, notices, probe)
+            if exchange is not None or not self._exchanges.empty():
+                exchange = self._progress_exchange(exchange)
             done = self._completed(in_flight, probe)
+            self.polls += 1
             for transfer in done:
                 in_flight.remove(transfer)
                 self._finish(runtime, worker, transfer)
-            # back off while nothing completes: the cores are the workers' (a new task ends
-            # the pause at once)
             idle = 0 if done else idle + 1
-            if in_flight or exchange is not None:
-                pause = min(_BUSY_SLEEP * idle, _MAX_BUSY_SLEEP)
+            if exchange is not None or in_flight and self._waiting_workers:
+                pause = min(_BUSY_SLEEP * 2 ** min(idle, 30), _WAITING_POLL, self.max_poll)
+            elif in_flight:
+                pause = self.max_poll
             else:
                 pause = _IDLE_SLEEP
+            self._wake.wait(pause)
         for transfer in in_flight:
             transfer.error = transfer.error or TaskCancelled(
                 f"{transfer.task.describe()} cancelled by runtime shutdown"
@@ -243,6 +295,7 @@ class MpiNode:
         else:
             exchange = _Exchange(payload, [root], [])
         self._exchanges.put(exchange)
+        self._wake.set()
         if not exchange.done.wait(timeout):
             missing = sorted(set(exchange.sources) - set(exchange.received))
             raise TimeoutError(
@@ -271,8 +324,9 @@ class MpiNode:
         exchange.done.set()
         return None
 
-    def _relay_notices(self, runtime: Runtime, sending: list) -> list:
-        """Send this rank's failure notices; record the other ranks' as errors here."""
+    def _relay_notices(self, runtime: Runtime, sending: list, probe: bool) -> list:
+        """Send this rank's failure notices; with ``probe``, record the other ranks' as
+        errors here."""
         while True:
             try:
                 text = self._notices.get_nowait()
@@ -282,6 +336,8 @@ class MpiNode:
                 if peer != self.rank:
                     sending.append(self.comm.isend(text, peer, NOTICE_TAG))
         sending = [request for request in sending if not request.Test()]
+        if not probe:
+            return sending
         status = self.MPI.Status()
         while self.comm.iprobe(self.MPI.ANY_SOURCE, NOTICE_TAG, status):
             text = self.comm.recv(source=status.Get_source(), tag=NOTICE_TAG)

@@ -131,10 +131,17 @@ class Reductions:
                     rank = owner
         if rank is None or all(owner == rank for owner in targets):
             return None
-        if codelet.name in ADDITIVE_UPDATES and not all(
-            _holds(handle, rank) for handle, mode in accesses if not WRITES[mode]
-        ):
-            return None  # a GEMM's inputs would travel anyway: to the owner (SUMMA's volume)
+        if codelet.name in ADDITIVE_UPDATES:
+            inputs = [handle for handle, mode in accesses if not WRITES[mode]]
+            if not all(_holds(handle, rank) for handle in inputs):
+                return None  # a GEMM's inputs would travel anyway: to the owner (SUMMA's volume)
+            # ... as they do when the owner already holds one that is not everywhere: another
+            # of its tasks brought it (a Cholesky update on a 1 x P grid, whose SYRK brought
+            # one panel tile; as partial sums on the panel's rank, every update of a panel ran
+            # there: 55% of the work on one of 2 ranks, and no fewer bytes)
+            (target,) = targets
+            if any(getattr(h, "ranks", None) is not None and _holds(h, target) for h in inputs):
+                return None
         return rank
 
     def contribute(self, rank: int, codelet, accesses, args, priority, name):
