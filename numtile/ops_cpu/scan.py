@@ -17,9 +17,11 @@ def cumulative_sum(x, out, pre, n, post):
     for p in range(pre):
         base = p * n * post
         if post == 1:
-            total = out.dtype.type(0)
+            # the first sum is x[0] itself (a -0.0 stays -0.0, as successive adds give)
+            total = x[base] if n > 0 else out.dtype.type(0)
             for j in range(n):
-                total += x[base + j]
+                if j:
+                    total += x[base + j]
                 out[base + j] = total
             continue
         if n > 0:

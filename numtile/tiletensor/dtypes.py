@@ -147,7 +147,9 @@ def _bfloat16_result(values) -> np.dtype:
 
 
 def can_cast(from_, to, /) -> bool:
-    """Whether the promotion rules allow casting ``from_`` (a dtype or tensor) to ``to``.
+    """Whether the standard's promotion rules allow casting ``from_`` (a dtype or tensor) to
+    ``to``: ``to`` is the promoted type of the pair. Casts across kinds (bool to a number, an
+    integer to a float) are False, as the standard's table has no such pair (NumPy: True).
 
     >>> import numtile as nt
     >>> nt.can_cast(nt.int8, nt.int64), nt.can_cast(nt.float64, nt.int64)
@@ -159,7 +161,15 @@ def can_cast(from_, to, /) -> bool:
         if to == bfloat16:
             return builtins.bool(from_ in (bool_, int8, uint8, bfloat16))
         return builtins.bool(to in (float32, float64, complex64, complex128))
-    return builtins.bool(np.can_cast(from_, to, casting="safe"))
+    if from_ == to:
+        return True
+    # the standard's rule: ``to`` is what the promotion table gives for the pair; its table
+    # has no pair across bool / integers / floating types, so those casts are False (NumPy's
+    # "safe" casting says True for bool -> int64 or int64 -> float64)
+    groups = ("b", "iu", "fc")
+    if not any(from_.kind in group and to.kind in group for group in groups):
+        return False
+    return builtins.bool(np.result_type(from_, to) == to)
 
 
 def isdtype(dtype, kind) -> bool:

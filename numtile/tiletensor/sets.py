@@ -3,7 +3,8 @@
 Through the tiled sort: the flattened tensor is sorted (with its sorting indices when the
 result needs them), a task per tile flags where a group of equal values starts (each NaN is
 a group of its own, as the array API says), and the flagged values, positions and indices
-are compacted. ``unique_values`` and ``unique_counts`` first try each tile on its own (a
+are compacted. A complex tensor is sorted in NumPy's complex order by stable sorts of real keys
+(``sets_complex.py``). ``unique_values`` and ``unique_counts`` first try each tile on its own (a
 sort and group starts per tile): when the tiles hold few distinct values, their groups are
 combined on the host and the sort of the whole tensor is skipped. The number of unique
 values depends on the data: every function waits for one count per tile.
@@ -29,6 +30,7 @@ from numtile.tiletensor.indexing import (
     tile_counts,
 )
 from numtile.tiletensor.manipulation import reshape
+from numtile.tiletensor.sets_complex import sorted_complex
 from numtile.tiletensor.sorting import check_sortable, sorted_with_indices
 from numtile.tiletensor.tensor import TileTensor
 
@@ -57,18 +59,22 @@ class UniqueInverseResult(NamedTuple):
 
 def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False):
     """(values, first indices, inverse indices, counts), the unasked ones None."""
-    check_sortable(x, name) if x.ndim else check_sortable(reshape(x, (1,)), name)
+    if not (isinstance(x, TileTensor) and x.dtype.kind == "c"):  # complex: sets_complex
+        check_sortable(x, name) if x.ndim else check_sortable(reshape(x, (1,)), name)
     if x.dtype in NARROW_FLOATING:  # as float32 (exact both ways), values back in bfloat16
         wide = astype(x, float32)
         unique, first, inverted, counted = _unique(wide, name, counts, indices, inverse)
         return astype(unique, x.dtype), first, inverted, counted
     flat = flatten(x)
-    if flat.size and not (indices or inverse):
+    if flat.size and not (indices or inverse) and flat.dtype.kind != "c":
         by_tile = _unique_by_tile(flat)
         if by_tile is not None:
             unique, counted = by_tile
             return unique, None, None, counted if counts else None
-    values, order = sorted_with_indices(flat, 0, False, indices=indices or inverse)
+    if flat.dtype.kind == "c":  # NumPy's complex order, from stable sorts of real keys
+        values, order = sorted_complex(flat)
+    else:
+        values, order = sorted_with_indices(flat, 0, False, indices=indices or inverse)
     runtime = get_runtime()
     flags = TileTensor(values.layout, bool_)
     for i, (tile, out) in enumerate(zip(values.handles, flags.handles)):
