@@ -8,6 +8,8 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   LU/solve float64 n x n (b: n x 1) vs scipy.linalg.lu_factor + lu_solve, 2 threads  [<= 0.9]
                                     vs dask.array.linalg.solve, best chunk   [<= 0.6]
                                     (and the busy fraction of the workers during it) [>= 90%]
+                                    (every implementation, each numtile tile of --lu-tile and
+                                    each dask chunk once per round, rounds interleaved)
   lu_ooc: LU/solve float64 4096, the host limit 4x below its working set, vs no limit
                                     (fresh processes; the ratio is time, limited / unlimited)
                                                                            [<= 2.0]
@@ -139,67 +141,106 @@ def bench_cholesky(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> li
     return rows
 
 
-def bench_lu(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> list[dict]:
+def _interleaved_medians(runs: dict, repeat: int) -> dict:
+    """Median wall time of each of ``runs`` (name -> fn), after one untimed run of each, timed
+    in ``repeat`` rounds that call every fn once: on a shared machine whose load drifts, each
+    round's peers see about the same load."""
+    import statistics
+    import time
+
+    for fn in runs.values():
+        fn()
+    times = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _lu_busy(ta, tb, a, b) -> str:
+    """The workers' busy fractions during one more solve, whose residual is checked."""
+    runtime = nt.get_runtime()
+    busy_before, start = list(runtime.busy), runtime.elapsed
+    x = nt.linalg.solve(ta, tb).to_numpy()
+    wall = runtime.elapsed - start
+    residual = np.linalg.norm(a @ x - b) / (np.linalg.norm(a) * np.linalg.norm(x))
+    assert residual < 1e-12, residual
+    return ", ".join(
+        f"{100 * (after - before) / wall:.0f}%" for after, before in zip(runtime.busy, busy_before)
+    )
+
+
+def bench_lu(n: int, tiles: list[int], repeat: int, dask_chunks: list[int]) -> list[dict]:
+    """LU + solve of an n x n float64 system: SciPy (2 threads), numtile at each of ``tiles``
+    and dask at each of ``dask_chunks``, all timed in the same interleaved rounds."""
     import scipy.linalg
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((n, n))
     b = rng.standard_normal((n, 1))
-    ta = nt.from_numpy(a, tile_shape=None if tile is None else (tile, tile))
-    tile = ta.tile_shape[0]
-    tb = nt.from_numpy(b, tile_shape=(tile, 1))
     flops = 2.0 * n**3 / 3.0 + 2.0 * n**2
     threads = min(2, CORES)
-    with threadpool_limits(threads):
-        t_scipy = median_time(lambda: scipy.linalg.lu_solve(scipy.linalg.lu_factor(a), b), repeat)
-    t_nt = median_time(lambda: nt.linalg.solve(ta, tb).wait(), repeat)
-    runtime = nt.get_runtime()
-    busy_before, start = list(runtime.busy), runtime.elapsed
-    x = nt.linalg.solve(ta, tb).to_numpy()
-    wall = runtime.elapsed - start
-    busy = [(after - before) / wall for after, before in zip(runtime.busy, busy_before)]
-    residual = np.linalg.norm(a @ x - b) / (np.linalg.norm(a) * np.linalg.norm(x))
-    assert residual < 1e-12, residual
-    case = f"lu/solve f64 {n} (tile {tile})"
-    busy_text = ", ".join(f"{100 * f:.0f}%" for f in busy)
-    rows = [
-        {
-            "case": case,
-            "impl": f"scipy lu_factor+solve ({threads} thr)",
-            "seconds": t_scipy,
-            "rate": _gflops(flops, t_scipy),
-        },
-        {
-            "case": case,
-            "impl": f"numtile (busy {busy_text})",
-            "seconds": t_nt,
-            "rate": _gflops(flops, t_nt),
-            "ratio": t_nt / t_scipy,
-        },
-    ]
+
+    def scipy_solve():
+        with threadpool_limits(threads):
+            scipy.linalg.lu_solve(scipy.linalg.lu_factor(a), b)
+
+    runs, inputs = {"scipy": scipy_solve}, {}
+    for tile in tiles:
+        ta = nt.from_numpy(a, tile_shape=None if tile is None else (tile, tile))
+        tb = nt.from_numpy(b, tile_shape=(ta.tile_shape[0], 1))
+        inputs[ta.tile_shape[0]] = (ta, tb)
+        runs[("numtile", ta.tile_shape[0])] = lambda ta=ta, tb=tb: nt.linalg.solve(ta, tb).wait()
     try:
         import dask
         import dask.array as da
     except ImportError:
         print("dask not installed: skipping the dask peer (pip install 'numtile[bench]')")
-        return rows
-    best = None
+        dask_chunks = []
     for chunk in dask_chunks:
         x, y = da.from_array(a, chunks=(chunk, chunk)), da.from_array(b, chunks=(chunk, 1))
-        with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=CORES):
-            t = median_time(lambda x=x, y=y: da.linalg.solve(x, y).compute(), repeat)
-        if best is None or t < best[0]:
-            best = (t, chunk)
-    t_dask, chunk = best
-    rows.append(
+
+        def dask_solve(x=x, y=y):
+            with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=CORES):
+                da.linalg.solve(x, y).compute()
+
+        runs[("dask", chunk)] = dask_solve
+    seconds = _interleaved_medians(runs, repeat)
+    dask_best = min(((t, key[1]) for key, t in seconds.items() if key[0] == "dask"), default=None)
+    rows = [
         {
-            "case": case,
-            "impl": f"dask solve (chunk {chunk}, BLAS 1 thr)",
-            "seconds": t_dask,
-            "rate": _gflops(flops, t_dask),
-            "ratio": t_nt / t_dask,
+            "case": f"lu/solve f64 {n}",
+            "impl": f"scipy lu_factor+solve ({threads} thr)",
+            "seconds": seconds["scipy"],
+            "rate": _gflops(flops, seconds["scipy"]),
         }
-    )
+    ]
+    if dask_best is not None:
+        rows.append(
+            {
+                "case": f"lu/solve f64 {n}",
+                "impl": f"dask solve (chunk {dask_best[1]}, BLAS 1 thr)",
+                "seconds": dask_best[0],
+                "rate": _gflops(flops, dask_best[0]),
+            }
+        )
+    for tile, (ta, tb) in inputs.items():
+        t_nt = seconds[("numtile", tile)]
+        busy = _lu_busy(ta, tb, a, b)
+        for peer, t_peer in [("scipy", seconds["scipy"])] + (
+            [("dask", dask_best[0])] if dask_best is not None else []
+        ):
+            rows.append(
+                {
+                    "case": f"lu/solve f64 {n} (tile {tile})",
+                    "impl": f"numtile vs {peer} (busy {busy})",
+                    "seconds": t_nt,
+                    "rate": _gflops(flops, t_nt),
+                    "ratio": t_nt / t_peer,
+                }
+            )
     return rows
 
 
@@ -393,8 +434,13 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="matmul,cholesky,lu,qr,tsqr,svdvals,tiny,gelu,startup")
     parser.add_argument("--matmul-tile", type=int, default=None)
     parser.add_argument("--cholesky-tile", type=int, default=None)
-    parser.add_argument("--lu-tile", type=int, default=None)
+    parser.add_argument(
+        "--lu-tile", default=None, help="numtile LU tiles, comma-separated (default tiling)"
+    )
     parser.add_argument("--lu-n", type=int, default=None, help="LU size (8192; 512 --quick)")
+    parser.add_argument(
+        "--lu-chunks", default=None, help="dask LU chunks (1024,2048,4096; 128,256 --quick)"
+    )
     parser.add_argument("--qr-n", type=int, default=None, help="QR size (8192; 512 --quick)")
     parser.add_argument("--qr-tile", type=int, default=None, help="QR tile (512; 128 --quick)")
     parser.add_argument("--tsqr", default=None, help="TSQR MxN (65536x1024; 8192x256 --quick)")
@@ -418,12 +464,16 @@ def main(argv=None) -> int:
         rows += bench_cholesky(n, tile, args.repeat, chunks)
     if "lu" in cases:
         n = args.lu_n or (512 if quick else 8192)
-        tile = args.lu_tile or (128 if quick else None)
+        tiles = [int(t) for t in args.lu_tile.split(",")] if args.lu_tile else None
+        tiles = tiles or [128 if quick else None]
         chunks = [128, 256] if quick else [1024, 2048, 4096]
-        rows += bench_lu(n, tile, args.repeat, chunks)
+        if args.lu_chunks:
+            chunks = [int(c) for c in args.lu_chunks.split(",")]
+        rows += bench_lu(n, tiles, args.repeat, chunks)
     if "lu_ooc" in cases:
         n = args.lu_n or (512 if quick else 4096)
-        rows += bench_lu_out_of_core(n, args.lu_tile or (64 if quick else 512), args.repeat)
+        tile = int(args.lu_tile.split(",")[0]) if args.lu_tile else (64 if quick else 512)
+        rows += bench_lu_out_of_core(n, tile, args.repeat)
     if "qr" in cases:
         n = args.qr_n or (512 if quick else 8192)
         tile = args.qr_tile or (128 if quick else 512)
