@@ -27,7 +27,7 @@ TRANSPOSE_BLOCK = 16  # 16 x 16 blocks: a block's rows stay in L1 (the strides a
 
 
 @njit(nogil=True, cache=True)
-def _transpose(source, target):
+def transpose(source, target):
     """target = source.T, block by block (3x NumPy's copy of a transposed view on a panel)."""
     rows, columns = source.shape
     for i0 in range(0, rows, TRANSPOSE_BLOCK):
@@ -52,10 +52,10 @@ def getrf(a, pivots, info):
         return
     # LAPACK reads column-major: the transpose's C buffer is a's Fortran buffer
     column_major = np.empty((n, m), a.dtype)
-    _transpose(a, column_major)
+    transpose(a, column_major)
     ipiv = np.empty(k, np.int32)
     info[0] = call("getrf", column_major, m, n, column_major, max(1, m), ipiv, 0)
-    _transpose(column_major, a)
+    transpose(column_major, a)
     for i in range(k):
         pivots[i] = ipiv[i] - 1
 
