@@ -445,6 +445,7 @@ def main(argv=None) -> int:
     parser.add_argument("--qr-tile", type=int, default=None, help="QR tile (512; 128 --quick)")
     parser.add_argument("--tsqr", default=None, help="TSQR MxN (65536x1024; 8192x256 --quick)")
     parser.add_argument("--svd", default=None, help="svdvals MxN (65536x512; 8192x128 --quick)")
+    parser.add_argument("--tall-chunks", default=None, help="dask row chunks for tsqr/svdvals")
     args = parser.parse_args(argv)
     cases = set(args.cases.split(","))
     quick = args.quick
@@ -486,6 +487,8 @@ def main(argv=None) -> int:
             text = getattr(args, "svd" if name == "svdvals" else name)
             m, n = (int(v) for v in (text or (quick_default if quick else default)).split("x"))
             tiles = [m // 16, m // 8, m // 4] if m >= 16 * n else [m // 4]
+            if args.tall_chunks:
+                tiles = [int(c) for c in args.tall_chunks.split(",")]
             rows += bench(m, n, (m // 16, n), args.repeat, [c for c in tiles if c >= n])
     if "tiny" in cases:
         rows += bench_tiny_tasks(2000 if quick else 20000, args.repeat)
