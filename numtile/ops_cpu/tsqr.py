@@ -27,6 +27,7 @@ from numba import njit
 from numba.extending import get_cython_function_address
 
 from numtile.ops_cpu.lu import transpose
+from numtile.ops_cpu.qr import _geqrf
 from numtile.ops_cpu.scipy_blas import NO, UPPER, _symbol, call
 
 for _prefix in "sd":  # geqrf and orgqr are registered by ops_cpu.qr
@@ -62,16 +63,7 @@ def qr_leaf(a, q, r, flag, limit):
     major = np.empty((n, m), a.dtype)  # column-major a
     transpose(a, major)
     tau = np.empty(k, a.dtype)
-    query = np.empty(1, a.dtype)
-    call("geqrf", major, m, n, major, m, tau, query, -1, 0)
-    size = query[0]
-    call("orgqr", major, m, k, k, major, m, tau, query, -1, 0)
-    work = np.empty(int(max(size, query[0], 1.0)), a.dtype)
-    info = call("geqrf", major, m, n, major, m, tau, work, work.size, 0)
-    assert info == 0, "qr_leaf: bad argument to geqrf"
-    for i in range(k):
-        for j in range(n):
-            r[i, j] = major[j, i] if j >= i else 0
+    work = _geqrf(major, m, n, tau, r)
     if m >= n and limit > 0 and _well_conditioned(major, n, limit):
         flag[0] = 1
         return
