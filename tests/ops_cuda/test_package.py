@@ -61,10 +61,10 @@ def test_every_cpu_kernel_has_a_cuda_twin_of_the_same_name(family):
     cpu, gpu = (getattr(p, family) if family else p for p in (ops_cpu, ops_cuda))
     helpers = {"empty", "to_host"}  # StreamOps provides these on a GPU
     # CPU-only by design: oneMKL's bf16 GEMM (a GPU takes cuBLAS or the gemm_bf16 twin), and
-    # LAPACK's geqrf+orgqr for TSQR leaves (GPU workers run the tsqr codelet's generic kernel
-    # over the QR tile kernels' twins), and the value-split sort's partition (its codelets are
-    # CPU-only: GPU workers keep the merge sort)
-    cpu_only = {"gemm_bf16_mkl", "mkl_bf16_available", "qr_explicit", "split_by_keys"}
+    # LAPACK's geqrf+orgqr for TSQR leaves, with or without Q (GPU workers run the tsqr
+    # codelet's generic kernel over the QR tile kernels' twins), and the value-split sort's
+    # partition (its codelets are CPU-only: GPU workers keep the merge sort)
+    cpu_only = {"gemm_bf16_mkl", "mkl_bf16_available", "qr_explicit", "qr_leaf", "split_by_keys"}
     assert kernels(cpu) - helpers - cpu_only <= kernels(gpu)
     if family:
         assert kernels(cpu) == kernels(gpu)

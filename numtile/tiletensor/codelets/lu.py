@@ -5,7 +5,8 @@ determinant's sign and log-magnitude from the factor, and identity tiles.
 A panel's tiles are stacked into one scratch array for LAPACK and copied back (declared as
 the task's scratch, so a memory manager makes room for it); its pivots are relative to the
 panel's first row. ``laswp`` stacks a whole column on a GPU; on a CPU it
-moves only the rows the interchanges change (at most twice the panel's width).
+moves only the rows the interchanges change (at most twice the panel's width), gathering them
+into one buffer and scattering them back with the row-copy kernel of indexing.
 """
 
 from __future__ import annotations
@@ -84,13 +85,17 @@ def _laswp_cpu(ops, *tiles_then_pivots):
     ops.laswp(source, pivots)  # ... the row source[r] held before
     source = source.ravel()
     changed = np.flatnonzero(source != np.arange(source.size))
-    moved = np.empty((changed.size, tiles[0].shape[1]), tiles[0].dtype)
-    for tile, start, stop in zip(tiles, starts[:-1], starts[1:]):
-        here = (source[changed] >= start) & (source[changed] < stop)
-        moved[here] = tile[source[changed[here]] - start]
-    for tile, start, stop in zip(tiles, starts[:-1], starts[1:]):
-        here = (changed >= start) & (changed < stop)
-        tile[changed[here] - start] = moved[here]
+    origin, width = source[changed], tiles[0].shape[1]
+    moved = np.empty(changed.size * width, tiles[0].dtype)  # the changed rows, in order
+    count, bounds = changed.size, list(zip(tiles, starts[:-1], starts[1:]))
+    for tile, start, stop in bounds:  # gather: moved[here] = the tile's rows origin[here]
+        here = np.flatnonzero((origin >= start) & (origin < stop))
+        flat, rows = tile.reshape(-1), tile.shape[0]
+        ops.take_positions(flat, moved, 1, rows, width, count, origin[here] - start, here, False)
+    for tile, start, stop in bounds:  # scatter: the tile's rows changed[here] = moved[here]
+        here = np.flatnonzero((changed >= start) & (changed < stop))
+        flat, rows = tile.reshape(-1), tile.shape[0]
+        ops.take_positions(moved, flat, 1, count, width, rows, here, changed[here] - start, False)
 
 
 def _slogdet(ops, *tiles_then_count):
@@ -128,14 +133,14 @@ getrf_panel = Codelet(
 
 
 def _laswp_scratch(*tiles_then_pivots) -> int:
-    """What ``_laswp_cpu`` allocates: four integer or boolean arrays over the column's rows,
-    the rows the interchanges move (at most two per pivot) and one tile's share of them as
-    NumPy gathers it, with their indices. (A GPU stacks the whole column instead: not
+    """What ``_laswp_cpu`` allocates: three integer or boolean arrays over the column's rows,
+    the rows the interchanges move (at most two per pivot; gathered once, by row) and their
+    indices. (A GPU stacks the whole column instead: not
     declared, the CPU's bound is.)"""
     *tiles, pivots = tiles_then_pivots
     rows = sum(tile.shape[0] for tile in tiles)
     moved = min(rows, 2 * pivots.shape[0])
-    return 25 * rows + moved * (2 * tiles[0].shape[1] * tiles[0].dtype.itemsize + 64)
+    return 25 * rows + moved * (tiles[0].shape[1] * tiles[0].dtype.itemsize + 64)
 
 
 laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu}, scratch=_laswp_scratch)

@@ -4,9 +4,12 @@ tile's QR with its Q formed (``tsqr_leaf``), the QR of a few stacked R's along a
 each leaf's Q times its (k, n) factor (``tsqr_apply``, one GEMM).
 
 On a CPU the QRs are LAPACK's ``geqrf`` + ``orgqr`` (``ops_cpu.qr_explicit``, blocked BLAS-3
-Householder, faster than applying ``geqrt``'s reflectors to an identity); elsewhere (a GPU
-worker) the generic kernels build the same from the ``geqrt``/``gemqrt`` tile kernels. The
-GEMMs go through ``ops.gemm`` (one BLAS thread per worker).
+Householder, faster than applying ``geqrt``'s reflectors to an identity); a float64 leaf whose
+R is well conditioned skips ``orgqr`` (``ops_cpu.qr_leaf`` says so in a flag tile) and its
+``tsqr_apply`` multiplies the leaf's input by R^-1 F instead (a triangular solve on the small
+factor F). Elsewhere (a GPU worker) the generic kernels build Q from the ``geqrt``/``gemqrt``
+tile kernels and leave the flag 0. The GEMMs go through ``ops.gemm`` (one BLAS thread per
+worker).
 """
 
 from __future__ import annotations
@@ -50,16 +53,24 @@ def _stacked(ops, parts):
     return out
 
 
-# the QR codelets take their Q tile (W) only when they form Q: (a, [q,] r); a node's
-# inputs are its children's R's, their count its first argument
+# the QR codelets take their Q tile (W) only when they form Q: (a, [q,] r) for a node,
+# (a, [q, flag,] r, limit) for a leaf; a node's inputs are its children's R's, their count its
+# first argument
 
 
-def _leaf(ops, a, *q_r):
-    _qr_generic(ops, a, q_r[0], q_r[-1], len(q_r) == 2)
+def _leaf(ops, a, *tiles_then_limit):
+    *q_r, _limit = tiles_then_limit
+    if len(q_r) == 3:
+        ops.fill(q_r[1], 0)  # Q formed
+    _qr_generic(ops, a, q_r[0], q_r[-1], len(q_r) == 3)
 
 
-def _leaf_cpu(ops, a, *q_r):
-    ops.qr_explicit(a, q_r[0], q_r[-1], len(q_r) == 2)
+def _leaf_cpu(ops, a, *tiles_then_limit):
+    *q_r, limit = tiles_then_limit
+    if len(q_r) == 3:
+        ops.qr_leaf(a, q_r[0], q_r[2], q_r[1], limit)
+    else:
+        ops.qr_explicit(a, q_r[0], q_r[0], False)
 
 
 def _node(ops, *tiles_then_count):
@@ -90,9 +101,16 @@ def _down(ops, q, *tiles_then_root):
         start += rows
 
 
-def _apply(ops, factor, q):
-    # q (rows x K) = q[:, :k] @ factor (k x K)
+def _apply(ops, factor, r, flag, a, q):
+    # q (rows x K) = q[:, :k] @ factor (k x K), or a @ (r^-1 factor) where the leaf's flag says
+    # its Q is a r^-1 (r: the leaf's (k, k) R; a: its input)
     rows, k = _shape(q)[0], _shape(factor)[0]
+    if int(ops.to_host(flag)[0]):
+        solved = ops.empty(_shape(factor), q.dtype)
+        ops.triu_copy(factor, solved, -k)
+        ops.trsm(r, solved, True, False, False, False, 1.0)
+        ops.gemm(a, solved, q, False, False, 1.0, 0.0)
+        return
     leaf = ops.empty((rows, k), q.dtype)
     ops.triu_copy(q, leaf, -rows)
     ops.gemm(leaf, factor, q, False, False, 1.0, 0.0)
@@ -102,6 +120,12 @@ def _qr_flops(a, *q_r) -> float:
     m, n = a
     k = min(m, n)
     return len(q_r) * (2.0 * m * n * k - 2.0 * k**3 / 3.0)
+
+
+def _leaf_flops(a, *shapes_then_limit) -> float:
+    # geqrf, and orgqr when Q is asked for (which a well-conditioned leaf skips)
+    *shapes, _limit = shapes_then_limit
+    return _qr_flops(a, *shapes[: 1 + (len(shapes) == 3)])
 
 
 def _node_flops(*shapes_then_count) -> float:
@@ -115,9 +139,13 @@ def _down_flops(q, *shapes_then_root) -> float:
     return 0.0 if root else 2.0 * q[0] * q[1] * shapes[0][1]
 
 
-tsqr_leaf = Codelet("tsqr_leaf", kernel=_leaf, implementations={"cpu": _leaf_cpu}, flops=_qr_flops)
+tsqr_leaf = Codelet(
+    "tsqr_leaf", kernel=_leaf, implementations={"cpu": _leaf_cpu}, flops=_leaf_flops
+)
 tsqr_node = Codelet(
     "tsqr_node", kernel=_node, implementations={"cpu": _node_cpu}, flops=_node_flops
 )
 tsqr_down = Codelet("tsqr_down", kernel=_down, flops=_down_flops)
-tsqr_apply = Codelet("tsqr_apply", kernel=_apply, flops=lambda f, q: 2.0 * q[0] * q[1] * f[0])
+tsqr_apply = Codelet(
+    "tsqr_apply", kernel=_apply, flops=lambda f, _r, _flag, _a, q: 2.0 * q[0] * q[1] * f[0]
+)

@@ -8,7 +8,8 @@ interchanges, TRSM solves the row of U and GEMM updates the trailing matrix. Pri
 follow the critical path: panels first, then the work on column k + 1 (which the next panel
 waits for), then the rest of the update, and last the interchanges of the columns of L to
 the left, which nothing but the result reads. So panel k + 1 runs while step k's update
-still does.
+still does. The copy of the input is submitted column by column at its panel's priority, so
+panel 0 starts once column 0 is copied and the rest of the copy runs beside it.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import NamedTuple
 import numpy as np
 
 from numtile.runtime import get_runtime
+from numtile.tiletensor.codelets.copy import copy_strided
 from numtile.tiletensor.codelets.linalg import gemm, slogdet_factor, trsm
 from numtile.tiletensor.codelets.lu import getrf_panel, identity, laswp
 from numtile.tiletensor.codelets.lu import slogdet as slogdet_task
 from numtile.tiletensor.creation import zeros
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype, exp, multiply
+from numtile.tiletensor.elementwise_core import element_strides, shape_array
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg import batched
 from numtile.tiletensor.linalg.cholesky import solve_spd, solve_triangular
@@ -53,11 +56,21 @@ def lu_factor(a: TileTensor, singular_raises: bool = True) -> tuple[TileTensor, 
     """P a = L U of a square matrix with square tiles: (the factor, L below its diagonal and
     U on and above it; int64 pivots, tile k relative to row k * tile as LAPACK's ipiv less
     one). A zero pivot fails the factor when ``singular_raises``; non-finite input always."""
-    lu = astype(a, a.dtype, copy=True)
-    n, tile, order = lu.grid[0], lu.tile_shape[0], lu.shape[0]
+    n, tile, order = a.grid[0], a.tile_shape[0], a.shape[0]
     pivots = TileTensor(Layout((order,), (tile,)), np.int64)
     runtime = get_runtime()
     panel_first, next_column = 3 * n, 2 * n
+    lu = TileTensor(a.layout, a.dtype)
+    for j in range(n):  # the copy, by columns: panel 0 starts once column 0 is copied
+        for i in range(n):
+            shape = a.tile((i, j)).shape
+            strides = element_strides(shape, shape)
+            runtime.submit(
+                copy_strided,
+                [(a.tile((i, j)), R), (lu.tile((i, j)), W)],
+                (0, strides, 0, strides, shape_array(shape)),
+                priority=panel_first + n - j,
+            )
 
     def column(j, k):  # tiles (k..n-1, j): the rows step k's interchanges touch
         return [(lu.tile((i, j)), RW) for i in range(k, n)]

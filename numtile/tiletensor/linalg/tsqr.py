@@ -10,6 +10,10 @@ here, so the dense QR of the stack is as fast), and merging p leaves takes (p - 
 nodes: k = 2 costs 6.7 (p - 1) n^3, k = 4 4.9 (p - 1) n^3, one flat node (dask's choice for
 few chunks) 4p n^3 but serial; 4 keeps two workers busy on the first level.
 
+A float64 leaf whose R is well conditioned (Frobenius condition number <= ``CONDITION_LIMIT``)
+does not form its Q: Q_i = A_i R_i^-1 to within that times eps, so its row tile of Q is
+A_i (R_i^-1 F_i), one GEMM on the input; this saves ``orgqr``, a third of TSQR's flops.
+
 This is ``qr(mode="reduced")``'s path for one tile column, and the reduction ``svdvals`` and
 the reduced ``svd`` use for tall matrices of one tile column; the Householder-reflector path
 (``qr.py``) stays for several tile columns and ``mode="complete"`` (and so for
@@ -17,6 +21,8 @@ the reduced ``svd`` use for tall matrices of one tile column; the Householder-re
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from numtile.runtime import get_runtime
 from numtile.tiletensor.codelets.tsqr import tsqr_apply, tsqr_down, tsqr_leaf, tsqr_node
@@ -30,6 +36,9 @@ TREE, LEAF = 2, 1  # priorities: the tree is the critical path
 # leaf is fixed (about 4.9 n^3), a taller leaf's QR runs nearer BLAS-3 speed
 LEAF_ROWS = 8
 ARITY = 4  # R's stacked per tree node (see the module docstring)
+# a float64 leaf skips orgqr when ||R||_F ||R^-1||_F is at most this: its Q = A R^-1 is then
+# orthonormal to within about CONDITION_LIMIT * eps (2e-12), against LAPACK's n * eps
+CONDITION_LIMIT = 1e4
 
 
 def one_tile_column(x: TileTensor) -> bool:
@@ -42,10 +51,11 @@ def _single(shape, dtype) -> TileTensor:
 
 
 class _Item:
-    """A leaf (row tile ``leaf``) or a tree node (``children``) and its R (k x n)."""
+    """A leaf (row tile ``leaf``, with its flag: Q formed or not) or a tree node
+    (``children``) and its R (k x n)."""
 
-    def __init__(self, r: TileTensor, leaf: int | None = None, children=(), q=None):
-        self.r, self.leaf, self.children, self.q = r, leaf, children, q
+    def __init__(self, r: TileTensor, leaf: int | None = None, children=(), q=None, flag=None):
+        self.r, self.leaf, self.children, self.q, self.flag = r, leaf, children, q, flag
 
     @property
     def k(self) -> int:
@@ -65,11 +75,15 @@ def tsqr(x: TileTensor, form_q: bool = True) -> tuple[TileTensor | None, TileTen
     k = min(m, n)
     q = TileTensor(Layout((m, k), (rows, max(k, 1))), x.dtype) if form_q else None
     level = []
+    # a single leaf's Q is the result: it is always formed
+    limit = CONDITION_LIMIT if x.dtype == np.float64 and x.grid[0] > 1 else 0.0
     for i in range(x.grid[0]):
         r = _single((min(x.tile((i, 0)).shape[0], n), n), x.dtype)
-        outputs = ([(q.tile((i, 0)), W)] if form_q else []) + [(r.tile((0, 0)), W)]
-        runtime.submit(tsqr_leaf, [(x.tile((i, 0)), R)] + outputs, priority=LEAF)
-        level.append(_Item(r, leaf=i))
+        flag = TileTensor(Layout((1,), (1,)), np.int64) if form_q else None
+        formed = [(q.tile((i, 0)), W), (flag.tile((0,)), W)] if form_q else []
+        accesses = [(x.tile((i, 0)), R)] + formed + [(r.tile((0, 0)), W)]
+        runtime.submit(tsqr_leaf, accesses, (limit,), priority=LEAF)
+        level.append(_Item(r, leaf=i, flag=flag))
     while len(level) > 1:
         merged = []
         for start in range(0, len(level), ARITY):
@@ -87,17 +101,18 @@ def tsqr(x: TileTensor, form_q: bool = True) -> tuple[TileTensor | None, TileTen
         level = merged
     root = level[0]
     if form_q and root.children:
-        _descend(root, None, q, k)
+        _descend(root, None, x, q, k)
     return q, root.r
 
 
-def _descend(item: _Item, factor: TileTensor | None, q: TileTensor, k: int) -> None:
+def _descend(item: _Item, factor: TileTensor | None, x: TileTensor, q: TileTensor, k: int):
     """Multiply the tree's Q blocks down from ``item`` (whose factor is ``factor``; None at the
-    root, the identity) and finish each leaf's Q tile."""
+    root, the identity) and finish each leaf's Q tile (from its Q, or from its input x)."""
     runtime = get_runtime()
     if item.leaf is not None:
-        tile = q.tile((item.leaf, 0))
-        runtime.submit(tsqr_apply, [(factor.tile((0, 0)), R), (tile, RW)], priority=LEAF)
+        leaf = [(item.r.tile((0, 0)), R), (item.flag.tile((0,)), R), (x.tile((item.leaf, 0)), R)]
+        accesses = [(factor.tile((0, 0)), R)] + leaf + [(q.tile((item.leaf, 0)), RW)]
+        runtime.submit(tsqr_apply, accesses, priority=LEAF)
         return
     factors = [_single((child.k, k), q.dtype) for child in item.children]
     parent = [] if factor is None else [(factor.tile((0, 0)), R)]
@@ -105,4 +120,4 @@ def _descend(item: _Item, factor: TileTensor | None, q: TileTensor, k: int) -> N
     accesses = [(item.q.tile((0, 0)), R)] + parent + outputs
     runtime.submit(tsqr_down, accesses, (factor is None,), priority=TREE)
     for child, child_factor in zip(item.children, factors):
-        _descend(child, child_factor, q, k)
+        _descend(child, child_factor, x, q, k)
