@@ -67,7 +67,10 @@ def _leaf(ops, a, *tiles_then_limit):
 
 def _leaf_cpu(ops, a, *tiles_then_limit):
     *q_r, limit = tiles_then_limit
-    if len(q_r) == 3:
+    if len(q_r) == 3 and a.dtype.kind == "c":  # the R^-1 shortcut is for real float64 leaves
+        ops.fill(q_r[1], 0)
+        ops.qr_explicit(a, q_r[0], q_r[2], True)
+    elif len(q_r) == 3:
         ops.qr_leaf(a, q_r[0], q_r[2], q_r[1], limit)
     else:
         ops.qr_explicit(a, q_r[0], q_r[0], False)
