@@ -32,7 +32,7 @@ from numtile.ops_cpu.elementwise import _broadcast, _map, _zip
 from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, select
 from numtile.ops_cpu.helpers import inlined
 from numtile.ops_cpu.per_op import OpKernel
-from numtile.ops_cpu.reduction import _BLOCK, _identity
+from numtile.ops_cpu.reduction import _identity, _reduce
 
 _SIGN = np.uint32(0x8000)
 _QUIET_NAN = np.uint32(0x7FC0)
@@ -151,37 +151,6 @@ def _wide(element):
     return np.float64(value_of(element))
 
 
-@inlined
-def _reduce(transform, combine, x, out, pre, n, post):
-    """out[p, q] = combine(out[p, q], combine over j of transform(x[p, j, q])) in float64, as
-    ``reduction._reduce`` does, the bfloat16 bits of x widened as they are read."""
-    if n == 0:
-        return
-    if post == 1:
-        for p in range(pre):
-            values = x[p * n : (p + 1) * n]
-            partial = transform(_wide(values[0]))
-            for j in range(1, n):
-                partial = combine(partial, transform(_wide(values[j])))
-            out[p] = combine(np.float64(out[p]), partial)
-        return
-    partial = np.empty(min(post, _BLOCK), np.float64)
-    for p in range(pre):
-        for first in range(0, post, _BLOCK):
-            width = min(_BLOCK, post - first)
-            start = p * n * post + first
-            values = x[start : start + width]
-            for q in range(width):
-                partial[q] = transform(_wide(values[q]))
-            for j in range(1, n):
-                values = x[start + j * post : start + j * post + width]
-                for q in range(width):
-                    partial[q] = combine(partial[q], transform(_wide(values[q])))
-            target = out[p * post + first : p * post + first + width]
-            for q in range(width):
-                target[q] = combine(np.float64(target[q]), partial[q])
-
-
 # (transform, combine) of each reduction: scalar_math names
 _REDUCTIONS = {
     "sum": ("_identity", "_add"),
@@ -201,7 +170,7 @@ def _reduction(op):
     # reassoc as the float32 kernel's: sums split over SIMD lanes
     @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
     def bf16_reduce_op(x, out, pre, n, post):
-        _reduce(scalar_function(transform), scalar_function(combine), x, out, pre, n, post)
+        _reduce(_wide, scalar_function(transform), scalar_function(combine), x, out, pre, n, post)
 
     return bf16_reduce_op
 

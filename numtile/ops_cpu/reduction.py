@@ -7,8 +7,6 @@ accumulated in float64 (in int64 for integers) whatever the input precision.
 
 import numba
 import numpy as np
-from numba.core import types
-from numba.extending import overload
 
 from numtile.opcodes import REDUCE_OPS
 from numtile.ops_cpu.helpers import inlined, widen
@@ -20,58 +18,44 @@ from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multipl
 _BLOCK = 1024
 
 
-def _wide_empty(like, size):
-    """Uninitialised 1-D scratch of ``size`` elements of the widened dtype of the array ``like``
-    (Numba-only)."""
-    raise NotImplementedError("_wide_empty is only callable from numba-compiled code")
-
-
-@overload(_wide_empty)
-def _wide_empty_overload(like, size):
-    if isinstance(like.dtype, types.Float):
-        dtype = np.float64
-    elif isinstance(like.dtype, types.Integer) and not like.dtype.signed:
-        dtype = np.uint64
-    else:
-        dtype = np.int64
-
-    def allocate(like, size):
-        return np.empty(size, dtype)
-
-    return allocate
-
-
 @inlined
 def _identity(value):
     return value
 
 
 @inlined
-def _reduce(transform, combine, x, out, pre, n, post):
-    """out[p, q] = combine(out[p, q], combine over j of transform(x[p, j, q])), in wide
-    precision."""
+def _widened(value):
+    return widen(value)
+
+
+@inlined
+def _reduce(load, transform, combine, x, out, pre, n, post):
+    """out[p, q] = combine(out[p, q], combine over j of transform(load(x[p, j, q]))), in wide
+    precision: ``load`` reads an element widened (``_widened``: float64, int64 or uint64; the
+    bfloat16 kernels pass one that widens bit patterns)."""
     if n == 0:
         return
     if post == 1:
         for p in range(pre):
             values = x[p * n : (p + 1) * n]
-            partial = transform(widen(values[0]))
+            partial = transform(load(values[0]))
             for j in range(1, n):
-                partial = combine(partial, transform(widen(values[j])))
+                partial = combine(partial, transform(load(values[j])))
             out[p] = combine(widen(out[p]), partial)
         return
-    partial = _wide_empty(x, min(post, _BLOCK))
+    # scratch of the loaded type (filled with x's first element; every entry is set below)
+    partial = np.full(min(post, _BLOCK), load(x[0]))
     for p in range(pre):
         for first in range(0, post, _BLOCK):
             width = min(_BLOCK, post - first)
             start = p * n * post + first
             values = x[start : start + width]
             for q in range(width):
-                partial[q] = transform(widen(values[q]))
+                partial[q] = transform(load(values[q]))
             for j in range(1, n):
                 values = x[start + j * post : start + j * post + width]
                 for q in range(width):
-                    partial[q] = combine(partial[q], transform(widen(values[q])))
+                    partial[q] = combine(partial[q], transform(load(values[q])))
             target = out[p * post + first : p * post + first + width]
             for q in range(width):
                 target[q] = combine(widen(target[q]), partial[q])
@@ -85,19 +69,19 @@ def _reduce_kernel(op):
     @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
     def reduce_op(x, out, pre, n, post):
         if op == "sum":
-            _reduce(_identity, _add, x, out, pre, n, post)
+            _reduce(_widened, _identity, _add, x, out, pre, n, post)
         elif op == "max":
-            _reduce(_identity, _maximum, x, out, pre, n, post)
+            _reduce(_widened, _identity, _maximum, x, out, pre, n, post)
         elif op == "min":
-            _reduce(_identity, _minimum, x, out, pre, n, post)
+            _reduce(_widened, _identity, _minimum, x, out, pre, n, post)
         elif op == "prod":
-            _reduce(_identity, _multiply, x, out, pre, n, post)
+            _reduce(_widened, _identity, _multiply, x, out, pre, n, post)
         elif op == "sumsq":
-            _reduce(_square, _add, x, out, pre, n, post)
+            _reduce(_widened, _square, _add, x, out, pre, n, post)
         elif op == "sumabs":
-            _reduce(_abs, _add, x, out, pre, n, post)
+            _reduce(_widened, _abs, _add, x, out, pre, n, post)
         elif op == "maxabs":
-            _reduce(_abs, _maximum, x, out, pre, n, post)
+            _reduce(_widened, _abs, _maximum, x, out, pre, n, post)
 
     return reduce_op
 
