@@ -376,3 +376,7 @@ __all__ += [
 __all__ += ["bfloat16"]
 # the float16 dtype (IEEE half, held through float32 as bfloat16 is; wave 5, issue 15)
 __all__ += ["float16"]
+# element-wise fusion: nt.fuse(fn) runs an element-wise expression as one kernel (wave 7, issue 13)
+from numtile.tiletensor.fusion import fuse  # noqa: E402
+
+__all__ += ["fuse"]

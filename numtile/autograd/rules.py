@@ -196,3 +196,13 @@ def install(backward: Callable) -> None:
         else:
             implementation = _refusing(name, plain)
         dispatch.override(name, implementation)
+
+
+# nt.fuse (issue 13, wave 7): with an input that requires grad, the function runs unfused, so
+# each op in it records its own node (complex ones included, by their own rules)
+@gradient_rule("fused")
+def _fused_unfused(fused, *args):
+    return fused.function(*args)
+
+
+COMPLEX_RULES = COMPLEX_RULES | {"fused"}

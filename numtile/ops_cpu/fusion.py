@@ -1,0 +1,204 @@
+"""Fused element-wise kernels: one Numba kernel generated per traced expression (``nt.fuse``).
+
+An expression is a tuple of steps in evaluation order; step ``k`` is ``(kind, dtype, ...)``
+with the indices of earlier steps as operands, and the last step is the result:
+
+- ``("input", dtype, k)``: the element of input tile ``k``;
+- ``("scalar", dtype, k)``: scalar argument ``k`` (already of ``dtype``);
+- ``("cast", dtype, a)``: step ``a`` converted to ``dtype`` (``astype``);
+- ``("unary" | "predicate", dtype, name, a)``, ``("binary" | "compare" | "bitwise", dtype,
+  name, a, b)``: the scalar function the unfused kernel of op ``name`` maps over its tile;
+- ``("where", dtype, c, a, b)``: ``a if c else b``.
+
+The generated kernel calls the very scalar functions of the unfused kernels
+(``scalar_math``, ``logic``), in the same order and precision, so its results equal the
+unfused ops' bit for bit; only the intermediate tiles are gone (one pass over memory). sin,
+cos and tan run as ``map_reduced`` runs them: their vectorised form over a block of 512
+elements, and the block again, exactly, if an argument was beyond their reduction.
+
+The source is written to ``<cache_dir>/fusion/<digest>.py`` and imported, so Numba's
+``cache=True`` keeps the compiled kernel on disk; the digest covers the source and the files
+whose functions it inlines (Numba would not notice them change).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import pathlib
+import sys
+import threading
+
+import numba
+
+from numtile.config import Config
+from numtile.ops_cpu.helpers import is_c_contiguous
+
+_BLOCK = 512  # elements per block of the trigonometric fix-up (fastmath_trig's block)
+_TRIGONOMETRIC = ("sin", "cos", "tan")
+# the module holding each family's scalar functions, and how a name maps to a function
+_SCALAR_MATH = "numtile.ops_cpu.scalar_math"
+_LOGIC = "numtile.ops_cpu.logic"
+_BITWISE_FUNCTIONS = {
+    "bitwise_and": "_bitwise_and",
+    "bitwise_or": "_bitwise_or",
+    "bitwise_xor": "_bitwise_xor",
+    "bitwise_left_shift": "_left_shift",
+    "bitwise_right_shift": "_right_shift",
+}
+# files whose functions a generated kernel inlines: part of its cache key
+_DEPENDENCIES = ("fusion", "scalar_math", "fastmath", "fastmath_trig", "helpers", "logic")
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def flat_step(x, strides, shape, size):
+    """1 when ``x`` is read whole in C order over ``shape`` (``size`` elements), 0 when it is
+    one element read everywhere, -1 otherwise (strided)."""
+    if x.size == 1:
+        return 0
+    return 1 if x.size == size and is_c_contiguous(strides, shape) else -1
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def row_start(row, shape, inner, strides):
+    """Element offset, under ``strides``, of C-ordered row ``row`` over ``shape[:inner]``."""
+    offset = 0
+    for axis in range(inner - 1, -1, -1):
+        extent = shape[axis]
+        offset += (row % extent) * strides[axis]
+        row //= extent
+    return offset
+
+
+def _function(kind: str, name: str) -> tuple[str, str]:
+    """(module, function) of the scalar function of op ``name`` of ``kind``."""
+    if kind == "bitwise":
+        return _LOGIC, _BITWISE_FUNCTIONS[name]
+    if kind == "predicate":
+        return _LOGIC, f"_{name}"
+    return _SCALAR_MATH, f"_{name}"
+
+
+def _step_code(step, k: int, exact: bool) -> list[str]:
+    """Lines computing ``t<k>`` of ``step`` (``exact``: the trigonometric fix-up pass)."""
+    kind, dtype = step[0], step[1]
+    if kind == "input":
+        return [f"t{k} = in{step[2]}[unsigned(o{step[2]} + j * s{step[2]})]"]
+    if kind == "scalar":
+        return [f"t{k} = c{step[2]}"]
+    if kind == "cast":
+        value = f"t{step[2]} != 0" if dtype == "bool" else f"np.{dtype}(t{step[2]})"
+        return [f"t{k} = {value}"]
+    if kind == "where":
+        return [f"t{k} = t{step[3]} if t{step[2]} else t{step[4]}"]
+    name, args = step[2], ", ".join(f"t{a}" for a in step[3:])
+    function = _function(kind, name)[1]
+    if kind == "unary" and name in _TRIGONOMETRIC:
+        fast = f"_{name}_reduced({args})"
+        if exact:
+            return [f"t{k} = {function}({args}) if beyond_reduction({args}) else {fast}"]
+        return [f"t{k} = {fast}", f"beyond |= beyond_reduction({args})"]
+    return [f"t{k} = {function}({args})"]
+
+
+def source(expression: tuple, inputs: int, scalars: int) -> str:
+    """The Python source of the kernel ``fused(out, shape, in0, st0, ..., c0, ...)`` of
+    ``expression`` (``inputs`` tiles with their element strides, ``scalars`` values)."""
+    imports: dict[str, set[str]] = {"numtile.ops_cpu.helpers": {"inner_axis", "unsigned"}}
+    imports["numtile.ops_cpu.fusion"] = {"flat_step", "row_start"}
+    trigonometric = False
+    for step in expression:
+        if step[0] in ("unary", "binary", "compare", "bitwise", "predicate"):
+            module, function = _function(step[0], step[2])
+            imports.setdefault(module, set()).add(function)
+            if step[0] == "unary" and step[2] in _TRIGONOMETRIC:
+                trigonometric = True
+                imports[_SCALAR_MATH].add(f"_{step[2]}_reduced")
+    if trigonometric:
+        imports["numtile.ops_cpu.fastmath_trig"] = {"beyond_reduction"}
+    ids = range(inputs)
+    arguments = ["out", "shape", *(f"in{i}, st{i}" for i in ids)]
+    arguments += [f"c{i}" for i in range(scalars)]
+    lines = ['"""A fused element-wise kernel generated by numtile.ops_cpu.fusion."""', ""]
+    lines += ["import numba", "import numpy as np", ""]
+    lines += [f"from {m} import {', '.join(sorted(names))}" for m, names in sorted(imports.items())]
+    lines += ["", "", '@numba.njit(nogil=True, cache=True, error_model="numpy")']
+    lines += [f"def fused({', '.join(arguments)}):", "    size = out.size", "    if size == 0:"]
+    lines += ["        return", "    inner = inner_axis(shape)", "    flat = True"]
+    for i in ids:
+        lines += [f"    s{i} = flat_step(in{i}, st{i}, shape, size)", f"    flat &= s{i} >= 0"]
+    lines += ["    extent = size if flat else shape[inner]", "    if not flat:"]
+    lines += [f"        s{i} = st{i}[inner]" for i in ids] or ["        pass"]
+    lines += ["    for row in range(size // extent):", "        start = row * extent"]
+    lines += [f"        o{i} = 0 if flat else row_start(row, shape, inner, st{i})" for i in ids]
+
+    def body(indent: str, exact: bool) -> list[str]:
+        code = [line for k, step in enumerate(expression) for line in _step_code(step, k, exact)]
+        code.append(f"out[unsigned(start + j)] = t{len(expression) - 1}")
+        return [indent + line for line in code]
+
+    if trigonometric:
+        lines += ["        for chunk in range(0, extent, BLOCK):"]
+        lines += ["            stop = min(chunk + BLOCK, extent)", "            beyond = False"]
+        lines += ["            for j in range(chunk, stop):", *body(" " * 16, False)]
+        lines += ["            if beyond:", "                for j in range(chunk, stop):"]
+        lines += body(" " * 20, True)
+        lines += ["", "", f"BLOCK = {_BLOCK}"]
+    else:
+        lines += ["        for j in range(extent):", *body(" " * 12, False)]
+    return "\n".join(lines) + "\n"
+
+
+_fingerprint: list[str] = []
+_kernels: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+def _dependencies_digest() -> str:
+    if not _fingerprint:
+        digest = hashlib.sha256()
+        here = pathlib.Path(__file__).parent
+        for name in _DEPENDENCIES:
+            digest.update((here / f"{name}.py").read_bytes())
+        _fingerprint.append(digest.hexdigest()[:16])
+    return _fingerprint[0]
+
+
+def _load(text: str):
+    """The ``fused`` function of ``text``, written once under the cache dir and imported."""
+    digest = hashlib.sha256((_dependencies_digest() + text).encode()).hexdigest()[:24]
+    folder = pathlib.Path(Config().cache_dir) / "fusion"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"fused_{digest}.py"
+    if not path.exists() or path.read_text() != text:
+        partial = folder / f".fused_{digest}.{os.getpid()}.{threading.get_ident()}"
+        partial.write_text(text)
+        os.replace(partial, path)  # atomic: another process never reads half a file
+    name = f"numtile_fused_{digest}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module.fused
+
+
+def kernel(expression: tuple, inputs: int, scalars: int):
+    """The compiled fused kernel of ``expression`` (generated and imported once per process)."""
+    key = (expression, inputs, scalars)
+    found = _kernels.get(key)
+    if found is None:
+        with _lock:
+            found = _kernels.get(key)
+            if found is None:
+                found = _kernels[key] = _load(source(expression, inputs, scalars))
+    return found
+
+
+def fused(expression: tuple, out, shape, inputs: tuple, strides: tuple, scalars: tuple) -> None:
+    """out = ``expression`` over flat input tiles read through element ``strides`` (0 on
+    broadcast axes) over C-ordered ``shape``, with the scalar arguments ``scalars``."""
+    arguments = [value for pair in zip(inputs, strides) for value in pair]
+    kernel(expression, len(inputs), len(scalars))(out, shape, *arguments, *scalars)
