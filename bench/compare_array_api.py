@@ -3,7 +3,8 @@ timed side by side in one run (ratio = numtile time / peer time; issue 13's targ
 NumPy, whose ufuncs use one core, and <= 0.5 x dask.array with its best chunks, on 2 cores).
 
 Cases:
-  exp, sin, cos and x ** y of 64M float32, x * y + z of 64M float32; sin and x ** y of 16M
+  exp, sin, cos and x ** y of 64M float32, x * y + z of 64M float32 (and as one nt.fuse
+  kernel: case fused); sin and x ** y of 16M
   float64 (sin64, pow64: NumPy's float64 sin and pow are libm's, one call per element)
   sum and var over axis 0 of an 8192 x 8192 float64 matrix
   cumulative_sum of 64M float32
@@ -108,6 +109,25 @@ def bench_elementwise(name, n, tile, repeat, da) -> list[dict]:
     return _rows(f"{label} f{bits} {n >> 20}M", t_nt, t_numpy, best, tile)
 
 
+def bench_fused(n, tile, repeat, da) -> list[dict]:
+    """x * y + z of 64M float32 as ONE nt.fuse kernel (one pass over memory), beside the
+    unfused ops (two passes), NumPy and dask (which fuses blockwise), in the same run."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(n, dtype=np.float32) for _ in range(3)]
+    tensors = [nt.from_numpy(a, tile_shape=(tile,)) for a in arrays]
+    fused = nt.fuse(lambda x, y, z: x * y + z)
+    got, unfused = fused(*tensors).to_numpy(), (tensors[0] * tensors[1] + tensors[2]).to_numpy()
+    np.testing.assert_array_equal(got.view(np.int32), unfused.view(np.int32))  # bit for bit
+    t_fused = median_time(lambda: fused(*tensors).wait(), repeat)
+    t_unfused = median_time(lambda: (tensors[0] * tensors[1] + tensors[2]).wait(), repeat)
+    t_numpy = median_time(lambda: arrays[0] * arrays[1] + arrays[2], repeat)
+    function = lambda x, y, z: x * y + z  # noqa: E731
+    best = _best_dask(da, arrays, function, [n // 16, n // 8, n // 4], repeat)
+    rows = _rows(f"x*y+z fused f32 {n >> 20}M", t_fused, t_numpy, best, tile)
+    unfused_row = {"impl": "numtile unfused", "seconds": t_unfused, "ratio": t_fused / t_unfused}
+    return rows[:1] + [{"case": rows[0]["case"], **unfused_row}] + rows[1:]
+
+
 def bench_axis(name, n, tile, repeat, da) -> list[dict]:
     a = np.random.default_rng(0).standard_normal((n, n))
     x = nt.from_numpy(a, tile_shape=(tile, tile))
@@ -207,7 +227,7 @@ def main() -> None:
     parser.add_argument("--no-dask", action="store_true", help="NumPy as the only peer")
     parser.add_argument(
         "--cases",
-        default="exp,fma,sin,cos,pow,sin64,pow64,sum,var,cumulative_sum,where,mask,sort,argsort,"
+        default="exp,fma,fused,sin,cos,pow,sin64,pow64,sum,var,cumulative_sum,where,mask,sort,argsort,"
         "unique_counts",
     )
     args = parser.parse_args()
@@ -221,6 +241,8 @@ def main() -> None:
         if case in ELEMENTWISE:
             size = n // 4 if case.endswith("64") else n  # float64 rows: 16M (scalar NumPy)
             rows += bench_elementwise(case, size, size // 16, args.repeat, da)
+        elif case == "fused":
+            rows += bench_fused(n, n // 16, args.repeat, da)
         elif case in ("sum", "var"):
             rows += bench_axis(case, side, side // 4, args.repeat, da)
         elif case == "cumulative_sum":

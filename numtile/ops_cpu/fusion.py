@@ -95,10 +95,15 @@ def _step_code(step, k: int, exact: bool) -> list[str]:
     name, args = step[2], ", ".join(f"t{a}" for a in step[3:])
     function = _function(kind, name)[1]
     if kind == "unary" and name in _TRIGONOMETRIC:
-        fast = f"_{name}_reduced({args})"
+        # the fast values of the block are kept, so the exact pass inlines no second copy
         if exact:
+            fast = f"fast{k}[j - chunk]"
             return [f"t{k} = {function}({args}) if beyond_reduction({args}) else {fast}"]
-        return [f"t{k} = {fast}", f"beyond |= beyond_reduction({args})"]
+        return [
+            f"t{k} = _{name}_reduced({args})",
+            f"fast{k}[j - chunk] = t{k}",
+            f"beyond |= beyond_reduction({args})",
+        ]
     return [f"t{k} = {function}({args})"]
 
 
@@ -130,6 +135,9 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
         lines += [f"    s{i} = flat_step(in{i}, st{i}, shape, size)", f"    flat &= s{i} >= 0"]
     lines += ["    extent = size if flat else shape[inner]", "    if not flat:"]
     lines += [f"        s{i} = st{i}[inner]" for i in ids] or ["        pass"]
+    for k, step in enumerate(expression):  # a block's fast trigonometric values
+        if step[0] == "unary" and step[2] in _TRIGONOMETRIC:
+            lines.append(f"    fast{k} = np.empty(BLOCK, np.{step[1]})")
     lines += ["    for row in range(size // extent):", "        start = row * extent"]
     lines += [f"        o{i} = 0 if flat else row_start(row, shape, inner, st{i})" for i in ids]
 

@@ -54,6 +54,7 @@ from numtile.ops_cuda.elementwise import (
     unary_backward,
 )
 from numtile.ops_cuda.factorizations import herk, potrf, syrk, trsm
+from numtile.ops_cuda.fusion import fused  # nt.fuse's generated kernels (issue 13, wave 7)
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
     compact,
@@ -78,6 +79,7 @@ from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_
 from numtile.ops_cuda.structured import band, linspace_fill
 
 __all__ = [
+    "fused",
     "SIMULATOR",
     "CudaUnavailableError",
     "LaunchSettings",

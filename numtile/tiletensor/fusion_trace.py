@@ -56,6 +56,14 @@ class Traced:
     def __bool__(self):
         raise TypeError("nt.fuse: a traced value has no truth value (use nt.where)")
 
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise TypeError(
+            f"nt.fuse: a traced value has no .{name} (only element-wise operators and "
+            f"functions fuse; the shape is not known while tracing)"
+        )
+
     def astype(self, dtype, /, *, copy=True, device=None):
         return _astype(self, dtype)
 
