@@ -3,7 +3,8 @@
 The expression format is ``ops_cpu.fusion``'s. Each step calls the device function the
 unfused CUDA kernel of its op calls (``unary_function(dtype)``, ``binary_function(dtype)``,
 ``compare_function``...), writing into a one-element local array of the step's dtype, as
-``bf16_kernels`` does; a cast is a store into such an array, as the ``cast`` kernel's store.
+``bf16_kernels`` does, or, for + - * / and comparisons, the operator those functions apply;
+a cast is a store into such an array, as the ``cast`` kernel's store.
 So the fused kernel computes what the unfused CUDA ops compute, one grid-stride pass.
 """
 
@@ -33,6 +34,11 @@ _BITWISE = {
     "bitwise_left_shift": "<<",
     "bitwise_right_shift": ">>",
 }
+# ops whose unfused device function is this operator on real numbers: written inline (the
+# same arithmetic, without compiling the op table's other branches)
+_OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+_OPERATORS |= {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<="}
+_OPERATORS |= {"greater": ">", "greater_equal": ">="}
 _PREDICATES = {
     "isnan": "is_nan({0})",
     "isinf": "is_inf({0})",
@@ -74,6 +80,8 @@ def kernel(expression: tuple, inputs: int, scalars: int):
             body.append(f"t{k} = t{step[3]} if t{step[2]} else t{step[4]}")
         elif kind == "bitwise":
             body.append(f"t{k} = t{step[3]} {_BITWISE[step[2]]} t{step[4]}")
+        elif kind in ("binary", "compare") and step[2] in _OPERATORS:
+            body.append(f"t{k} = t{step[3]} {_OPERATORS[step[2]]} t{step[4]}")
         elif kind == "predicate":
             body.append(f"t{k} = " + _PREDICATES[step[2]].format(f"t{step[3]}"))
         else:

@@ -4,9 +4,9 @@
 _COMPILE_FUSED = """
     from numtile.ops_cuda import fusion
 
-    # where(x * c0 > y, x * c0 + float64(n), y): binary, compare, cast and where steps, a
-    # scalar argument, three inputs of three dtypes (the unary device function, 32 ops, is
-    # the elementwise PTX test's)
+    # where(x * c0 > y, maximum(x * c0, float64(n)), y): operators, a device function
+    # (maximum), compare, cast and where steps, a scalar argument, inputs of three dtypes
+    # (the unary device function, 32 ops, is the elementwise PTX test's)
     expression = (
         ("input", "float32", 0),
         ("input", "float64", 1),
@@ -15,7 +15,7 @@ _COMPILE_FUSED = """
         ("binary", "float32", "multiply", 0, 3),
         ("cast", "float64", 4),
         ("cast", "float64", 2),
-        ("binary", "float64", "add", 5, 6),
+        ("binary", "float64", "maximum", 5, 6),
         ("compare", "bool", "greater", 5, 1),
         ("where", "float64", 8, 7, 1),
     )
