@@ -41,9 +41,13 @@ class Traced:
 
     __array_ufunc__ = None  # np.exp(traced) raises TypeError instead of making an object array
 
-    def __init__(self, trace: Trace, step: int | None, dtype, ndim: int = 0, weak=None):
-        self.trace, self.step, self.dtype, self.ndim, self.weak = trace, step, dtype, ndim, weak
+    def __init__(self, trace: Trace, step: int | None, dtype, weak=None):
+        self.trace, self.step, self.dtype, self.weak = trace, step, dtype, weak
         self.argument = self.constant = None  # a scalar's: its argument index, or its value
+
+    @property
+    def ndim(self) -> int:
+        return 0 if self.is_scalar else self.trace.ndims[self.step]
 
     @property
     def is_scalar(self) -> bool:
@@ -114,19 +118,22 @@ class Trace:
 
     def __init__(self) -> None:
         self.steps: list[tuple] = []
+        self.ndims: list[int] = []  # of each step's value: its operands broadcast together
         self.memo: dict[tuple, int] = {}
         # scalar argument k of the kernel: (argument index or None, constant value, dtype)
         self.scalars: list[tuple] = []
 
-    def add(self, step: tuple) -> int:
+    def add(self, step: tuple, ndim: int = 0) -> int:
+        """The index of ``step`` (recorded once; ``ndim``: an input's)."""
         found = self.memo.get(step)
         if found is None:
             found = self.memo[step] = len(self.steps)
             self.steps.append(step)
+            self.ndims.append(max([ndim, *(self.ndims[a] for a in operands(step))]))
         return found
 
     def node(self, step: tuple, dtype) -> Traced:
-        return Traced(self, self.add(step), np.dtype(dtype), ndim=0)
+        return Traced(self, self.add(step), np.dtype(dtype))
 
     def scalar_step(self, value: Traced, dtype) -> int:
         """The step reading scalar ``value`` as ``dtype`` (a kernel argument)."""
@@ -135,6 +142,14 @@ class Trace:
         if entry not in self.scalars:
             self.scalars.append(entry)
         return self.add(("scalar", np.dtype(dtype).name, self.scalars.index(entry)))
+
+
+def operands(step: tuple) -> tuple[int, ...]:
+    """The steps that step ``step`` reads (the ``ops_cpu.fusion`` format)."""
+    kind = step[0]
+    if kind in ("input", "scalar"):
+        return ()
+    return step[2:] if kind in ("cast", "where") else step[3:]
 
 
 def _check_dtype(dtype) -> np.dtype:
@@ -339,9 +354,8 @@ def _finish(recording: Trace, result: Traced) -> Plan:
     """The steps ``result`` needs, renumbered; inputs and scalars in the order first read."""
     needed = {result.step}
     for index in range(result.step, -1, -1):
-        step = recording.steps[index]
-        if index in needed and step[0] not in ("input", "scalar"):
-            needed.update(a for a in step[2:] if isinstance(a, int) and not isinstance(a, bool))
+        if index in needed:
+            needed.update(operands(recording.steps[index]))
     renumber, steps, inputs, scalars = {}, [], [], []
     for index in sorted(needed):
         step = recording.steps[index]
@@ -353,7 +367,7 @@ def _finish(recording: Trace, result: Traced) -> Plan:
             step = (kind, step[1], len(scalars))
             scalars.append(recording.scalars[recording.steps[index][2]])
         else:
-            first = 3 if kind in ("unary", "predicate", "binary", "compare", "bitwise") else 2
+            first = len(step) - len(operands(step))
             step = step[:first] + tuple(renumber[a] for a in step[first:])
         renumber[index] = len(steps)
         steps.append(step)
@@ -371,8 +385,8 @@ def trace(function, signature: tuple) -> Plan:
     for index, entry in enumerate(signature):
         if entry[0] == "tensor":
             dtype = _check_dtype(entry[1])
-            step = recording.add(("input", dtype.name, index))
-            arguments.append(Traced(recording, step, dtype, ndim=entry[2]))
+            step = recording.add(("input", dtype.name, index), ndim=entry[2])
+            arguments.append(Traced(recording, step, dtype))
         else:
             arguments.append(_scalar(recording, entry[1], index))
     with _tracing:
