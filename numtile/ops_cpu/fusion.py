@@ -51,16 +51,17 @@ _BITWISE_FUNCTIONS = {
 _DEPENDENCIES = ("fusion", "scalar_math", "fastmath", "fastmath_trig", "helpers", "logic")
 
 
-@numba.njit(nogil=True, error_model="numpy")
-def flat_step(x, strides, shape, size):
-    """1 when ``x`` is read whole in C order over ``shape`` (``size`` elements), 0 when it is
-    one element read everywhere, -1 otherwise (strided)."""
-    if x.size == 1:
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def flat_step(elements, strides, shape, size):
+    """1 when a tile of ``elements`` is read whole in C order over ``shape`` (``size``
+    elements), 0 when it is one element read everywhere, -1 otherwise (strided). It takes
+    the count, not the tile, so it compiles once for every dtype."""
+    if elements == 1:
         return 0
-    return 1 if x.size == size and is_c_contiguous(strides, shape) else -1
+    return 1 if elements == size and is_c_contiguous(strides, shape) else -1
 
 
-@numba.njit(nogil=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def row_start(row, shape, inner, strides):
     """Element offset, under ``strides``, of C-ordered row ``row`` over ``shape[:inner]``."""
     offset = 0
@@ -132,7 +133,7 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
     lines += [f"def fused({', '.join(arguments)}):", "    size = out.size", "    if size == 0:"]
     lines += ["        return", "    inner = inner_axis(shape)", "    flat = True"]
     for i in ids:
-        lines += [f"    s{i} = flat_step(in{i}, st{i}, shape, size)", f"    flat &= s{i} >= 0"]
+        lines += [f"    s{i} = flat_step(in{i}.size, st{i}, shape, size)", f"    flat &= s{i} >= 0"]
     lines += ["    extent = size if flat else shape[inner]", "    if not flat:"]
     lines += [f"        s{i} = st{i}[inner]" for i in ids] or ["        pass"]
     for k, step in enumerate(expression):  # a block's fast trigonometric values

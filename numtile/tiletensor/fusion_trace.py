@@ -292,6 +292,8 @@ def _recorders() -> dict:
     recorders = {"astype": _astype, "where": _where, "clip": _clip}
     recorders |= {"bitwise_invert": _bitwise_invert, "logical_not": _logical_not}
     recorders |= {"positive": lambda x: _tensor(x, "positive")}
+    # a fused function called inside another one: its steps join the outer trace
+    recorders["fused"] = lambda fused, *args: fused.function(*args)
     recorders |= {"conj": lambda x: _tensor(x, "conj"), "real": lambda x: _tensor(x, "real")}
     not_float_only = ("negative", "abs", "sign", "square")
     for name in opcodes.UNARY_OPS:

@@ -133,6 +133,8 @@ def test_traced_dtypes_follow_the_unfused_ops_rules(dtype):
         "bitwise": (lambda x: ~(x > 0) | (x < 2), "bool"),
         "mixed": (lambda x: x + nt.astype(x, "int64"), "float64" if floating == dtype else "int64"),
     }
+    inner = nt.fuse(lambda a: a * 2)  # a fused function inside another one joins its trace
+    functions["nested"] = (lambda x: inner(x) + 1, "int64" if dtype == "bool" else dtype)
     # the stand-ins know their rank (part of the signature), and so do values made of them
     functions["ndim"] = (lambda x: nt.astype(x, "int8") if nt.exp(x).ndim == 1 else x, "int8")
     for name, (function, expected) in functions.items():
