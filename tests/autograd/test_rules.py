@@ -56,7 +56,7 @@ FUNCTIONS = {
     "signbit": lambda x, y: nt.signbit(x),
     "where": lambda x, y: nt.where(x > 1, x, y),
     # nt.fuse's calls dispatch on "fused": unfused when an input requires grad (issue 13)
-    "fuse": lambda x, y: nt.fuse(lambda a, b: a * b + nt.exp(a))(x, y),
+    "fuse": lambda x, y: nt.fuse(lambda a, b: a * b + a)(x, y),
     "astype": lambda x, y: nt.astype(x, "float32"),
     "broadcast_to": lambda x, y: nt.broadcast_to(x, (2, 3, 4)),
     "ceil": lambda x, y: nt.ceil(x),

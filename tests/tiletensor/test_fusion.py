@@ -69,7 +69,7 @@ def test_an_input_that_requires_grad_runs_unfused_with_the_unfused_gradient():
     nt.init()
     rng = np.random.default_rng(1)
     data = rng.uniform(0.5, 1.5, (5, 6))
-    function = nt.fuse(lambda x, y: x * y + nt.exp(x))
+    function = nt.fuse(lambda x, y: x * y + x)  # tests/autograd/test_rules.py's: kernels shared
     grads = []
     for run in (function, function.function):
         x = nt.from_numpy(data, tile_shape=(2, 4)).requires_grad_()
@@ -80,7 +80,7 @@ def test_an_input_that_requires_grad_runs_unfused_with_the_unfused_gradient():
         grads.append(x.grad.to_numpy())
     _same_bits(grads[0], grads[1])
     assert not function.plans  # never traced: it ran unfused
-    np.testing.assert_allclose(grads[0], data[:1] * 2 + np.exp(data))
+    np.testing.assert_allclose(grads[0], np.broadcast_to(data[:1] * 2 + 1, data.shape))
 
 
 def test_what_does_not_fuse_is_refused_or_runs_unfused():
