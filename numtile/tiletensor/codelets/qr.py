@@ -24,6 +24,10 @@ import numpy as np
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.lu import stacked, unstack
 
+# a complex multiply-add costs 8 real flops to a real one's 2: the factorisation and product
+# codelets count complex tiles 4x (Codelet.complex_flops)
+COMPLEX_FLOPS = 4.0
+
 
 def _geqrt(ops, a, t):
     ops.geqrt(a, t)
@@ -101,10 +105,15 @@ def _tpmqrt_scratch(v, t, a, b, transpose, triangular) -> int:
     return (copies + _work(t, a.shape[1])) * a.dtype.itemsize
 
 
-geqrt = Codelet("geqrt", kernel=_geqrt, flops=_geqrt_flops, scratch=_geqrt_scratch)
-gemqrt = Codelet("gemqrt", kernel=_gemqrt, flops=_gemqrt_flops, scratch=_gemqrt_scratch)
-tpqrt = Codelet("tpqrt", kernel=_tpqrt, flops=_tpqrt_flops, scratch=_tpqrt_scratch)
-tpmqrt = Codelet("tpmqrt", kernel=_tpmqrt, flops=_tpmqrt_flops, scratch=_tpmqrt_scratch)
+def _factor_codelet(name, kernel, flops, scratch) -> Codelet:
+    """A reflector kernel's codelet (complex tiles count 4x the real flops)."""
+    return Codelet(name, kernel=kernel, flops=flops, scratch=scratch, complex_flops=COMPLEX_FLOPS)
+
+
+geqrt = _factor_codelet("geqrt", _geqrt, _geqrt_flops, _geqrt_scratch)
+gemqrt = _factor_codelet("gemqrt", _gemqrt, _gemqrt_flops, _gemqrt_scratch)
+tpqrt = _factor_codelet("tpqrt", _tpqrt, _tpqrt_flops, _tpqrt_scratch)
+tpmqrt = _factor_codelet("tpmqrt", _tpmqrt, _tpmqrt_flops, _tpmqrt_scratch)
 triu_copy = Codelet("triu_copy", kernel=_triu_copy)
 eye_fill = Codelet("eye_fill", kernel=_eye_fill)
 corner_copy = Codelet("corner_copy", kernel=_corner_copy)
@@ -162,6 +171,7 @@ geqrt_panel = Codelet(
     kernel=_geqrt_panel,
     implementations={"cpu": _geqrt_panel_cpu},
     flops=_geqrt_panel_flops,
+    complex_flops=COMPLEX_FLOPS,
     scratch=_geqrt_panel_scratch,
 )
 
@@ -288,5 +298,6 @@ dense_lapack = Codelet(
     "dense_lapack",
     implementations={"cpu": _dense_cpu},
     flops=_dense_flops,
+    complex_flops=COMPLEX_FLOPS,
     scratch=_dense_scratch,
 )
