@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from numtile import opcodes
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.lu import stacked, unstack
 
@@ -123,10 +124,11 @@ def _geqrt_panel(ops, *tiles):
     # a panel's tiles from the diagonal down, then its T^T (columns x columns) and the unit
     # lower V of its diagonal tile (that tile's shape): one block reflector I - V T V^T
     *column, t, v = tiles
-    if t.dtype.kind == "c":
-        raise TypeError("the complex blocked QR panel runs on CPU workers only")
     panel = stacked(ops, column)
     ops.geqrt(panel, t)
+    if t.dtype.kind == "c":  # T^H = conj(T^T), as on a CPU worker
+        factors = t.reshape(-1)
+        ops.complex_unary(factors, factors, opcodes.COMPLEX_CONJ)
     unstack(ops, panel, column)
     _unit_lower(ops, column[0], v)
 
