@@ -89,7 +89,7 @@ def _matmul(x1, x2, **flags):  # transpose_a/_b, out_dtype, conjugate_a/_b: matm
 # The standard formulas (Giles, "An extended collection of matrix derivative results"):
 #   x = a^-1 b:          db = a^-T g,  da = -db x^T
 #   y = a^-1:            da = -y^T g y^T
-#   (sign, l) = slogdet: da = g_l a^-T;  d = det(a): da = g d a^-T
+#   d = det(a): da = g d a^-T  (slogdet: factorizations.py)
 # A singular a fails its gradient (through inv/solve) with LinAlgError, where PyTorch would
 # fall back to an SVD. Complex a (PyTorch's convention): the transposes are conjugate
 # transposes and d's factor is conj(d): db = a^-H g, da = -db x^H; da = -y^H g y^H;
