@@ -97,7 +97,7 @@ COMPLEX_RULES = frozenset(
     | {"matmul", "solve", "inv", "det"}
     # the factorisations' rules take conjugate transposes (autograd/factorizations.py,
     # spectral.py)
-    | {"slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals"}
+    | {"slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv"}
 )
 
 

@@ -25,7 +25,9 @@ the sum of the three contributions.
 pinv, P = pinv(x), for a gradient G of P (Golub & Pereyra 1973; PyTorch's ``pinv_backward``),
 valid where the rank is locally constant:
 
-    dx = -P^T G P^T + (I - x P) G^T P P^T + P^T P G^T (I - P x)
+    dx = -P^H G P^H + (I - x P) G^H P P^H + P^H P G^H (I - P x)
+
+(for real x, ^H is the transpose).
 """
 
 from __future__ import annotations
@@ -148,11 +150,11 @@ class PseudoInverse(Function):
     @staticmethod
     def backward(ctx, g):
         a, p = ctx.saved
-        first = negative(matmul(p, matmul(g, p, transpose_b=True), transpose_a=True))
-        left = matmul(g, matmul(p, p, transpose_b=True), transpose_a=True)  # G^T P P^T
-        left = subtract(left, matmul(a, matmul(p, left)))  # (I - x P) G^T P P^T
-        right = matmul(matmul(p, p, transpose_a=True), g, transpose_b=True)  # P^T P G^T
-        right = subtract(right, matmul(matmul(right, p), a))  # P^T P G^T (I - P x)
+        first = negative(adjoint_product(p, product_adjoint(g, p)))
+        left = adjoint_product(g, product_adjoint(p, p))  # G^H P P^H
+        left = subtract(left, matmul(a, matmul(p, left)))  # (I - x P) G^H P P^H
+        right = product_adjoint(adjoint_product(p, p), g)  # P^H P G^H
+        right = subtract(right, matmul(matmul(right, p), a))  # P^H P G^H (I - P x)
         return add(first, add(left, right))
 
 

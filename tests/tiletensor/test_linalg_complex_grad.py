@@ -1,4 +1,4 @@
-"""Complex gradients of slogdet, cholesky, qr, eigh, eigvalsh, svd and svdvals in PyTorch's
+"""Complex gradients of slogdet, cholesky, qr, eigh, eigvalsh, svd, svdvals and pinv in PyTorch's
 convention, against torch autograd on complex128: matrices with tiles that divide none of
 their axes, and stacks. Eigen- and singular vectors are defined up to phases, so their
 losses are the phase-invariant ones PyTorch's documentation advises (|V|^2, V diag(c) V^H,
@@ -98,14 +98,14 @@ def test_qr_matches_torch():
         _check(lambda xp, x: list(xp.linalg.qr(x)), a)
 
 
-def test_svd_and_svdvals_match_torch():
+def test_svd_svdvals_and_pinv_match_torch():
     def factors(xp, x):
         u, s, vh = xp.linalg.svd(x, full_matrices=False)
         k = s.shape[-1]
         c = np.linspace(1.0, 2.0, k)  # U diag(c) Vh: the pairs' phases cancel
         c = nt.from_numpy(c, tile_shape=(2,)) if xp is nt else torch.tensor(c)
         magnitudes = [xp.real(u * xp.conj(u)), xp.real(vh * xp.conj(vh))]
-        return [s, u * c @ vh, *magnitudes, xp.linalg.svdvals(x)]
+        return [s, u * c @ vh, *magnitudes, xp.linalg.svdvals(x), xp.linalg.pinv(x)]
 
     for a in [_complex((5, 3)), _complex((3, 5)), _complex((2, 4, 3))]:  # m > n, m < n, stack
         _check(factors, a)
