@@ -1,7 +1,7 @@
 """Gradient rules of the matrix product (transposed operands included, through GEMM flags),
-the general solve, the inverse, the determinants, Cholesky, the cross product, diagonals,
-vector norms, QR, eigh/eigvalsh and svdvals (the other products of ``numtile.linalg`` are
-composites, see ``rules.py``)."""
+the general solve, the inverse, the determinant, the cross product, diagonals and vector
+norms (the factorisations are in ``factorizations.py`` and ``spectral.py``; the other
+products of ``numtile.linalg`` are composites, see ``rules.py``)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,11 @@ from numtile.autograd.elementwise import unbroadcast
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise
-from numtile.tiletensor.creation import arange, zeros_like
+from numtile.tiletensor.creation import zeros_like
 from numtile.tiletensor.dtypes import bfloat16, float32
-from numtile.tiletensor.elementwise import add, divide, multiply, negative, subtract
-from numtile.tiletensor.linalg import (
-    SlogdetResult,
-    cholesky,
-    cross,
-    det,
-    diagonal,
-    inv,
-    matmul,
-    slogdet,
-    solve,
-    solve_triangular,
-)
-from numtile.tiletensor.linalg.batched import per_matrix
+from numtile.tiletensor.elementwise import multiply, negative
+from numtile.tiletensor.linalg import cross, det, diagonal, inv, matmul, solve
 from numtile.tiletensor.linalg.products import diagonal_scatter
-from numtile.tiletensor.linalg.qr import QRResult, eye, qr, triu
-from numtile.tiletensor.linalg.spectral import EighResult, eigh, svd
 from numtile.tiletensor.logic import where
 from numtile.tiletensor.manipulation import matrix_transpose, reshape
 from numtile.tiletensor.reduction import normalize_axes, vector_norm
@@ -103,20 +89,20 @@ def _matmul(x1, x2, **flags):  # transpose_a/_b, out_dtype, conjugate_a/_b: matm
 # The standard formulas (Giles, "An extended collection of matrix derivative results"):
 #   x = a^-1 b:          db = a^-T g,  da = -db x^T
 #   y = a^-1:            da = -y^T g y^T
-#   (sign, l) = slogdet: da = g_l a^-T;  d = det(a): da = g d a^-T
+#   d = det(a): da = g d a^-T  (slogdet: factorizations.py)
 # A singular a fails its gradient (through inv/solve) with LinAlgError, where PyTorch would
 # fall back to an SVD. Complex a (PyTorch's convention): the transposes are conjugate
 # transposes and d's factor is conj(d): db = a^-H g, da = -db x^H; da = -y^H g y^H;
 # da = g conj(d) a^-H.
 
 
-def _adjoint(a):
+def adjoint(a):
     """The (conjugate, for complex a) transpose of the last two axes."""
     a_t = matrix_transpose(a)
     return elementwise.conj(a_t) if a.dtype.kind == "c" else a_t
 
 
-def _per_matrix(g):
+def per_matrix_scalar(g):
     """A gradient of one value per matrix, (...,) -> (..., 1, 1), to scale a stack."""
     return reshape(g, g.shape + (1, 1))
 
@@ -139,7 +125,7 @@ class Solve(Function):
     @staticmethod
     def backward(ctx, g):
         a, b, x = ctx.saved
-        gb = solve(_adjoint(a), g, assume_a=ctx.assume_a)
+        gb = solve(adjoint(a), g, assume_a=ctx.assume_a)
         ga = unbroadcast(negative(_outer(gb, x)), a) if a.requires_grad else None
         return ga, unbroadcast(gb, b)
 
@@ -158,20 +144,6 @@ class Inverse(Function):
         return negative(matmul(y, inner, transpose_a=True, conjugate_a=True))
 
 
-class LogAbsDet(Function):
-    @staticmethod
-    def forward(ctx, a, signs):
-        sign, logabs = slogdet(a)
-        signs.append(sign)
-        ctx.save_for_backward(a)
-        return logabs
-
-    @staticmethod
-    def backward(ctx, g):
-        (a,) = ctx.saved
-        return multiply(_per_matrix(g), matrix_transpose(inv(a))), None
-
-
 class Determinant(Function):
     @staticmethod
     def forward(ctx, a):
@@ -183,7 +155,7 @@ class Determinant(Function):
     def backward(ctx, g):
         a, d = ctx.saved
         scale = multiply(g, elementwise.conj(d) if d.dtype.kind == "c" else d)
-        return multiply(_per_matrix(scale), _adjoint(inv(a)))
+        return multiply(per_matrix_scalar(scale), adjoint(inv(a)))
 
 
 @gradient_rule("solve")
@@ -199,60 +171,9 @@ def _inv(x, /):
     return Inverse.apply(x)
 
 
-@gradient_rule("slogdet")
-def _slogdet(x, /):
-    signs = []
-    logabs = LogAbsDet.apply(x, signs)
-    return SlogdetResult(signs[0], logabs)
-
-
 @gradient_rule("det")
 def _det(x, /):
     return Determinant.apply(x)
-
-
-# --- Cholesky --------------------------------------------------------------------------------
-# x = L L^T (Murray, "Differentiation of the Cholesky decomposition", 2016; PyTorch's form):
-#   P = Phi(L^T g) with Phi the lower triangle, diagonal halved;  S = L^-T P L^-1;
-#   dx = (S + S^T) / 2 (symmetric: x is read as a symmetric matrix)
-
-
-def _lower_halved(n: int, dtype):
-    """Phi's mask: 1 below the diagonal, 1/2 on it, 0 above (an (n, n) tensor)."""
-    rows = reshape(arange(n, dtype=dtype), (n, 1))
-    columns = reshape(arange(n, dtype=dtype), (1, n))
-    below = elementwise.astype(elementwise.greater(rows, columns), dtype)
-    on = elementwise.astype(elementwise.equal(rows, columns), dtype)
-    return below + on * 0.5
-
-
-def _cholesky_gradient(factor, g):
-    """dx of one 2-d factor L = cholesky(x) and the gradient g of L."""
-    p = multiply(matmul(factor, g, transpose_a=True), _lower_halved(factor.shape[0], g.dtype))
-    m = solve_triangular(factor, matrix_transpose(p), trans=True)  # (P L^-1)^T = L^-T P^T
-    s = solve_triangular(factor, matrix_transpose(m), trans=True)  # L^-T P L^-1
-    return (s + matrix_transpose(s)) * 0.5
-
-
-class Cholesky(Function):
-    @staticmethod
-    def forward(ctx, x):
-        factor = cholesky(x)
-        ctx.save_for_backward(factor)
-        return factor
-
-    @staticmethod
-    def backward(ctx, g):
-        (factor,) = ctx.saved
-        if factor.ndim > 2:
-            return per_matrix(_cholesky_gradient, factor, g)
-        return _cholesky_gradient(factor, g)
-
-
-@gradient_rule("cholesky")
-def _cholesky(x, /, *, upper: bool = False):
-    factor = Cholesky.apply(x)
-    return matrix_transpose(factor) if upper else factor
 
 
 # --- cross product, diagonals ----------------------------------------------------------------
@@ -340,144 +261,3 @@ def _vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
     if x.dtype.kind != "f":
         raise TypeError(f"vector_norm with gradients needs a real floating x, got {x.dtype}")
     return VectorNorm.apply(x, axis=axis, keepdims=keepdims, ord=ord)
-
-
-# --- QR and the symmetric eigenproblem (issue 14) ---------------------------------------------
-# Each output is its own Function over the same factorisation (the tape has one output per
-# node); the gradients are linear in the output gradients, so a's gradient is their sum.
-#   qr (reduced, m >= n), M = R gR^T - gQ^T Q:  da = (gQ + Q copyltu(M)) R^-T,
-#     copyltu(M) = tril(M) + tril(M, -1)^T  (Walter & Lehmann; Liao et al. 2019)
-#   eigh, a = V diag(w) V^T:  da = V (diag(gw) + skew(V^T gV) / E) V^T, E[i, j] = w[j] - w[i]
-#     (E's diagonal 1), skew(X) = (X - X^T) / 2: PyTorch's formula, degenerate w give infs
-#   svdvals:  da = U diag(g) Vh
-
-
-def _copyltu(m):
-    """tril(m) + tril(m, -1)^T: m's lower triangle mirrored above the diagonal."""
-    return add(subtract(m, triu(m, 1)), triu(matrix_transpose(m), 1))
-
-
-def _times_r_inverse_transposed(b, r):
-    """b @ r^-T for an upper triangular r (a triangular solve, no inverse)."""
-    return matrix_transpose(solve_triangular(r, matrix_transpose(b), lower=False))
-
-
-class QRQ(Function):
-    @staticmethod
-    def forward(ctx, a, results):
-        q, r = qr(a, mode="reduced")
-        results.append(r)
-        ctx.save_for_backward(q, r)
-        return q
-
-    @staticmethod
-    def backward(ctx, g):
-        q, r = ctx.saved
-        m = negative(matmul(g, q, transpose_a=True))
-        return _times_r_inverse_transposed(add(g, matmul(q, _copyltu(m))), r)
-
-
-class QRR(Function):
-    @staticmethod
-    def forward(ctx, a, factors):
-        q, r = factors
-        ctx.save_for_backward(q, r)
-        return r
-
-    @staticmethod
-    def backward(ctx, g):
-        q, r = ctx.saved
-        m = matmul(r, g, transpose_b=True)
-        return _times_r_inverse_transposed(matmul(q, _copyltu(m)), r)
-
-
-@gradient_rule("qr")
-def _qr(x, /, *, mode="reduced"):
-    if mode != "reduced" or x.ndim != 2 or x.shape[0] < x.shape[1]:
-        raise ValueError(
-            "the gradient of numtile.linalg.qr needs mode='reduced' and a 2-d matrix with at "
-            f"least as many rows as columns (got mode={mode!r}, shape {x.shape})"
-        )
-    results = []
-    q = QRQ.apply(x, results)
-    r = QRR.apply(x, factors=(q.detach(), results[0]))
-    return QRResult(q, r)
-
-
-def as_row(v):
-    """(..., k) -> (..., 1, k): multiplying by it scales the columns of a (..., r, k) matrix
-    (``v @ diag(w)`` for matrices and stacks)."""
-    return reshape(v, v.shape[:-1] + (1, v.shape[-1]))
-
-
-def as_column(v):
-    """(..., k) -> (..., k, 1): multiplying by it scales the rows of a (..., k, c) matrix."""
-    return reshape(v, v.shape + (1,))
-
-
-def value_gaps(w):
-    """E[..., i, j] = w[j] - w[i] with ones on the diagonal: the divisor of the eigenvector
-    (and singular vector, on squared values) gradients."""
-    n = w.shape[-1]
-    gaps = subtract(as_row(w), as_column(w))
-    return add(gaps, eye(n, n, gaps.tile_shape[-2:], gaps.dtype))
-
-
-class EigenValues(Function):
-    @staticmethod
-    def forward(ctx, a, results):
-        w, v = eigh(a)
-        results.append(v)
-        ctx.save_for_backward(v)
-        return w
-
-    @staticmethod
-    def backward(ctx, g):
-        (v,) = ctx.saved
-        return matmul(multiply(v, as_row(g)), v, transpose_b=True)
-
-
-class EigenVectors(Function):
-    @staticmethod
-    def forward(ctx, a, factors):
-        w, v = factors
-        ctx.save_for_backward(w, v)
-        return v
-
-    @staticmethod
-    def backward(ctx, g):
-        w, v = ctx.saved
-        vtg = matmul(v, g, transpose_a=True)
-        skew = multiply(subtract(vtg, matrix_transpose(vtg)), 0.5)
-        return matmul(v, matmul(divide(skew, value_gaps(w)), v, transpose_b=True))
-
-
-@gradient_rule("eigh")
-def _eigh(x, /):
-    vectors = []
-    w = EigenValues.apply(x, vectors)
-    v = EigenVectors.apply(x, factors=(w.detach(), vectors[0]))
-    return EighResult(w, v)
-
-
-@gradient_rule("eigvalsh")
-def _eigvalsh(x, /):
-    return EigenValues.apply(x, [])
-
-
-class SingularValues(Function):
-    @staticmethod
-    def forward(ctx, a):
-        u, s, vh = svd(a, full_matrices=False)
-        ctx.save_for_backward(u, vh)
-        return s
-
-    @staticmethod
-    def backward(ctx, g):
-        u, vh = ctx.saved
-        return matmul(multiply(u, as_row(g)), vh)
-
-
-@gradient_rule("svdvals")
-def _svdvals(x, /):
-    return SingularValues.apply(x)

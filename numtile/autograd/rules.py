@@ -95,6 +95,9 @@ COMPLEX_RULES = frozenset(
     # complex linear algebra (issue 14): products conjugate the other operand, the solve,
     # inverse and determinant take conjugate transposes (autograd/linalg.py)
     | {"matmul", "solve", "inv", "det"}
+    # the factorisations' rules take conjugate transposes (autograd/factorizations.py,
+    # spectral.py)
+    | {"slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv"}
 )
 
 

@@ -4,12 +4,14 @@
 
 The factorisations are unblocked Householder QR in one block (a fallback for the simulator
 and small tiles; a real GPU would call cuSOLVER's geqrf/ormqr): for each column one thread
-forms the reflector as LAPACK's ``larfg`` does (beta = -sign(alpha) * norm, tau =
-(beta - alpha) / beta), then one thread per trailing column applies it. The block factors T
-are then built in LAPACK's blocked layout (``nb`` columns per block, ``larft``'s recurrence
-T[:j, j] = -tau_j T[:j, :j] (V[:, :j]^T v_j)), so a tile factored on one backend can be
-applied on the other. The apply kernels use only T's diagonal (each reflector's tau) and
-apply the reflectors one by one, one thread per column.
+forms the reflector as LAPACK's ``larfg`` does (beta = -sign(Re alpha) * norm, real; tau =
+(beta - alpha) / beta), then one thread per trailing column applies H^H = I - conj(tau) v v^H.
+The block factors T are then built in LAPACK's blocked layout (``nb`` columns per block,
+``larft``'s recurrence T[:j, j] = -tau_j T[:j, :j] (V[:, :j]^H v_j)), so a tile factored on
+one backend can be applied on the other. The apply kernels use only T's diagonal (each
+reflector's tau) and apply the reflectors one by one, one thread per column: Q^H c as
+H_1^H .. H_k^H with conj(tau), Q c as H_k .. H_1 with tau. The same kernels serve real and
+complex tiles (float32/64, complex64/128): the conjugates are identities on real values.
 """
 
 from __future__ import annotations
@@ -17,23 +19,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 from numba import cuda
 
 from numtile.ops_cuda.launch import block, check_argument, grid
 
 __all__ = ["eye_fill", "gemqrt", "geqrt", "tpmqrt", "tpqrt", "triu_copy"]
-
-
-def _real_tiles(name: str, *tiles: Any) -> None:
-    """Raise ``TypeError`` for complex tiles: these reflector kernels are real (the complex
-    QR's tile kernels run on CPU workers, through LAPACK)."""
-    for tile in tiles:
-        if np.dtype(tile.dtype).kind == "c":
-            raise TypeError(
-                f"{name}: the CUDA QR kernels are real; complex {tile.dtype} tiles run on CPU "
-                f"workers"
-            )
 
 
 @cuda.jit(device=True)
@@ -42,13 +32,26 @@ def _smaller(x, y):  # the builtin min does not compile for a real GPU here
 
 
 @cuda.jit(device=True)
+def _conj(x):
+    return x.conjugate()
+
+
+@cuda.jit(device=True)
+def _abs2(x):
+    """|x|^2 in x's real type."""
+    return x.real * x.real + x.imag * x.imag
+
+
+@cuda.jit(device=True)
 def _reflector(alpha, norm_squared):
-    """(beta, tau, scale) of LAPACK's larfg for alpha and ||x||^2 (scale multiplies x)."""
-    if norm_squared == 0:
+    """(beta, tau, scale) of LAPACK's larfg for alpha and ||x||^2 (scale multiplies x), in
+    alpha's type; beta is real."""
+    if norm_squared == 0 and alpha.imag == 0:
         return alpha, alpha * 0, alpha * 0 + 1
-    beta = math.sqrt(alpha * alpha + norm_squared)
-    if alpha >= 0:
-        beta = -beta
+    norm = math.sqrt(_abs2(alpha) + norm_squared)
+    if alpha.real >= 0:
+        norm = -norm
+    beta = alpha * 0 + norm
     return beta, (beta - alpha) / beta, 1 / (alpha - beta)
 
 
@@ -73,9 +76,9 @@ def _geqrt_factors(a, t, k, nb):
             j = start + jj
             for ii in range(tid, jj, threads):
                 i = start + ii
-                total = a[j, i]  # v_i[j] * v_j[j], v_j[j] = 1
+                total = _conj(a[j, i])  # conj(v_i[j]) * v_j[j], v_j[j] = 1
                 for r in range(j + 1, a.shape[0]):
-                    total += a[r, i] * a[r, j]
+                    total += _conj(a[r, i]) * a[r, j]
                 t[j, ii] = total
             cuda.syncthreads()
             if tid == 0:
@@ -85,11 +88,11 @@ def _geqrt_factors(a, t, k, nb):
 
 @cuda.jit(device=True)
 def _reflect(v, j, first, last, tau, top, tail, column):
-    """Apply the reflector I - tau [1; v[first:last, j]] [1; v[first:last, j]]^T to the column
+    """Apply the reflector I - tau [1; v[first:last, j]] [1; v[first:last, j]]^H to the column
     [top[j, column]; tail[first:last, column]] (its unit entry meets row j of ``top``)."""
     w = top[j, column]
     for r in range(first, last):
-        w += v[r, j] * tail[r, column]
+        w += _conj(v[r, j]) * tail[r, column]
     w *= tau
     top[j, column] -= w
     for r in range(first, last):
@@ -108,16 +111,16 @@ def _geqrt_kernel(a, t, nb):
     cuda.syncthreads()
     for j in range(k):
         if tid == 0:
-            norm_squared = a[0, 0] * 0
+            norm_squared = a[0, 0].real * 0
             for r in range(j + 1, m):
-                norm_squared += a[r, j] * a[r, j]
+                norm_squared += _abs2(a[r, j])
             beta, tau, scale = _reflector(a[j, j], norm_squared)
             a[j, j] = beta
             for r in range(j + 1, m):
                 a[r, j] *= scale
             t[j, j % nb] = tau
         cuda.syncthreads()
-        tau = t[j, j % nb]
+        tau = _conj(t[j, j % nb])  # H^H
         for c in range(j + 1 + tid, n, threads):
             _reflect(a, j, j + 1, m, tau, a, a, c)
         cuda.syncthreads()
@@ -126,7 +129,6 @@ def _geqrt_kernel(a, t, nb):
 
 def geqrt(a: Any, t: Any, *, stream: Any = 0) -> None:
     """QR of the tile a in place (R above, reflectors below); t gets the block factors."""
-    _real_tiles("geqrt", a)
     m, n = a.shape
     check_argument(t.shape[0] == n and t.shape[1] >= 1, "geqrt: t must be (columns, ib)")
     nb = max(1, min(t.shape[1], m, n))
@@ -140,12 +142,12 @@ def _gemqrt_kernel(v, t, c, transpose, nb):
     for column in range(cuda.grid(1), c.shape[1], cuda.gridsize(1)):
         for step in range(k):
             j = step if transpose else k - 1 - step
-            _reflect(v, j, j + 1, m, t[j, j % nb], c, c, column)
+            tau = _conj(t[j, j % nb]) if transpose else t[j, j % nb]
+            _reflect(v, j, j + 1, m, tau, c, c, column)
 
 
 def gemqrt(v: Any, t: Any, c: Any, transpose: bool, *, stream: Any = 0) -> None:
-    """c = Q^T c (``transpose``) or Q c, Q from ``geqrt(v, t)``."""
-    _real_tiles("gemqrt", v, c)
+    """c = Q^H c (``transpose``; Q^T for real tiles) or Q c, Q from ``geqrt(v, t)``."""
     m, n = c.shape
     check_argument(v.shape[0] == m and t.shape[0] == v.shape[1], "gemqrt: shapes do not agree")
     k = min(v.shape)
@@ -174,16 +176,16 @@ def _tpqrt_kernel(a, b, t, rows, trapezoid, nb):
     for j in range(n):
         used = _used_rows(rows, trapezoid, j)
         if tid == 0:
-            norm_squared = a[0, 0] * 0
+            norm_squared = a[0, 0].real * 0
             for r in range(used):
-                norm_squared += b[r, j] * b[r, j]
+                norm_squared += _abs2(b[r, j])
             beta, tau, scale = _reflector(a[j, j], norm_squared)
             a[j, j] = beta
             for r in range(used):
                 b[r, j] *= scale
             t[j, j % nb] = tau
         cuda.syncthreads()
-        tau = t[j, j % nb]
+        tau = _conj(t[j, j % nb])  # H^H
         for c in range(j + 1 + tid, n, threads):
             _reflect(b, j, 0, used, tau, a, b, c)
         cuda.syncthreads()
@@ -196,7 +198,7 @@ def _tpqrt_kernel(a, b, t, rows, trapezoid, nb):
                 i = start + ii
                 total = b[0, 0] * 0
                 for r in range(_used_rows(rows, trapezoid, i)):
-                    total += b[r, i] * b[r, j]
+                    total += _conj(b[r, i]) * b[r, j]
                 t[j, ii] = total
             cuda.syncthreads()
             if tid == 0:
@@ -213,7 +215,6 @@ def _bottom_rows(rows: int, k: int, triangular: bool) -> tuple[int, int]:
 
 def tpqrt(a: Any, b: Any, t: Any, triangular: bool, *, stream: Any = 0) -> None:
     """QR of [R; B] (R: a's top upper triangle, B: b, its upper trapezoid if triangular)."""
-    _real_tiles("tpqrt", a, b)
     n = a.shape[1]
     check_argument(
         a.shape[0] >= n and b.shape[1] == n and t.shape[0] == n, "tpqrt: shapes do not agree"
@@ -229,14 +230,15 @@ def _tpmqrt_kernel(v, t, a, b, transpose, rows, trapezoid, nb):
     for column in range(cuda.grid(1), a.shape[1], cuda.gridsize(1)):
         for step in range(k):
             j = step if transpose else k - 1 - step
-            _reflect(v, j, 0, _used_rows(rows, trapezoid, j), t[j, j % nb], a, b, column)
+            tau = _conj(t[j, j % nb]) if transpose else t[j, j % nb]
+            _reflect(v, j, 0, _used_rows(rows, trapezoid, j), tau, a, b, column)
 
 
 def tpmqrt(
     v: Any, t: Any, a: Any, b: Any, transpose: bool, triangular: bool, *, stream: Any = 0
 ) -> None:
-    """[a_top; b_top] = Q^T [...] (``transpose``) or Q [...], Q from ``tpqrt(., v, t)``."""
-    _real_tiles("tpmqrt", v, a, b)
+    """[a_top; b_top] = Q^H [...] (``transpose``; Q^T for real tiles) or Q [...], Q from
+    ``tpqrt(., v, t)``."""
     k = v.shape[1]
     n = a.shape[1]
     check_argument(

@@ -18,7 +18,9 @@ class Codelet:
     scalar arguments. ``implementations={kind: f}`` gives kind-specific versions with the
     same signature instead of (or on top of) ``kernel``: a codelet without ``kernel`` runs
     only on the kinds it names. ``flops(*shapes, *args)`` returns the floating-point
-    operations of one call. ``scratch(*tiles, *args)`` returns the bytes of working memory
+    operations of one call, times ``complex_flops`` when a tile is complex (4 for the linear
+    algebra kernels: a complex multiply-add is 8 real flops to a real one's 2; element-wise
+    codelets keep 1). ``scratch(*tiles, *args)`` returns the bytes of working memory
     one call allocates beside its tiles (a gathered copy, LAPACK's workspace), given the
     task's tiles as handles (``shape``, ``dtype``, ``nbytes``): where memory is limited the
     manager makes room for them before the task starts and gives it back when it ends
@@ -40,6 +42,7 @@ class Codelet:
     implementations: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
     control: bool = False
     flops: Callable[..., float] | None = None
+    complex_flops: float = 1.0
     scratch: Callable[..., int] | None = None
     calls: int = field(default=0, repr=False)
     seconds: float = field(default=0.0, repr=False)
@@ -53,6 +56,13 @@ class Codelet:
             kernels = (self.kernel, *self.implementations.values())
             self.scratch = next((k.scratch for k in kernels if hasattr(k, "scratch")), None)
         REGISTRY[self.name] = self  # a redefinition (tests, notebooks) replaces the entry
+
+    def task_flops(self, handles, args) -> float:
+        """The flops of one call on ``handles`` (``shape``, ``dtype``) with ``args``."""
+        flops = self.flops(*[h.shape for h in handles], *args)
+        if self.complex_flops != 1 and any(h.dtype.kind == "c" for h in handles):
+            return flops * self.complex_flops
+        return flops
 
     def implementation(self, kind: str) -> Callable[..., Any] | None:
         """What a worker of ``kind`` calls: its own implementation, else ``kernel``."""

@@ -342,7 +342,7 @@ class Runtime(WorkerSupervision):
             if error is None:
                 self.models.record(footprint(task, self.kinds[worker]), elapsed)
         if error is None and codelet.flops is not None:
-            codelet.total_flops += codelet.flops(*[h.shape for h in task.handles], *task.args)
+            codelet.total_flops += codelet.task_flops(task.handles, task.args)
         if self.tracer is not None:
             self.tracer.record(task)
         # a finished task lives on as its handles' last writer or reader: drop its

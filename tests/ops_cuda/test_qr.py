@@ -1,6 +1,7 @@
 """What only the CUDA QR kernels have (numtile.ops_cuda.qr): blocks of any width, shape checks
-and their compilation for a real GPU. Results against NumPy and the CPU twins are tested on
-both backends by tests/ops_cpu/test_qr.py."""
+and their compilation for a real GPU (float32, float64 and complex128). Results against NumPy
+and the CPU twins are tested on both backends by tests/ops_cpu/test_qr.py, complex tiles in
+test_qr_complex.py."""
 
 import numpy as np
 import pytest
@@ -40,7 +41,7 @@ def test_shape_checks_raise_the_cpu_messages():
 _COMPILE_ALL = """
     from numtile.ops_cuda import qr
 
-    for t in (types.float32, types.float64):
+    for t in (types.float32, types.float64, types.complex128):
         a = t[:, ::1]
         i = types.int64
         cuda.compile_ptx(qr._geqrt_kernel.py_func, (a, a, i), cc=(9, 0))
@@ -48,8 +49,9 @@ _COMPILE_ALL = """
         cuda.compile_ptx(qr._tpqrt_kernel.py_func, (a, a, a, i, i, i), cc=(9, 0))
         signature = (a, a, a, a, types.boolean, i, i, i)
         cuda.compile_ptx(qr._tpmqrt_kernel.py_func, signature, cc=(9, 0))
-        cuda.compile_ptx(qr._triu_copy_kernel.py_func, (a, t[:, :], i), cc=(9, 0))
-        cuda.compile_ptx(qr._eye_fill_kernel.py_func, (a, i), cc=(9, 0))
+        if t != types.complex128:  # copies, no arithmetic: the real signatures stand for it
+            cuda.compile_ptx(qr._triu_copy_kernel.py_func, (a, t[:, :], i), cc=(9, 0))
+            cuda.compile_ptx(qr._eye_fill_kernel.py_func, (a, i), cc=(9, 0))
 """
 
 

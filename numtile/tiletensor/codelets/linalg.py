@@ -9,7 +9,7 @@ import numpy as np
 
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.narrow import bits
-from numtile.tiletensor.codelets.qr import lapack_bytes
+from numtile.tiletensor.codelets.qr import COMPLEX_FLOPS, lapack_bytes
 from numtile.tiletensor.codelets.views import rows
 from numtile.tiletensor.precision import use_mkl_bf16
 
@@ -72,26 +72,27 @@ def _herk(ops, a, c, trans, alpha, beta):
     ops.herk(a, c, trans, alpha, beta)
 
 
-gemm = Codelet("gemm", kernel=_gemm, flops=_gemm_flops)
+def _syrk_flops(a, c, trans, *args) -> float:
+    return float(c[0]) * c[0] * (a[0] if trans else a[1])
+
+
+gemm = Codelet("gemm", kernel=_gemm, flops=_gemm_flops, complex_flops=COMPLEX_FLOPS)
 # GEMM of tiles read as (rows, last axis): the leading (batch, sequence) axes are merged
-gemm_rows = Codelet("gemm_rows", kernel=_gemm_rows, flops=_gemm_rows_flops)
-potrf = Codelet("potrf", kernel=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0)
+gemm_rows = Codelet(
+    "gemm_rows", kernel=_gemm_rows, flops=_gemm_rows_flops, complex_flops=COMPLEX_FLOPS
+)
+potrf = Codelet(
+    "potrf", kernel=_potrf, flops=lambda a, offset: a[0] ** 3 / 3.0, complex_flops=COMPLEX_FLOPS
+)
 trsm = Codelet(
     "trsm",
     kernel=_trsm,
     flops=lambda a, b, left, *args: float(a[0]) * a[0] * (b[1] if left else b[0]),
+    complex_flops=COMPLEX_FLOPS,
 )
-syrk = Codelet(
-    "syrk",
-    kernel=_syrk,
-    flops=lambda a, c, trans, *args: float(c[0]) * c[0] * (a[0] if trans else a[1]),
-)
+syrk = Codelet("syrk", kernel=_syrk, flops=_syrk_flops, complex_flops=COMPLEX_FLOPS)
 # syrk's Hermitian twin on complex tiles: c = alpha op(a) op(a)^H + beta c, lower triangle
-herk = Codelet(
-    "herk",
-    kernel=_herk,
-    flops=lambda a, c, trans, *args: 4.0 * c[0] * c[0] * (a[0] if trans else a[1]),
-)
+herk = Codelet("herk", kernel=_herk, flops=_syrk_flops, complex_flops=COMPLEX_FLOPS)
 
 
 def _check_diagonal(ops, a, *guarded_then_offset):
@@ -276,18 +277,21 @@ cholesky_stack = Codelet(
     kernel=_cholesky_stack,
     implementations={"cpu": _cholesky_stack_cpu},
     flops=lambda a, *args: math.prod(a) * a[-1] / 3.0,
+    complex_flops=COMPLEX_FLOPS,
 )
 solve_stack = Codelet(
     "solve_stack",
     kernel=_solve_stack,
     implementations={"cpu": _solve_stack_cpu},
     flops=_stack_flops,
+    complex_flops=COMPLEX_FLOPS,
 )
 slogdet_stack = Codelet(
     "slogdet_stack",
     kernel=_slogdet_stack,
     implementations={"cpu": _slogdet_stack_cpu},
     flops=_stack_flops,
+    complex_flops=COMPLEX_FLOPS,
 )
 
 
@@ -394,5 +398,6 @@ spectral_stack = Codelet(
     "spectral_stack",
     implementations={"cpu": _spectral_stack_cpu},
     flops=_spectral_stack_flops,
+    complex_flops=COMPLEX_FLOPS,
     scratch=_spectral_stack_scratch,
 )

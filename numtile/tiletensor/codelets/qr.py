@@ -21,8 +21,13 @@ import math
 
 import numpy as np
 
+from numtile import opcodes
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.lu import stacked, unstack
+
+# a complex multiply-add costs 8 real flops to a real one's 2: the factorisation and product
+# codelets count complex tiles 4x (Codelet.complex_flops)
+COMPLEX_FLOPS = 4.0
 
 
 def _geqrt(ops, a, t):
@@ -101,10 +106,15 @@ def _tpmqrt_scratch(v, t, a, b, transpose, triangular) -> int:
     return (copies + _work(t, a.shape[1])) * a.dtype.itemsize
 
 
-geqrt = Codelet("geqrt", kernel=_geqrt, flops=_geqrt_flops, scratch=_geqrt_scratch)
-gemqrt = Codelet("gemqrt", kernel=_gemqrt, flops=_gemqrt_flops, scratch=_gemqrt_scratch)
-tpqrt = Codelet("tpqrt", kernel=_tpqrt, flops=_tpqrt_flops, scratch=_tpqrt_scratch)
-tpmqrt = Codelet("tpmqrt", kernel=_tpmqrt, flops=_tpmqrt_flops, scratch=_tpmqrt_scratch)
+def _factor_codelet(name, kernel, flops, scratch) -> Codelet:
+    """A reflector kernel's codelet (complex tiles count 4x the real flops)."""
+    return Codelet(name, kernel=kernel, flops=flops, scratch=scratch, complex_flops=COMPLEX_FLOPS)
+
+
+geqrt = _factor_codelet("geqrt", _geqrt, _geqrt_flops, _geqrt_scratch)
+gemqrt = _factor_codelet("gemqrt", _gemqrt, _gemqrt_flops, _gemqrt_scratch)
+tpqrt = _factor_codelet("tpqrt", _tpqrt, _tpqrt_flops, _tpqrt_scratch)
+tpmqrt = _factor_codelet("tpmqrt", _tpmqrt, _tpmqrt_flops, _tpmqrt_scratch)
 triu_copy = Codelet("triu_copy", kernel=_triu_copy)
 eye_fill = Codelet("eye_fill", kernel=_eye_fill)
 corner_copy = Codelet("corner_copy", kernel=_corner_copy)
@@ -114,10 +124,11 @@ def _geqrt_panel(ops, *tiles):
     # a panel's tiles from the diagonal down, then its T^T (columns x columns) and the unit
     # lower V of its diagonal tile (that tile's shape): one block reflector I - V T V^T
     *column, t, v = tiles
-    if t.dtype.kind == "c":
-        raise TypeError("the complex blocked QR panel runs on CPU workers only")
     panel = stacked(ops, column)
     ops.geqrt(panel, t)
+    if t.dtype.kind == "c":  # T^H = conj(T^T), as on a CPU worker
+        factors = t.reshape(-1)
+        ops.complex_unary(factors, factors, opcodes.COMPLEX_CONJ)
     unstack(ops, panel, column)
     _unit_lower(ops, column[0], v)
 
@@ -162,6 +173,7 @@ geqrt_panel = Codelet(
     kernel=_geqrt_panel,
     implementations={"cpu": _geqrt_panel_cpu},
     flops=_geqrt_panel_flops,
+    complex_flops=COMPLEX_FLOPS,
     scratch=_geqrt_panel_scratch,
 )
 
@@ -288,5 +300,6 @@ dense_lapack = Codelet(
     "dense_lapack",
     implementations={"cpu": _dense_cpu},
     flops=_dense_flops,
+    complex_flops=COMPLEX_FLOPS,
     scratch=_dense_scratch,
 )

@@ -15,6 +15,7 @@ worker).
 from __future__ import annotations
 
 from numtile.runtime import Codelet
+from numtile.tiletensor.codelets.qr import COMPLEX_FLOPS
 
 INNER_BLOCK = 32  # the block width of geqrt's reflectors on the generic path
 
@@ -143,12 +144,23 @@ def _down_flops(q, *shapes_then_root) -> float:
 
 
 tsqr_leaf = Codelet(
-    "tsqr_leaf", kernel=_leaf, implementations={"cpu": _leaf_cpu}, flops=_leaf_flops
+    "tsqr_leaf",
+    kernel=_leaf,
+    implementations={"cpu": _leaf_cpu},
+    flops=_leaf_flops,
+    complex_flops=COMPLEX_FLOPS,
 )
 tsqr_node = Codelet(
-    "tsqr_node", kernel=_node, implementations={"cpu": _node_cpu}, flops=_node_flops
+    "tsqr_node",
+    kernel=_node,
+    implementations={"cpu": _node_cpu},
+    flops=_node_flops,
+    complex_flops=COMPLEX_FLOPS,
 )
-tsqr_down = Codelet("tsqr_down", kernel=_down, flops=_down_flops)
+tsqr_down = Codelet("tsqr_down", kernel=_down, flops=_down_flops, complex_flops=COMPLEX_FLOPS)
 tsqr_apply = Codelet(
-    "tsqr_apply", kernel=_apply, flops=lambda f, _r, _flag, _a, q: 2.0 * q[0] * q[1] * f[0]
+    "tsqr_apply",
+    kernel=_apply,
+    flops=lambda f, _r, _flag, _a, q: 2.0 * q[0] * q[1] * f[0],
+    complex_flops=COMPLEX_FLOPS,
 )
