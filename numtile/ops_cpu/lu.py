@@ -1,6 +1,9 @@
 """Tile kernels of the tiled LU factorisation with partial pivoting: ``getrf`` of a panel (a
 column of tiles stacked into one C-contiguous array) through scipy's LAPACK, and ``laswp``,
-the row interchanges it chose, applied to other columns.
+the row interchanges it chose, applied to other columns. ``getrf_tiles`` and ``laswp_tiles``
+do the same on a column given as its separate tiles, with no stacked copy: the panel's tiles
+are transposed straight into LAPACK's column-major buffer and back, and the interchanges swap
+rows between the tiles in place.
 
 Pivots are 0-based and sequential, as LAPACK's ``ipiv`` less one: for i = 0, 1, ... in order,
 row i was interchanged with row ``pivots[i]`` (>= i).
@@ -19,7 +22,7 @@ row i was interchanged with row ``pivots[i]`` (>= i).
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, typed
 
 from numtile.ops_cpu.scipy_blas import call
 
@@ -36,6 +39,98 @@ def transpose(source, target):
             for j in range(j0, min(j0 + TRANSPOSE_BLOCK, columns)):
                 for i in range(i0, i1):
                     target[j, i] = source[i, j]
+
+
+@njit(nogil=True, cache=True)
+def pack_column_major(tiles, buffer):
+    """buffer[j, offset + i] = tile[i, j] for the tiles one under another (offset: the rows
+    above the tile); True if every element is finite."""
+    finite = True
+    offset = 0
+    for tile in tiles:
+        rows, columns = tile.shape
+        for i0 in range(0, rows, TRANSPOSE_BLOCK):
+            i1 = min(i0 + TRANSPOSE_BLOCK, rows)
+            for j0 in range(0, columns, TRANSPOSE_BLOCK):
+                for j in range(j0, min(j0 + TRANSPOSE_BLOCK, columns)):
+                    for i in range(i0, i1):
+                        value = tile[i, j]
+                        finite &= np.isfinite(value)
+                        buffer[j, offset + i] = value
+        offset += rows
+    return finite
+
+
+@njit(nogil=True, cache=True)
+def unpack_column_major(buffer, tiles):
+    """The inverse of ``pack_column_major``: tile[i, j] = buffer[j, offset + i]."""
+    offset = 0
+    for tile in tiles:
+        rows, columns = tile.shape
+        for i0 in range(0, rows, TRANSPOSE_BLOCK):
+            i1 = min(i0 + TRANSPOSE_BLOCK, rows)
+            for j0 in range(0, columns, TRANSPOSE_BLOCK):
+                for i in range(i0, i1):
+                    for j in range(j0, min(j0 + TRANSPOSE_BLOCK, columns)):
+                        tile[i, j] = buffer[j, offset + i]
+        offset += rows
+
+
+@njit(nogil=True, cache=True)
+def getrf_column_major(buffer, rows, pivots, info):
+    """getrf of the (rows, n) column-major matrix whose columns are buffer's n rows (leading
+    dimension buffer.shape[1] >= rows); pivots and info as ``getrf``'s."""
+    n = buffer.shape[0]
+    k = min(rows, n)
+    ipiv = np.empty(max(k, 1), np.int32)
+    info[0] = call("getrf", buffer, rows, n, buffer, max(1, buffer.shape[1]), ipiv, 0)
+    for i in range(k):
+        pivots[i] = ipiv[i] - 1
+
+
+def leading_dimension(rows: int, itemsize: int) -> int:
+    """LAPACK's leading dimension for a column of ``rows``: padded by 8 elements when a column
+    would span a multiple of 4 KiB, where the transposes' strides would alias in the caches."""
+    return rows + 8 if rows * itemsize % 4096 == 0 else rows
+
+
+def getrf_tiles(tiles, buffer, pivots, info) -> bool:
+    """getrf of the tiles one under another (equally wide, C-contiguous), in place, through
+    ``buffer`` (n, >= their rows) for LAPACK; pivots and info as ``getrf``'s. Returns False,
+    leaving the tiles alone, if an element is not finite."""
+    tiles = typed.List(tiles)
+    if not pack_column_major(tiles, buffer):
+        return False
+    getrf_column_major(buffer, sum(tile.shape[0] for tile in tiles), pivots, info)
+    unpack_column_major(buffer, tiles)
+    return True
+
+
+@njit(nogil=True, cache=True)
+def swap_tile_rows(tiles, pivots):
+    """Interchange rows i and pivots[i] of the tiles stacked, for i = 0, 1, ... in order; rows
+    i are in the first tile. The tiles are int32 views of equally wide ones."""
+    first = tiles[0]
+    for i in range(pivots.size):
+        row = pivots[i]
+        if row == i:
+            continue
+        t = 0
+        while row >= tiles[t].shape[0]:
+            row -= tiles[t].shape[0]
+            t += 1
+        other = tiles[t]
+        for c in range(first.shape[1]):
+            first[i, c], other[row, c] = other[row, c], first[i, c]
+
+
+def laswp_tiles(tiles, pivots) -> None:
+    """``laswp`` on the tiles one under another (C-contiguous, equally wide, the first one at
+    least ``pivots.size`` rows), in place; one compiled kernel serves every dtype (the rows
+    are moved as int32 words)."""
+    assert pivots.size <= tiles[0].shape[0], "laswp_tiles: more pivots than the first tile's rows"
+    assert all(tile.flags.c_contiguous for tile in tiles), "laswp_tiles: C-contiguous tiles only"
+    swap_tile_rows(typed.List([tile.view(np.int32) for tile in tiles]), pivots)
 
 
 @njit(nogil=True, cache=True)
