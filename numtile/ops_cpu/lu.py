@@ -22,9 +22,11 @@ row i was interchanged with row ``pivots[i]`` (>= i).
 """
 
 import numpy as np
-from numba import njit, typed
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from numtile.ops_cpu.scipy_blas import call
+from numtile.ops_cpu.scipy_blas import LEFT, LOWER, NO, UNIT, call
 
 TRANSPOSE_BLOCK = 16  # 16 x 16 blocks: a block's rows stay in L1 (the strides are powers of 2)
 
@@ -41,39 +43,134 @@ def transpose(source, target):
                     target[j, i] = source[i, j]
 
 
+@intrinsic
+def _pointer(typingctx, address):
+    """The data pointer held by the integer ``address`` (a tile's ``ctypes.data``)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        return builder.inttoptr(arguments[0], cgutils.voidptr_t)
+
+    return types.voidptr(address), codegen
+
+
 @njit(nogil=True, cache=True)
-def pack_column_major(tiles, buffer):
+def _tile(addresses, rows, t, like):
+    """Tile t of a column given by its data addresses and row counts (like: tile 0)."""
+    return carray(_pointer(addresses[t]), (rows[t], like.shape[1]), like.dtype)
+
+
+def _column(tiles) -> tuple[np.ndarray, np.ndarray]:
+    """The addresses and row counts of equally wide C-contiguous tiles of one dtype (the
+    kernels see the tiles through them: one compiled signature for any number of tiles)."""
+    first = tiles[0]
+    for tile in tiles:
+        assert tile.flags.c_contiguous, "LU column kernels take C-contiguous tiles"
+        assert tile.dtype == first.dtype and tile.shape[1:] == first.shape[1:], "unequal tiles"
+    addresses = np.array([tile.ctypes.data for tile in tiles], np.int64)
+    return addresses, np.array([tile.shape[0] for tile in tiles], np.int64)
+
+
+@njit(nogil=True, cache=True)
+def pack_column_major(addresses, rows, like, buffer):
     """buffer[j, offset + i] = tile[i, j] for the tiles one under another (offset: the rows
     above the tile); True if every element is finite."""
     finite = True
     offset = 0
-    for tile in tiles:
-        rows, columns = tile.shape
-        for i0 in range(0, rows, TRANSPOSE_BLOCK):
-            i1 = min(i0 + TRANSPOSE_BLOCK, rows)
-            for j0 in range(0, columns, TRANSPOSE_BLOCK):
-                for j in range(j0, min(j0 + TRANSPOSE_BLOCK, columns)):
+    for t in range(addresses.size):
+        tile = _tile(addresses, rows, t, like)
+        for i0 in range(0, rows[t], TRANSPOSE_BLOCK):
+            i1 = min(i0 + TRANSPOSE_BLOCK, rows[t])
+            for j0 in range(0, tile.shape[1], TRANSPOSE_BLOCK):
+                for j in range(j0, min(j0 + TRANSPOSE_BLOCK, tile.shape[1])):
                     for i in range(i0, i1):
                         value = tile[i, j]
                         finite &= np.isfinite(value)
                         buffer[j, offset + i] = value
-        offset += rows
+        offset += rows[t]
     return finite
 
 
 @njit(nogil=True, cache=True)
-def unpack_column_major(buffer, tiles):
+def unpack_column_major(buffer, addresses, rows, like):
     """The inverse of ``pack_column_major``: tile[i, j] = buffer[j, offset + i]."""
     offset = 0
-    for tile in tiles:
-        rows, columns = tile.shape
-        for i0 in range(0, rows, TRANSPOSE_BLOCK):
-            i1 = min(i0 + TRANSPOSE_BLOCK, rows)
-            for j0 in range(0, columns, TRANSPOSE_BLOCK):
+    for t in range(addresses.size):
+        tile = _tile(addresses, rows, t, like)
+        for i0 in range(0, rows[t], TRANSPOSE_BLOCK):
+            i1 = min(i0 + TRANSPOSE_BLOCK, rows[t])
+            for j0 in range(0, tile.shape[1], TRANSPOSE_BLOCK):
                 for i in range(i0, i1):
-                    for j in range(j0, min(j0 + TRANSPOSE_BLOCK, columns)):
+                    for j in range(j0, min(j0 + TRANSPOSE_BLOCK, tile.shape[1])):
                         tile[i, j] = buffer[j, offset + i]
-        offset += rows
+        offset += rows[t]
+
+
+RECURSE_WIDTH = 128  # panels at least twice this wide are split in two (see _getrf_split)
+
+
+@njit(nogil=True, cache=True)
+def _swap_rows_column_major(flat, lead, ipiv, first, last, column0, columns):
+    """Interchange rows i and ipiv[i] - 1 (1-based) for i = first .. last - 1 in order, in the
+    columns column0 .. column0 + columns - 1 of the column-major ``flat`` (leading dimension
+    ``lead``)."""
+    for j in range(column0, column0 + columns):
+        column = j * lead
+        for i in range(first, last):
+            p = ipiv[i] - 1
+            if p != i:
+                flat[column + i], flat[column + p] = flat[column + p], flat[column + i]
+
+
+@njit(nogil=True, cache=True)
+def _getrf_split(flat, like, lead, rows, columns, ipiv):
+    """getrf of the (rows, columns) column-major matrix ``flat`` (leading dimension ``lead``)
+    in place; ipiv (1-based) as LAPACK's, which returns info. Blocks at least 2 * RECURSE_WIDTH
+    wide are split as Toledo's recursive LU: factor the left half, apply its interchanges to
+    the right half, solve its top (TRSM), update the rest with one GEMM (faster than LAPACK's
+    getrf at this shape), factor that, then swap the left half's rows below its top. The
+    pivots are LAPACK's (partial pivoting); the rounding differs. The recursion runs on an
+    explicit stack: Numba's disk cache breaks recursive functions."""
+    stack = np.empty((64, 3), np.int64)  # (first column, width, stage) of each open block
+    stack[0, 0], stack[0, 1], stack[0, 2] = 0, columns, 0
+    depth, info = 1, 0
+    while depth:
+        c0, width, stage = stack[depth - 1, 0], stack[depth - 1, 1], stack[depth - 1, 2]
+        left = width // 2
+        if stage == 0 and (width < 2 * RECURSE_WIDTH or rows - c0 <= width):
+            corner = c0 * lead + c0
+            block = ipiv[c0 : c0 + min(rows - c0, width)]
+            zero = call("getrf", like, rows - c0, width, flat[corner:], lead, block, 0)
+            if zero > 0 and info == 0:
+                info = c0 + zero
+            for i in range(block.size):
+                block[i] += c0
+            depth -= 1
+        elif stage == 0:  # factor the left half first
+            stack[depth - 1, 2] = 1
+            stack[depth, 0], stack[depth, 1], stack[depth, 2] = c0, left, 0
+            depth += 1
+        elif stage == 1:  # update the right half by the left one, then factor it
+            right, top_right = width - left, (c0 + left) * lead + c0
+            _swap_rows_column_major(flat, lead, ipiv, c0, c0 + left, c0 + left, right)
+            call(
+                "trsm", like, LEFT, LOWER, NO, UNIT, left, right, 1.0,
+                flat[c0 * lead + c0 :], lead, flat[top_right:], lead,
+            )  # fmt: skip
+            call(
+                "gemm", like, NO, NO, rows - c0 - left, right, left, -1.0,
+                flat[c0 * lead + c0 + left :], lead, flat[top_right:], lead,
+                1.0, flat[top_right + left :], lead,
+            )  # fmt: skip
+            stack[depth - 1, 2] = 2
+            stack[depth, 0], stack[depth, 1], stack[depth, 2] = c0 + left, right, 0
+            depth += 1
+        else:  # the right half's interchanges reach the left half's rows below its top
+            last = c0 + min(rows - c0, width)
+            _swap_rows_column_major(flat, lead, ipiv, c0 + left, last, c0, left)
+            depth -= 1
+    return info
 
 
 @njit(nogil=True, cache=True)
@@ -83,7 +180,7 @@ def getrf_column_major(buffer, rows, pivots, info):
     n = buffer.shape[0]
     k = min(rows, n)
     ipiv = np.empty(max(k, 1), np.int32)
-    info[0] = call("getrf", buffer, rows, n, buffer, max(1, buffer.shape[1]), ipiv, 0)
+    info[0] = _getrf_split(buffer.reshape(-1), buffer, max(1, buffer.shape[1]), rows, n, ipiv)
     for i in range(k):
         pivots[i] = ipiv[i] - 1
 
@@ -98,28 +195,28 @@ def getrf_tiles(tiles, buffer, pivots, info) -> bool:
     """getrf of the tiles one under another (equally wide, C-contiguous), in place, through
     ``buffer`` (n, >= their rows) for LAPACK; pivots and info as ``getrf``'s. Returns False,
     leaving the tiles alone, if an element is not finite."""
-    tiles = typed.List(tiles)
-    if not pack_column_major(tiles, buffer):
+    addresses, rows = _column(tiles)
+    if not pack_column_major(addresses, rows, tiles[0], buffer):
         return False
-    getrf_column_major(buffer, sum(tile.shape[0] for tile in tiles), pivots, info)
-    unpack_column_major(buffer, tiles)
+    getrf_column_major(buffer, int(rows.sum()), pivots, info)
+    unpack_column_major(buffer, addresses, rows, tiles[0])
     return True
 
 
 @njit(nogil=True, cache=True)
-def swap_tile_rows(tiles, pivots):
+def swap_tile_rows(addresses, rows, like, pivots):
     """Interchange rows i and pivots[i] of the tiles stacked, for i = 0, 1, ... in order; rows
-    i are in the first tile. The tiles are int32 views of equally wide ones."""
-    first = tiles[0]
+    i are in the first tile."""
+    first = _tile(addresses, rows, 0, like)
     for i in range(pivots.size):
         row = pivots[i]
         if row == i:
             continue
         t = 0
-        while row >= tiles[t].shape[0]:
-            row -= tiles[t].shape[0]
+        while row >= rows[t]:
+            row -= rows[t]
             t += 1
-        other = tiles[t]
+        other = _tile(addresses, rows, t, like)
         for c in range(first.shape[1]):
             first[i, c], other[row, c] = other[row, c], first[i, c]
 
@@ -129,8 +226,8 @@ def laswp_tiles(tiles, pivots) -> None:
     least ``pivots.size`` rows), in place; one compiled kernel serves every dtype (the rows
     are moved as int32 words)."""
     assert pivots.size <= tiles[0].shape[0], "laswp_tiles: more pivots than the first tile's rows"
-    assert all(tile.flags.c_contiguous for tile in tiles), "laswp_tiles: C-contiguous tiles only"
-    swap_tile_rows(typed.List([tile.view(np.int32) for tile in tiles]), pivots)
+    addresses, rows = _column(tiles)
+    swap_tile_rows(addresses, rows, tiles[0].view(np.int32), pivots)
 
 
 @njit(nogil=True, cache=True)
