@@ -26,7 +26,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from numtile.ops_cpu.scipy_blas import LEFT, LOWER, NO, UNIT, call
+from numtile.ops_cpu.scipy_blas import call
 
 TRANSPOSE_BLOCK = 16  # 16 x 16 blocks: a block's rows stay in L1 (the strides are powers of 2)
 
@@ -107,72 +107,6 @@ def unpack_column_major(buffer, addresses, rows, like):
         offset += rows[t]
 
 
-RECURSE_WIDTH = 128  # panels at least twice this wide are split in two (see _getrf_split)
-
-
-@njit(nogil=True, cache=True)
-def _swap_rows_column_major(flat, lead, ipiv, first, last, column0, columns):
-    """Interchange rows i and ipiv[i] - 1 (1-based) for i = first .. last - 1 in order, in the
-    columns column0 .. column0 + columns - 1 of the column-major ``flat`` (leading dimension
-    ``lead``)."""
-    for j in range(column0, column0 + columns):
-        column = j * lead
-        for i in range(first, last):
-            p = ipiv[i] - 1
-            if p != i:
-                flat[column + i], flat[column + p] = flat[column + p], flat[column + i]
-
-
-@njit(nogil=True, cache=True)
-def _getrf_split(flat, like, lead, rows, columns, ipiv):
-    """getrf of the (rows, columns) column-major matrix ``flat`` (leading dimension ``lead``)
-    in place; ipiv (1-based) as LAPACK's, which returns info. Blocks at least 2 * RECURSE_WIDTH
-    wide are split as Toledo's recursive LU: factor the left half, apply its interchanges to
-    the right half, solve its top (TRSM), update the rest with one GEMM (faster than LAPACK's
-    getrf at this shape), factor that, then swap the left half's rows below its top. The
-    pivots are LAPACK's (partial pivoting); the rounding differs. The recursion runs on an
-    explicit stack: Numba's disk cache breaks recursive functions."""
-    stack = np.empty((64, 3), np.int64)  # (first column, width, stage) of each open block
-    stack[0, 0], stack[0, 1], stack[0, 2] = 0, columns, 0
-    depth, info = 1, 0
-    while depth:
-        c0, width, stage = stack[depth - 1, 0], stack[depth - 1, 1], stack[depth - 1, 2]
-        left = width // 2
-        if stage == 0 and (width < 2 * RECURSE_WIDTH or rows - c0 <= width):
-            corner = c0 * lead + c0
-            block = ipiv[c0 : c0 + min(rows - c0, width)]
-            zero = call("getrf", like, rows - c0, width, flat[corner:], lead, block, 0)
-            if zero > 0 and info == 0:
-                info = c0 + zero
-            for i in range(block.size):
-                block[i] += c0
-            depth -= 1
-        elif stage == 0:  # factor the left half first
-            stack[depth - 1, 2] = 1
-            stack[depth, 0], stack[depth, 1], stack[depth, 2] = c0, left, 0
-            depth += 1
-        elif stage == 1:  # update the right half by the left one, then factor it
-            right, top_right = width - left, (c0 + left) * lead + c0
-            _swap_rows_column_major(flat, lead, ipiv, c0, c0 + left, c0 + left, right)
-            call(
-                "trsm", like, LEFT, LOWER, NO, UNIT, left, right, 1.0,
-                flat[c0 * lead + c0 :], lead, flat[top_right:], lead,
-            )  # fmt: skip
-            call(
-                "gemm", like, NO, NO, rows - c0 - left, right, left, -1.0,
-                flat[c0 * lead + c0 + left :], lead, flat[top_right:], lead,
-                1.0, flat[top_right + left :], lead,
-            )  # fmt: skip
-            stack[depth - 1, 2] = 2
-            stack[depth, 0], stack[depth, 1], stack[depth, 2] = c0 + left, right, 0
-            depth += 1
-        else:  # the right half's interchanges reach the left half's rows below its top
-            last = c0 + min(rows - c0, width)
-            _swap_rows_column_major(flat, lead, ipiv, c0 + left, last, c0, left)
-            depth -= 1
-    return info
-
-
 @njit(nogil=True, cache=True)
 def getrf_column_major(buffer, rows, pivots, info):
     """getrf of the (rows, n) column-major matrix whose columns are buffer's n rows (leading
@@ -180,7 +114,7 @@ def getrf_column_major(buffer, rows, pivots, info):
     n = buffer.shape[0]
     k = min(rows, n)
     ipiv = np.empty(max(k, 1), np.int32)
-    info[0] = _getrf_split(buffer.reshape(-1), buffer, max(1, buffer.shape[1]), rows, n, ipiv)
+    info[0] = call("getrf", buffer, rows, n, buffer, max(1, buffer.shape[1]), ipiv, 0)
     for i in range(k):
         pivots[i] = ipiv[i] - 1
 
@@ -230,26 +164,22 @@ def laswp_tiles(tiles, pivots) -> None:
     swap_tile_rows(addresses, rows, tiles[0].view(np.int32), pivots)
 
 
-@njit(nogil=True, cache=True)
-def getrf(a, pivots, info):
-    """LU with partial pivoting of the (m, n) matrix a in place (unit lower L below the
-    diagonal, U on and above it); pivots[:min(m, n)] gets the row interchanges and info[0]
-    LAPACK's info: 0, or the 1-based column of the first exactly zero pivot (the
-    factorisation is completed all the same, as LAPACK does)."""
+def getrf(a, pivots, info) -> None:
+    """LU with partial pivoting of the (m, n) C-contiguous matrix a in place (unit lower L
+    below the diagonal, U on and above it); pivots[:min(m, n)] gets the row interchanges and
+    info[0] LAPACK's info: 0, or the 1-based column of the first exactly zero pivot (the
+    factorisation is completed all the same, as LAPACK does). The kernels of ``getrf_tiles``
+    on one tile, so one compiled set serves both."""
     m, n = a.shape
-    k = min(m, n)
-    assert pivots.size >= k and info.size >= 1, "getrf: pivots or info too short"
+    assert pivots.size >= min(m, n) and info.size >= 1, "getrf: pivots or info too short"
     info[0] = 0
-    if k == 0:
+    if min(m, n) == 0:
         return
-    # LAPACK reads column-major: the transpose's C buffer is a's Fortran buffer
-    column_major = np.empty((n, m), a.dtype)
-    transpose(a, column_major)
-    ipiv = np.empty(k, np.int32)
-    info[0] = call("getrf", column_major, m, n, column_major, max(1, m), ipiv, 0)
-    transpose(column_major, a)
-    for i in range(k):
-        pivots[i] = ipiv[i] - 1
+    addresses, rows = _column([a])
+    buffer = np.empty((n, leading_dimension(m, a.dtype.itemsize)), a.dtype)
+    pack_column_major(addresses, rows, a, buffer)  # non-finite input is factored all the same
+    getrf_column_major(buffer, m, pivots, info)
+    unpack_column_major(buffer, addresses, rows, a)
 
 
 @njit(nogil=True, cache=True)

@@ -5,8 +5,9 @@ determinant's sign and log-magnitude from the factor, and identity tiles.
 A panel's tiles are stacked into one scratch array for LAPACK and copied back (declared as
 the task's scratch, so a memory manager makes room for it); its pivots are relative to the
 panel's first row. On a CPU the tiles are transposed straight into LAPACK's column-major
-buffer (from the host buffer pool) and back, which saves two of the four copies. ``laswp``
-stacks a whole column on a GPU; on a CPU it swaps the rows between the tiles in place.
+buffer (from the host buffer pool when no memory manager runs) and back, which saves two of
+the four copies, and a wide panel is factored recursively (``ops_cpu.lu``). ``laswp`` stacks
+a whole column on a GPU; on a CPU it swaps the rows between the tiles in place.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from numtile.runtime import Codelet
+from numtile.runtime import handle as handles
 from numtile.runtime.pool import POOL
 
 _ONE = np.ones(1, np.int64)
@@ -82,7 +84,8 @@ def _getrf_panel_cpu(ops, *tiles_then_args):
         if not ops.getrf_tiles(tiles, buffer, pivots, info):
             raise _not_finite(order, offset, width)
     finally:
-        POOL.release(buffer)
+        if handles.MANAGER is None:  # under a memory manager, kept buffers would escape its limit
+            POOL.release(buffer)
     _check_pivot(ops, info, offset, order, singular_raises)
 
 
