@@ -73,9 +73,10 @@ def _column(tiles) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(nogil=True, cache=True)
-def pack_column_major(addresses, rows, like, buffer):
-    """buffer[j, offset + i] = tile[i, j] for the tiles one under another (offset: the rows
-    above the tile); True if every element is finite."""
+def transpose_column(addresses, rows, like, buffer, into_buffer):
+    """When ``into_buffer``, buffer[j, offset + i] = tile[i, j] for the tiles one under another
+    (offset: the rows above the tile), returning whether every element is finite; otherwise
+    the inverse, tile[i, j] = buffer[j, offset + i] (returning True)."""
     finite = True
     offset = 0
     for t in range(addresses.size):
@@ -85,26 +86,14 @@ def pack_column_major(addresses, rows, like, buffer):
             for j0 in range(0, tile.shape[1], TRANSPOSE_BLOCK):
                 for j in range(j0, min(j0 + TRANSPOSE_BLOCK, tile.shape[1])):
                     for i in range(i0, i1):
-                        value = tile[i, j]
-                        finite &= np.isfinite(value)
-                        buffer[j, offset + i] = value
+                        if into_buffer:
+                            value = tile[i, j]
+                            finite &= np.isfinite(value)
+                            buffer[j, offset + i] = value
+                        else:
+                            tile[i, j] = buffer[j, offset + i]
         offset += rows[t]
     return finite
-
-
-@njit(nogil=True, cache=True)
-def unpack_column_major(buffer, addresses, rows, like):
-    """The inverse of ``pack_column_major``: tile[i, j] = buffer[j, offset + i]."""
-    offset = 0
-    for t in range(addresses.size):
-        tile = _tile(addresses, rows, t, like)
-        for i0 in range(0, rows[t], TRANSPOSE_BLOCK):
-            i1 = min(i0 + TRANSPOSE_BLOCK, rows[t])
-            for j0 in range(0, tile.shape[1], TRANSPOSE_BLOCK):
-                for i in range(i0, i1):
-                    for j in range(j0, min(j0 + TRANSPOSE_BLOCK, tile.shape[1])):
-                        tile[i, j] = buffer[j, offset + i]
-        offset += rows[t]
 
 
 @njit(nogil=True, cache=True)
@@ -130,10 +119,10 @@ def getrf_tiles(tiles, buffer, pivots, info) -> bool:
     ``buffer`` (n, >= their rows) for LAPACK; pivots and info as ``getrf``'s. Returns False,
     leaving the tiles alone, if an element is not finite."""
     addresses, rows = _column(tiles)
-    if not pack_column_major(addresses, rows, tiles[0], buffer):
+    if not transpose_column(addresses, rows, tiles[0], buffer, True):
         return False
     getrf_column_major(buffer, int(rows.sum()), pivots, info)
-    unpack_column_major(buffer, addresses, rows, tiles[0])
+    transpose_column(addresses, rows, tiles[0], buffer, False)
     return True
 
 
@@ -177,9 +166,9 @@ def getrf(a, pivots, info) -> None:
         return
     addresses, rows = _column([a])
     buffer = np.empty((n, leading_dimension(m, a.dtype.itemsize)), a.dtype)
-    pack_column_major(addresses, rows, a, buffer)  # non-finite input is factored all the same
+    transpose_column(addresses, rows, a, buffer, True)  # non-finite input is factored all the same
     getrf_column_major(buffer, m, pivots, info)
-    unpack_column_major(buffer, addresses, rows, a)
+    transpose_column(addresses, rows, a, buffer, False)
 
 
 @njit(nogil=True, cache=True)
