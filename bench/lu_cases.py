@@ -152,7 +152,7 @@ def bench_lu(n: int, tiles: list[int], repeat: int, dask_chunks: list[int]) -> l
     for tile, (ta, tb) in inputs.items():
         t_nt = seconds[("numtile", tile)]
         busy = _lu_busy(ta, tb, a, b)
-        peers = [("scipy", seconds["scipy"]), ("GEMM bound", seconds["gemm bound"])]
+        peers = [("scipy", seconds["scipy"]), ("bound", seconds["gemm bound"])]
         for peer, t_peer in peers + ([("dask", dask_best[0])] if dask_best is not None else []):
             rows.append(
                 {
