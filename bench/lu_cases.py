@@ -4,13 +4,17 @@ LU/solve float64 n x n (b: n x 1) vs scipy.linalg.lu_factor + lu_solve, 2 thread
                                   vs dask.array.linalg.solve, best chunk   [<= 0.6]
                                   (and the workers' busy fraction during it) [>= 90%]
 Every implementation (each numtile tile, each dask chunk) runs once per round and the rounds
-alternate, so on a shared machine whose load drifts the peers see about the same load.
+alternate, so on a shared machine whose load drifts the peers see about the same load. The
+rounds also time the GEMM bound: the LU's flops done as 512 x 512 x 512 dgemms by one thread
+per worker (single-threaded BLAS), the time the factorisation would take if every flop ran at
+the machine's tile GEMM rate under the same load.
 lu_ooc: LU/solve float64 4096 with the host limit 4x below its working set, against no limit
 (fresh processes; the ratio is time, limited / unlimited)                  [<= 2.0]
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -57,6 +61,32 @@ def _lu_busy(ta, tb, a, b) -> str:
     )
 
 
+def _gemm_bound(flops: float, threads: int, tile: int = 512):
+    """A function doing ``flops`` as tile x tile x tile dgemms on ``threads`` threads (1 BLAS
+    thread each, the GIL released), as the LU's workers would at their GEMM rate."""
+    import threading
+
+    from numtile.ops_cpu.matmul import gemm
+
+    count = math.ceil(flops / (2.0 * tile**3) / threads)
+    rng = np.random.default_rng(4)
+    operands = [rng.standard_normal((3, tile, tile)) for _ in range(threads)]
+
+    def work(a, b, c):
+        for _ in range(count):
+            gemm(a, b, c, False, False, -1e-3, 1.0)
+
+    def run():
+        with threadpool_limits(1):
+            pool = [threading.Thread(target=work, args=tuple(o)) for o in operands]
+            for thread in pool:
+                thread.start()
+            for thread in pool:
+                thread.join()
+
+    return run
+
+
 def bench_lu(n: int, tiles: list[int], repeat: int, dask_chunks: list[int]) -> list[dict]:
     """LU + solve of an n x n float64 system: SciPy (2 threads), numtile at each of ``tiles``
     and dask at each of ``dask_chunks``, all timed in the same interleaved rounds."""
@@ -72,7 +102,7 @@ def bench_lu(n: int, tiles: list[int], repeat: int, dask_chunks: list[int]) -> l
         with threadpool_limits(threads):
             scipy.linalg.lu_solve(scipy.linalg.lu_factor(a), b)
 
-    runs, inputs = {"scipy": scipy_solve}, {}
+    runs, inputs = {"scipy": scipy_solve, "gemm bound": _gemm_bound(flops, threads)}, {}
     for tile in tiles:
         ta = nt.from_numpy(a, tile_shape=None if tile is None else (tile, tile))
         tb = nt.from_numpy(b, tile_shape=(ta.tile_shape[0], 1))
@@ -102,6 +132,14 @@ def bench_lu(n: int, tiles: list[int], repeat: int, dask_chunks: list[int]) -> l
             "rate": _gflops(flops, seconds["scipy"]),
         }
     ]
+    rows.append(
+        {
+            "case": f"lu/solve f64 {n}",
+            "impl": f"GEMM bound (512 tiles, {threads} x 1 thr)",
+            "seconds": seconds["gemm bound"],
+            "rate": _gflops(flops, seconds["gemm bound"]),
+        }
+    )
     if dask_best is not None:
         rows.append(
             {
@@ -114,9 +152,8 @@ def bench_lu(n: int, tiles: list[int], repeat: int, dask_chunks: list[int]) -> l
     for tile, (ta, tb) in inputs.items():
         t_nt = seconds[("numtile", tile)]
         busy = _lu_busy(ta, tb, a, b)
-        for peer, t_peer in [("scipy", seconds["scipy"])] + (
-            [("dask", dask_best[0])] if dask_best is not None else []
-        ):
+        peers = [("scipy", seconds["scipy"]), ("bound", seconds["gemm bound"])]
+        for peer, t_peer in peers + ([("dask", dask_best[0])] if dask_best is not None else []):
             rows.append(
                 {
                     "case": f"lu/solve f64 {n} (tile {tile})",

@@ -65,7 +65,7 @@ from numtile.ops_cpu.indexing import (
 )
 from numtile.ops_cpu.logic import bitwise, predicate, where
 from numtile.ops_cpu.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
-from numtile.ops_cpu.lu import getrf, laswp
+from numtile.ops_cpu.lu import getrf, getrf_tiles, laswp, laswp_tiles, leading_dimension
 from numtile.ops_cpu.masks import assign_where
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
@@ -140,8 +140,11 @@ __all__ = [
     "gemqrt",
     "geqrt",
     "getrf",
+    "getrf_tiles",
     "group_starts",
     "laswp",
+    "laswp_tiles",
+    "leading_dimension",
     "linspace_fill",
     "merge_runs",
     "mkl_bf16_available",

@@ -1,6 +1,9 @@
 """Tile kernels of the tiled LU factorisation with partial pivoting: ``getrf`` of a panel (a
 column of tiles stacked into one C-contiguous array) through scipy's LAPACK, and ``laswp``,
-the row interchanges it chose, applied to other columns.
+the row interchanges it chose, applied to other columns. ``getrf_tiles`` and ``laswp_tiles``
+do the same on a column given as its separate tiles, with no stacked copy: the panel's tiles
+are transposed straight into LAPACK's column-major buffer and back, and the interchanges swap
+rows between the tiles in place.
 
 Pivots are 0-based and sequential, as LAPACK's ``ipiv`` less one: for i = 0, 1, ... in order,
 row i was interchanged with row ``pivots[i]`` (>= i).
@@ -19,7 +22,9 @@ row i was interchanged with row ``pivots[i]`` (>= i).
 """
 
 import numpy as np
-from numba import njit
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from numtile.ops_cpu.scipy_blas import call
 
@@ -38,26 +43,132 @@ def transpose(source, target):
                     target[j, i] = source[i, j]
 
 
+@intrinsic
+def _pointer(typingctx, address):
+    """The data pointer held by the integer ``address`` (a tile's ``ctypes.data``)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        return builder.inttoptr(arguments[0], cgutils.voidptr_t)
+
+    return types.voidptr(address), codegen
+
+
 @njit(nogil=True, cache=True)
-def getrf(a, pivots, info):
-    """LU with partial pivoting of the (m, n) matrix a in place (unit lower L below the
-    diagonal, U on and above it); pivots[:min(m, n)] gets the row interchanges and info[0]
-    LAPACK's info: 0, or the 1-based column of the first exactly zero pivot (the
-    factorisation is completed all the same, as LAPACK does)."""
-    m, n = a.shape
-    k = min(m, n)
-    assert pivots.size >= k and info.size >= 1, "getrf: pivots or info too short"
-    info[0] = 0
-    if k == 0:
-        return
-    # LAPACK reads column-major: the transpose's C buffer is a's Fortran buffer
-    column_major = np.empty((n, m), a.dtype)
-    transpose(a, column_major)
-    ipiv = np.empty(k, np.int32)
-    info[0] = call("getrf", column_major, m, n, column_major, max(1, m), ipiv, 0)
-    transpose(column_major, a)
+def _tile(addresses, rows, t, like):
+    """Tile t of a column given by its data addresses and row counts (like: tile 0)."""
+    return carray(_pointer(addresses[t]), (rows[t], like.shape[1]), like.dtype)
+
+
+def _column(tiles) -> tuple[np.ndarray, np.ndarray]:
+    """The addresses and row counts of equally wide C-contiguous tiles of one dtype (the
+    kernels see the tiles through them: one compiled signature for any number of tiles)."""
+    first = tiles[0]
+    for tile in tiles:
+        assert tile.flags.c_contiguous, "LU column kernels take C-contiguous tiles"
+        assert tile.dtype == first.dtype and tile.shape[1:] == first.shape[1:], "unequal tiles"
+    addresses = np.array([tile.ctypes.data for tile in tiles], np.int64)
+    return addresses, np.array([tile.shape[0] for tile in tiles], np.int64)
+
+
+@njit(nogil=True, cache=True)
+def transpose_column(addresses, rows, like, buffer, into_buffer):
+    """When ``into_buffer``, buffer[j, offset + i] = tile[i, j] for the tiles one under another
+    (offset: the rows above the tile), returning whether every element is finite; otherwise
+    the inverse, tile[i, j] = buffer[j, offset + i] (returning True)."""
+    finite = True
+    offset = 0
+    for t in range(addresses.size):
+        tile = _tile(addresses, rows, t, like)
+        for i0 in range(0, rows[t], TRANSPOSE_BLOCK):
+            i1 = min(i0 + TRANSPOSE_BLOCK, rows[t])
+            for j0 in range(0, tile.shape[1], TRANSPOSE_BLOCK):
+                for j in range(j0, min(j0 + TRANSPOSE_BLOCK, tile.shape[1])):
+                    for i in range(i0, i1):
+                        if into_buffer:
+                            value = tile[i, j]
+                            finite &= np.isfinite(value)
+                            buffer[j, offset + i] = value
+                        else:
+                            tile[i, j] = buffer[j, offset + i]
+        offset += rows[t]
+    return finite
+
+
+@njit(nogil=True, cache=True)
+def getrf_column_major(buffer, rows, pivots, info):
+    """getrf of the (rows, n) column-major matrix whose columns are buffer's n rows (leading
+    dimension buffer.shape[1] >= rows); pivots and info as ``getrf``'s."""
+    n = buffer.shape[0]
+    k = min(rows, n)
+    ipiv = np.empty(max(k, 1), np.int32)
+    info[0] = call("getrf", buffer, rows, n, buffer, max(1, buffer.shape[1]), ipiv, 0)
     for i in range(k):
         pivots[i] = ipiv[i] - 1
+
+
+def leading_dimension(rows: int, itemsize: int) -> int:
+    """LAPACK's leading dimension for a column of ``rows``: padded by 8 elements when a column
+    would span a multiple of 4 KiB, where the transposes' strides would alias in the caches."""
+    return rows + 8 if rows * itemsize % 4096 == 0 else rows
+
+
+def getrf_tiles(tiles, buffer, pivots, info) -> bool:
+    """getrf of the tiles one under another (equally wide, C-contiguous), in place, through
+    ``buffer`` (n, >= their rows) for LAPACK; pivots and info as ``getrf``'s. Returns False,
+    leaving the tiles alone, if an element is not finite."""
+    addresses, rows = _column(tiles)
+    if not transpose_column(addresses, rows, tiles[0], buffer, True):
+        return False
+    getrf_column_major(buffer, int(rows.sum()), pivots, info)
+    transpose_column(addresses, rows, tiles[0], buffer, False)
+    return True
+
+
+@njit(nogil=True, cache=True)
+def swap_tile_rows(addresses, rows, like, pivots):
+    """Interchange rows i and pivots[i] of the tiles stacked, for i = 0, 1, ... in order; rows
+    i are in the first tile."""
+    first = _tile(addresses, rows, 0, like)
+    for i in range(pivots.size):
+        row = pivots[i]
+        if row == i:
+            continue
+        t = 0
+        while row >= rows[t]:
+            row -= rows[t]
+            t += 1
+        other = _tile(addresses, rows, t, like)
+        for c in range(first.shape[1]):
+            first[i, c], other[row, c] = other[row, c], first[i, c]
+
+
+def laswp_tiles(tiles, pivots) -> None:
+    """``laswp`` on the tiles one under another (C-contiguous, equally wide, the first one at
+    least ``pivots.size`` rows), in place; one compiled kernel serves every dtype (the rows
+    are moved as int32 words)."""
+    assert pivots.size <= tiles[0].shape[0], "laswp_tiles: more pivots than the first tile's rows"
+    addresses, rows = _column(tiles)
+    swap_tile_rows(addresses, rows, tiles[0].view(np.int32), pivots)
+
+
+def getrf(a, pivots, info) -> None:
+    """LU with partial pivoting of the (m, n) C-contiguous matrix a in place (unit lower L
+    below the diagonal, U on and above it); pivots[:min(m, n)] gets the row interchanges and
+    info[0] LAPACK's info: 0, or the 1-based column of the first exactly zero pivot (the
+    factorisation is completed all the same, as LAPACK does). The kernels of ``getrf_tiles``
+    on one tile, so one compiled set serves both."""
+    m, n = a.shape
+    assert pivots.size >= min(m, n) and info.size >= 1, "getrf: pivots or info too short"
+    info[0] = 0
+    if min(m, n) == 0:
+        return
+    addresses, rows = _column([a])
+    buffer = np.empty((n, leading_dimension(m, a.dtype.itemsize)), a.dtype)
+    transpose_column(addresses, rows, a, buffer, True)  # non-finite input is factored all the same
+    getrf_column_major(buffer, m, pivots, info)
+    transpose_column(addresses, rows, a, buffer, False)
 
 
 @njit(nogil=True, cache=True)

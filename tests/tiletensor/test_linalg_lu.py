@@ -202,3 +202,26 @@ def test_solve_out_of_core_under_a_host_limit_four_times_below_the_working_set(t
         assert counters["spill"]["writes"] > 0
     finally:
         nt.init()
+
+
+def test_a_panel_whose_columns_span_4_kib_matches_scipy():
+    """512 float64 rows: the CPU panel pads LAPACK's leading dimension (ops_cpu.lu)."""
+    a = _general(512, seed=13)
+    lu, pivots = lu_factor(nt.from_numpy(a, tile_shape=(256, 256)))
+    factor, ipiv = scipy.linalg.lu_factor(a)
+    np.testing.assert_array_equal(pivots.to_numpy(), np.concatenate([ipiv[:256], ipiv[256:] - 256]))
+    np.testing.assert_allclose(lu.to_numpy(), factor, rtol=1e-11, atol=1e-11)
+
+
+def test_laswp_tiles_swaps_rows_between_tiles_of_any_dtype():
+    from numtile.ops_cpu import laswp_tiles
+
+    pivots = np.array([5, 9, 2, 11, 4])  # LAPACK's ipiv less one
+    for dtype in (np.float32, np.complex128):
+        a = (np.arange(36).reshape(12, 3) * (1 - 2j if dtype == np.complex128 else 1)).astype(dtype)
+        expected = a.copy()
+        for i, p in enumerate(pivots):
+            expected[[i, p]] = expected[[p, i]]
+        tiles = [a[:5].copy(), a[5:9].copy(), a[9:].copy()]
+        laswp_tiles(tiles, pivots)
+        np.testing.assert_array_equal(np.vstack(tiles), expected)

@@ -122,7 +122,7 @@ def test_laswp_makes_room_for_the_rows_it_moves_and_allocates_no_more(limited):
     for i, p in enumerate(pivots):
         expected[[i, p]] = expected[[p, i]]
     tiles = [a[r : r + 8].copy() for r in range(0, 32, 8)]
-    ops_cpu.laswp(np.zeros((1, 1), np.int64), np.zeros(1, np.int64))  # compiled beforehand
+    ops_cpu.laswp_tiles([np.zeros((1, 1))], np.zeros(1, np.int64))  # compiled beforehand
     tracemalloc.start()
     lu._laswp_cpu(ops_cpu, *tiles, pivots)
     peak = tracemalloc.get_traced_memory()[1]

@@ -4,9 +4,10 @@ determinant's sign and log-magnitude from the factor, and identity tiles.
 
 A panel's tiles are stacked into one scratch array for LAPACK and copied back (declared as
 the task's scratch, so a memory manager makes room for it); its pivots are relative to the
-panel's first row. ``laswp`` stacks a whole column on a GPU; on a CPU it
-moves only the rows the interchanges change (at most twice the panel's width), gathering them
-into one buffer and scattering them back with the row-copy kernel of indexing.
+panel's first row. On a CPU the tiles are transposed straight into LAPACK's column-major
+buffer (from the host buffer pool when no memory manager runs) and back, which saves two of
+the four copies, and a wide panel is factored recursively (``ops_cpu.lu``). ``laswp`` stacks
+a whole column on a GPU; on a CPU it swaps the rows between the tiles in place.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from numtile.runtime import Codelet
+from numtile.runtime import handle as handles
+from numtile.runtime.pool import POOL
 
 _ONE = np.ones(1, np.int64)
 
@@ -43,17 +46,14 @@ def stacked(ops, tiles):
     return buffer
 
 
-def _getrf_panel(ops, *tiles_then_args):
-    # tiles: the panel's tiles from the diagonal down, then its pivots tile
-    *tiles, pivots, offset, order, singular_raises = tiles_then_args
-    panel = stacked(ops, tiles)
-    if not np.isfinite(ops.to_host(panel)).all():
-        raise ValueError(
-            f"linalg: the matrix of shape ({order}, {order}) contains infs or NaNs "
-            f"(found in its columns {offset} to {offset + panel.shape[1] - 1})"
-        )
-    info = ops.empty(1, np.int32)
-    ops.getrf(panel, pivots, info)
+def _not_finite(order, offset, width) -> ValueError:
+    return ValueError(
+        f"linalg: the matrix of shape ({order}, {order}) contains infs or NaNs "
+        f"(found in its columns {offset} to {offset + width - 1})"
+    )
+
+
+def _check_pivot(ops, info, offset, order, singular_raises) -> None:
     zero = int(ops.to_host(info)[0])
     if zero and singular_raises:
         row = offset + zero - 1
@@ -61,7 +61,32 @@ def _getrf_panel(ops, *tiles_then_args):
             f"singular matrix: the matrix of shape ({order}, {order}) has an exactly zero "
             f"pivot U[{row}, {row}] in its LU factorisation"
         )
+
+
+def _getrf_panel(ops, *tiles_then_args):
+    # tiles: the panel's tiles from the diagonal down, then its pivots tile
+    *tiles, pivots, offset, order, singular_raises = tiles_then_args
+    panel = stacked(ops, tiles)
+    if not np.isfinite(ops.to_host(panel)).all():
+        raise _not_finite(order, offset, panel.shape[1])
+    info = ops.empty(1, np.int32)
+    ops.getrf(panel, pivots, info)
+    _check_pivot(ops, info, offset, order, singular_raises)
     unstack(ops, panel, tiles)
+
+
+def _getrf_panel_cpu(ops, *tiles_then_args):
+    *tiles, pivots, offset, order, singular_raises = tiles_then_args
+    rows, width, dtype = sum(tile.shape[0] for tile in tiles), tiles[0].shape[1], tiles[0].dtype
+    buffer = POOL.allocate((width, ops.leading_dimension(rows, dtype.itemsize)), dtype)
+    info = np.zeros(1, np.int32)
+    try:
+        if not ops.getrf_tiles(tiles, buffer, pivots, info):
+            raise _not_finite(order, offset, width)
+    finally:
+        if handles.MANAGER is None:  # under a memory manager, kept buffers would escape its limit
+            POOL.release(buffer)
+    _check_pivot(ops, info, offset, order, singular_raises)
 
 
 def _getrf_panel_flops(*shapes_then_args) -> float:
@@ -80,22 +105,7 @@ def _laswp(ops, *tiles_then_pivots):
 
 def _laswp_cpu(ops, *tiles_then_pivots):
     *tiles, pivots = tiles_then_pivots
-    starts = np.cumsum([0] + [tile.shape[0] for tile in tiles])
-    source = np.arange(starts[-1]).reshape(-1, 1)  # after the interchanges: row r holds ...
-    ops.laswp(source, pivots)  # ... the row source[r] held before
-    source = source.ravel()
-    changed = np.flatnonzero(source != np.arange(source.size))
-    origin, width = source[changed], tiles[0].shape[1]
-    moved = np.empty(changed.size * width, tiles[0].dtype)  # the changed rows, in order
-    count, bounds = changed.size, list(zip(tiles, starts[:-1], starts[1:]))
-    for tile, start, stop in bounds:  # gather: moved[here] = the tile's rows origin[here]
-        here = np.flatnonzero((origin >= start) & (origin < stop))
-        flat, rows = tile.reshape(-1), tile.shape[0]
-        ops.take_positions(flat, moved, 1, rows, width, count, origin[here] - start, here, False)
-    for tile, start, stop in bounds:  # scatter: the tile's rows changed[here] = moved[here]
-        here = np.flatnonzero((changed >= start) & (changed < stop))
-        flat, rows = tile.reshape(-1), tile.shape[0]
-        ops.take_positions(moved, flat, 1, count, width, rows, here, changed[here] - start, False)
+    ops.laswp_tiles(tiles, pivots)
 
 
 def _slogdet(ops, *tiles_then_count):
@@ -128,19 +138,19 @@ def _getrf_panel_scratch(*tiles_then_args) -> int:
 
 
 getrf_panel = Codelet(
-    "getrf_panel", kernel=_getrf_panel, flops=_getrf_panel_flops, scratch=_getrf_panel_scratch
+    "getrf_panel",
+    kernel=_getrf_panel,
+    implementations={"cpu": _getrf_panel_cpu},
+    flops=_getrf_panel_flops,
+    scratch=_getrf_panel_scratch,
 )
 
 
 def _laswp_scratch(*tiles_then_pivots) -> int:
-    """What ``_laswp_cpu`` allocates: three integer or boolean arrays over the column's rows,
-    the rows the interchanges move (at most two per pivot; gathered once, by row) and their
-    indices. (A GPU stacks the whole column instead: not
-    declared, the CPU's bound is.)"""
-    *tiles, pivots = tiles_then_pivots
-    rows = sum(tile.shape[0] for tile in tiles)
-    moved = min(rows, 2 * pivots.shape[0])
-    return 25 * rows + moved * (tiles[0].shape[1] * tiles[0].dtype.itemsize + 64)
+    """What ``_laswp_cpu`` allocates: an int32 view of each tile and the list holding them.
+    (A GPU stacks the whole column instead: not declared, the CPU's bound is.)"""
+    *tiles, _pivots = tiles_then_pivots
+    return 512 * (len(tiles) + 1)
 
 
 laswp = Codelet("laswp", kernel=_laswp, implementations={"cpu": _laswp_cpu}, scratch=_laswp_scratch)
