@@ -8,13 +8,13 @@ import pytest
 import numtile as nt
 from numtile.runtime import Codelet
 from numtile.runtime.handle import DataHandle
-from numtile.tiletensor.codelets import linalg, qr, tsqr
+from numtile.tiletensor.codelets import linalg, lu, qr, tsqr
 
 
 def _flops_of(run, dtype):
     """The flops each linear algebra codelet counted while ``run(dtype)`` ran."""
     codelets = [linalg.gemm, linalg.potrf, linalg.trsm, linalg.herk, linalg.syrk]
-    codelets += [qr.geqrt_panel, tsqr.tsqr_leaf, tsqr.tsqr_node, tsqr.tsqr_apply]
+    codelets += [qr.geqrt_panel, tsqr.tsqr_leaf, tsqr.tsqr_node, tsqr.tsqr_apply, lu.getrf_panel]
     before = [c.total_flops for c in codelets]
     run(dtype)
     nt.wait_all()
@@ -30,6 +30,7 @@ def _factorisations(dtype):
     tiled = nt.from_numpy(a, tile_shape=(2, 2))
     (tiled @ tiled).to_numpy()
     nt.linalg.cholesky(nt.from_numpy(spd, tile_shape=(2, 2))).to_numpy()
+    nt.linalg.det(tiled).to_numpy()  # tiled LU: panels, TRSM and GEMM updates
     nt.linalg.qr(tiled)[1].to_numpy()  # blocked: panels and GEMM updates
     tall = rng.standard_normal((12, 3)).astype(dtype)
     nt.linalg.qr(nt.from_numpy(tall, tile_shape=(4, 3)))[0].to_numpy()  # TSQR

@@ -18,6 +18,10 @@ from numtile.runtime import Codelet
 from numtile.runtime import handle as handles
 from numtile.runtime.pool import POOL
 
+# a complex multiply-add costs 8 real flops to a real one's 2: the factorisation and product
+# codelets count complex tiles 4x (Codelet.complex_flops)
+COMPLEX_FLOPS = 4.0
+
 _ONE = np.ones(1, np.int64)
 
 
@@ -143,6 +147,7 @@ getrf_panel = Codelet(
     implementations={"cpu": _getrf_panel_cpu},
     flops=_getrf_panel_flops,
     scratch=_getrf_panel_scratch,
+    complex_flops=COMPLEX_FLOPS,
 )
 
 

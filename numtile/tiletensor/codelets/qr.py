@@ -23,11 +23,7 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.runtime import Codelet
-from numtile.tiletensor.codelets.lu import stacked, unstack
-
-# a complex multiply-add costs 8 real flops to a real one's 2: the factorisation and product
-# codelets count complex tiles 4x (Codelet.complex_flops)
-COMPLEX_FLOPS = 4.0
+from numtile.tiletensor.codelets.lu import COMPLEX_FLOPS, stacked, unstack
 
 
 def _geqrt(ops, a, t):
