@@ -30,7 +30,7 @@ from numba.core import types
 from numba.extending import overload
 
 from numtile import opcodes
-from numtile.ops_cpu import scalar_math
+from numtile.ops_cpu import logic, scalar_math
 from numtile.ops_cpu.elementwise import _broadcast, _map, _zip
 from numtile.ops_cpu.f16_kernels import f16_rounded, f16_value
 from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, select
@@ -86,8 +86,11 @@ def _value_of(element, fmt):
 
 
 def _function(name: str):
-    """The scalar function ``name`` of ``scalar_math`` (or the reductions' ``_identity``)."""
-    return _identity if name == "_identity" else getattr(scalar_math, name)
+    """The scalar function ``name`` of ``scalar_math`` (or the reductions' ``_identity``, or a
+    predicate of ``logic``)."""
+    if name == "_identity":
+        return _identity
+    return getattr(scalar_math, name) if hasattr(scalar_math, name) else getattr(logic, name)
 
 
 @functools.cache
@@ -147,7 +150,8 @@ def _wide_loader(fmt):
 
 
 def _unary(op, fmt):
-    """The kernel out[i] = f(x[i]) of the unary op ``op`` on the bits of ``fmt``."""
+    """The kernel out[i] = f(x[i]) of the unary op (or predicate) ``op`` on the bits of
+    ``fmt``."""
     name = f"_{op}"
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -212,6 +216,8 @@ _DOCS = {
     "binary": """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS, the float
     functions of BINARY_MATH included) on {} bits; an operand may be a float32 array (a
     scalar).""",
+    "predicate": """Boolean out[i] = p(x[i]) for the predicate ``op`` (a code of PREDICATE_OPS)
+    of {} bits (of the value they hold, widened in a register: exact).""",
     "compare": """Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS) of {}
     bits.""",
     "reduce_accumulate": """out[p, q] = combine(out[p, q], reduction over j of x[p, j, q]) for
@@ -222,6 +228,7 @@ _FAMILIES = {
     "unary_backward": (opcodes.UNARY_BACKWARD_OPS, _unary_backward),
     "binary": (opcodes.BINARY_OPS, _broadcasting),
     "compare": (opcodes.COMPARE_OPS, _broadcasting),
+    "predicate": (opcodes.PREDICATE_OPS, _unary),
     "reduce_accumulate": (opcodes.REDUCE_OPS, _reduction),
 }
 
@@ -236,9 +243,11 @@ bf16_unary = _family("bf16", "unary", "bfloat16")
 bf16_unary_backward = _family("bf16", "unary_backward", "bfloat16")
 bf16_binary = _family("bf16", "binary", "bfloat16")
 bf16_compare = _family("bf16", "compare", "bfloat16")
+bf16_predicate = _family("bf16", "predicate", "bfloat16")
 bf16_reduce_accumulate = _family("bf16", "reduce_accumulate", "bfloat16")
 f16_unary = _family("f16", "unary", "float16")
 f16_unary_backward = _family("f16", "unary_backward", "float16")
 f16_binary = _family("f16", "binary", "float16")
 f16_compare = _family("f16", "compare", "float16")
+f16_predicate = _family("f16", "predicate", "float16")
 f16_reduce_accumulate = _family("f16", "reduce_accumulate", "float16")

@@ -13,6 +13,7 @@ even when stored (NaN to the quiet NaN of its sign, as ``bf16._narrow_kernel`` a
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import ml_dtypes
@@ -30,6 +31,7 @@ from numtile.ops_cuda.reduction import _launch_middle, _reduce_kernels
 __all__ = [
     "bf16_binary",
     "bf16_compare",
+    "bf16_predicate",
     "bf16_reduce_accumulate",
     "bf16_unary",
     "bf16_unary_backward",
@@ -130,6 +132,26 @@ def _unary_kernel(x_dtype, out_dtype, fmt: Format):
 
 
 @functools.cache
+def _predicate_kernel(fmt: Format):
+    widen = fmt.widen
+
+    @cuda.jit
+    def kernel(x, out, op):
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            v = widen(x[i])
+            if op == opcodes.ISNAN:
+                out[i] = math.isnan(v)
+            elif op == opcodes.ISINF:
+                out[i] = math.isinf(v)
+            elif op == opcodes.ISFINITE:
+                out[i] = math.isfinite(v)
+            elif op == opcodes.SIGNBIT:
+                out[i] = math.copysign(np.float32(1), v) < 0
+
+    return kernel
+
+
+@functools.cache
 def _unary_backward_kernel(x_dtype, grad_dtype, out_dtype, fmt: Format):
     apply = elementwise.unary_backward_function(_FLOAT32)
     load_x, load_grad = _load(x_dtype, fmt), _load(grad_dtype, fmt)
@@ -204,6 +226,13 @@ def unary(fmt: Format, x, out, op: int, stream) -> None:
     launch(kernel, out.size, stream, x, out, op)
 
 
+def predicate(fmt: Format, x, out, op: int, stream) -> None:
+    """Boolean out[i] = p(x[i]) for the predicate ``op`` of the bits of ``fmt``."""
+    op = _check_op(op, opcodes.PREDICATE_OPS, f"{fmt.name}_predicate")
+    _check(fmt, x, out)
+    launch(_predicate_kernel(fmt), out.size, stream, x, out, op)
+
+
 def unary_backward(fmt: Format, x, grad_out, grad_in, op: int, stream) -> None:
     """grad_in[i] = grad_out[i] * f'(x[i]) for ``op``, each array bits of ``fmt`` or float32."""
     op = _check_op(op, opcodes.UNARY_BACKWARD_OPS, f"{fmt.name}_unary_backward")
@@ -240,6 +269,12 @@ def reduce_accumulate(fmt: Format, x, out, pre: int, n: int, post: int, op: int,
 def bf16_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
     """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS) on bfloat16 bits."""
     unary(BF16, x, out, op, stream)
+
+
+def bf16_predicate(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """Boolean out[i] = p(x[i]) for the predicate ``op`` (a code of PREDICATE_OPS) of bfloat16
+    bits."""
+    predicate(BF16, x, out, op, stream)
 
 
 def bf16_unary_backward(

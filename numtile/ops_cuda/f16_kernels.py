@@ -19,6 +19,7 @@ from numtile.ops_cuda.launch import DeviceArray, device_function
 __all__ = [
     "f16_binary",
     "f16_compare",
+    "f16_predicate",
     "f16_reduce_accumulate",
     "f16_unary",
     "f16_unary_backward",
@@ -67,6 +68,12 @@ F16 = Format("f16", _f16_widened, _f16_rounded, np.dtype(np.float16))
 def f16_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
     """out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS) on float16 bits."""
     bf16_kernels.unary(F16, x, out, op, stream)
+
+
+def f16_predicate(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:
+    """Boolean out[i] = p(x[i]) for the predicate ``op`` (a code of PREDICATE_OPS) of float16
+    bits."""
+    bf16_kernels.predicate(F16, x, out, op, stream)
 
 
 def f16_unary_backward(

@@ -1,8 +1,9 @@
 """Kernels that read and write float16 tiles themselves (the ``f16_*`` kernels of
 ``ops_cpu.bf16_kernels`` and their CUDA twins under the simulator): the conversions in
 registers are NumPy's bit for bit (every float16 widened; float32 ties, subnormals, overflow,
-NaN payloads narrowed), the kernels equal the float32 scratch path they replace, and the
-tiled ops on float16 run them with no scratch tile."""
+NaN payloads narrowed), the kernels equal the float32 scratch path they replace, predicates
+of bits (float16 and bfloat16) are NumPy's of the values, and the tiled ops on float16 run
+them with no scratch tile."""
 
 import numba
 import numpy as np
@@ -124,6 +125,23 @@ def test_cuda_twins_equal_the_cpu_kernels_and_the_scratch_path(backend):
     np.testing.assert_array_equal(_host(out), exact.astype(np.float32))
 
 
+def test_cuda_predicates_of_bits_are_those_of_the_values(backend):
+    if backend.name == "cpu":  # (the tiled ops below and test_bfloat16_ops.py run the CPU's)
+        pytest.skip("compile time")
+    import ml_dtypes
+
+    patterns = np.ascontiguousarray(ALL_HALVES[::89])  # every class: NaNs, infinities, zeros
+    patterns[:6] = [0x7C00, 0xFC00, 0x7C01, 0xFF80, 0x8000, 0x7F80]
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        values = patterns.view(dtype).astype(np.float32)
+        prefix = "f16" if dtype == np.float16 else "bf16"
+        for name, code in opcodes.PREDICATE_OPS.items():
+            out = _device(backend, np.zeros(patterns.size, bool))
+            backend.kernel(f"{prefix}_predicate")(_device(backend, patterns), out, code)
+            expected = getattr(np, name)(values)
+            np.testing.assert_array_equal(_host(out), expected, err_msg=f"{prefix} {name}")
+
+
 @pytest.fixture
 def no_widening(monkeypatch):
     """Make the float32 scratch path fail: a task that widens a float16 tile raises."""
@@ -153,6 +171,7 @@ def test_tiled_ops_read_float16_tiles_without_scratch(no_widening):
     _same(nt.exp(x).to_numpy(), exp.astype(np.float16), "exp")
     _same((x * y).to_numpy(), (wide_a * wide_b).astype(np.float16), "x * y")
     _same((x + 1).to_numpy(), (wide_a + np.float32(1)).astype(np.float16), "x + 1")
+    np.testing.assert_array_equal(nt.isfinite(x).to_numpy(), np.isfinite(a))
     finite = nt.from_numpy(a[:, 3:], tile_shape=(3, 4))  # no NaN or infinity in these columns
     exact = a[:, 3:].astype(np.float64)
     for axis in (0, None):

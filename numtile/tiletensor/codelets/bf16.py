@@ -2,12 +2,13 @@
 (``direct=`` of ``narrow.through_float32``): no float32 scratch tile, each element widened in
 a register and rounded once when written (``ops.bf16_unary``, ``ops.bf16_binary``,
 ``ops.bf16_compare``, ``ops.bf16_unary_backward``, ``ops.bf16_reduce_accumulate`` and their
-``ops.f16_*`` twins; ``where`` picks bit patterns).
+``ops.f16_*`` twins, and ``ops.bf16_predicate``/``ops.f16_predicate``; ``where`` picks bit
+patterns).
 
 Each takes the arguments of the codelet kernel it stands in for; a task's 16-bit tiles are all
 of one format (``narrow.goes_direct``), which picks the kernels. Codelets without one
-(predicates, random and arange tiles, axpy, softmax, sorting, indexing) keep the float32
-scratch path.
+(random and arange tiles, axpy, softmax, sorting's arg_reduce, the count and group starts of
+indexing) keep the float32 scratch path.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ def _flat(tile):
 def unary(code):
     def kernel(ops, x, out):
         getattr(ops, f"{format_of(x, out)}_unary")(_flat(x), _flat(out), code)
+
+    return kernel
+
+
+def predicate(code):
+    """Boolean out = p(x) (isnan, isinf, isfinite, signbit) of the value the bits hold."""
+
+    def kernel(ops, x, out):
+        getattr(ops, f"{format_of(x)}_predicate")(_flat(x), out.reshape(-1), code)
 
     return kernel
 

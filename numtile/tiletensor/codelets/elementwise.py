@@ -124,7 +124,7 @@ def _complex_unary(code, kernel_name="complex_unary"):
 
 
 def _predicate(code):
-    @through_float32()
+    @through_float32(direct=bf16.predicate(code))
     def kernel(ops, x, out):
         ops.predicate(x.reshape(-1), out.reshape(-1), code)
 
