@@ -172,6 +172,12 @@ def test_tiled_ops_read_float16_tiles_without_scratch(no_widening):
     _same((x * y).to_numpy(), (wide_a * wide_b).astype(np.float16), "x * y")
     _same((x + 1).to_numpy(), (wide_a + np.float32(1)).astype(np.float16), "x + 1")
     np.testing.assert_array_equal(nt.isfinite(x).to_numpy(), np.isfinite(a))
+    a.view(np.uint16)[0, 0] = 0x7C01  # a signalling NaN: moved, never converted
+    target, mask = nt.from_numpy(a, tile_shape=(4, 4)), wide_a > 0
+    target[nt.from_numpy(mask, tile_shape=(4, 4))] = 2.5
+    expected = a.copy()
+    expected[mask] = 2.5
+    np.testing.assert_array_equal(target.to_numpy().view(np.uint16), expected.view(np.uint16))
     finite = nt.from_numpy(a[:, 3:], tile_shape=(3, 4))  # no NaN or infinity in these columns
     exact = a[:, 3:].astype(np.float64)
     for axis in (0, None):
