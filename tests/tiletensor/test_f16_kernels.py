@@ -183,3 +183,60 @@ def test_tiled_ops_read_float16_tiles_without_scratch(no_widening):
     for axis in (0, None):
         total = nt.sum(finite, axis=axis).to_numpy()
         _same(total, exact.sum(axis).astype(np.float32).astype(np.float16), f"sum {axis}")
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_sorting_keys_are_the_bits_of_16_bit_floats(monkeypatch, name):
+    """Sorted by monotone keys of their bits (no float32 copies): stable, -0.0 tying with +0.0
+    and NaNs last (first when descending) keeping their payloads, as a stable sort of the
+    widened values orders them."""
+    import ml_dtypes
+
+    dtype = np.dtype(np.float16 if name == "float16" else ml_dtypes.bfloat16)
+    monkeypatch.setattr(ops_cpu, "f16_widen", None)  # the scratch path would fail
+    monkeypatch.setattr(ops_cpu, "bf16_widen", None)
+    a = (RNG.standard_normal((3, 150)) * 3).astype(dtype)
+    a[:, :4] = a[:, 4:8]  # ties
+    nan, negative_nan = (0x7C01, 0xFE00) if name == "float16" else (0x7F81, 0xFFC0)
+    a.view(np.uint16)[0, :6] = [nan, 0x8000, 0x0000, negative_nan, 0x8000, 0x0000]
+    x, wide = nt.from_numpy(a, tile_shape=(2, 64)), a.astype(np.float32)
+    for descending in (False, True):
+        key = np.where(np.isnan(wide), -np.inf, -wide) if descending else wide
+        order = np.argsort(key, axis=1, kind="stable")
+        values = nt.sort(x, axis=1, descending=descending).to_numpy()
+        expected = np.take_along_axis(a, order, 1)
+        np.testing.assert_array_equal(values.view(np.uint16), expected.view(np.uint16))
+        np.testing.assert_array_equal(
+            nt.argsort(x, axis=1, descending=descending).to_numpy(), order
+        )
+
+
+def test_cuda_sort_keys_of_16_bit_floats(backend):
+    if backend.name == "cpu":
+        pytest.skip("the tiled sorts above run the CPU's")
+    import ml_dtypes
+
+    for dtype, kind in (
+        (np.float16, opcodes.SORT_FLOAT),
+        (ml_dtypes.bfloat16, opcodes.SORT_BFLOAT16),
+    ):
+        a = (RNG.standard_normal((2, 24)) * 3).astype(dtype)
+        a.view(np.uint16)[0, :4] = [
+            0x7F81 if kind == opcodes.SORT_BFLOAT16 else 0x7C01,
+            0x8000,
+            0x0000,
+            0xFFC0,
+        ]
+        a[1, :4] = [np.inf, -np.inf, np.nan, 0.0]
+        values, indices = (
+            _device(backend, np.zeros((2, 24), np.uint16)),
+            _device(backend, np.zeros((2, 24), np.int64)),
+        )
+        backend.kernel("sort_rows")(
+            _device(backend, a.view(np.uint16)), values, indices, 0, kind, False
+        )
+        order = np.argsort(a.astype(np.float32), axis=1, kind="stable")
+        np.testing.assert_array_equal(_host(indices), order, err_msg=str(dtype))
+        np.testing.assert_array_equal(
+            _host(values), np.take_along_axis(a, order, 1).view(np.uint16)
+        )
