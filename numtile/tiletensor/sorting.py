@@ -22,7 +22,8 @@ import numpy as np
 from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import NARROW_FLOATING, int64
+from numtile.tiletensor.dtypes import NARROW_FLOATING, float32, int64
+from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.manipulation import permute_dims
 from numtile.tiletensor.sorting_split import split_sort
 from numtile.tiletensor.tensor import TileTensor
@@ -148,6 +149,11 @@ def _copy_columns(runtime, run: DataHandle, tile: DataHandle, first: int) -> Non
 
 def sorted_with_indices(x: TileTensor, axis: int = -1, descending: bool = False, indices=True):
     """(values, indices) of ``x`` stably sorted along ``axis`` (indices None unless asked)."""
+    if x.dtype in NARROW_FLOATING and not indices:
+        # values alone: float32 copies sorted by NumPy's SIMD sort take a fifth of the time of
+        # the radix sort of 16-bit keys here; with indices, the keys are the tiles' own bits
+        values, _ = sorted_with_indices(astype(x, float32), axis, descending, False)
+        return astype(values, x.dtype), None
     axis = _axis(axis, x.ndim)
     last = x.ndim - 1
     if axis != last:
@@ -158,7 +164,7 @@ def sorted_with_indices(x: TileTensor, axis: int = -1, descending: bool = False,
         return values, (permute_dims(positions, back) if indices else None)
     if x.size == 0:
         return TileTensor(x.layout, x.dtype), (TileTensor(x.layout, int64) if indices else None)
-    if not indices and x.dtype not in NARROW_FLOATING:  # 16-bit floats: sorted by their keys
+    if not indices:
         split = split_sort(x, bool(descending))
         if split is not None:
             return split, None
