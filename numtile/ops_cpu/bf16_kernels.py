@@ -86,10 +86,12 @@ def _value_of(element, fmt):
 
 
 def _function(name: str):
-    """The scalar function ``name`` of ``scalar_math`` (or the reductions' ``_identity``, or a
-    predicate of ``logic``)."""
+    """The scalar function ``name`` of ``scalar_math`` (or the reductions' ``_identity`` and
+    ``_wide_<format>`` loads, or a predicate of ``logic``)."""
     if name == "_identity":
         return _identity
+    if name.startswith("_wide_"):
+        return _wide(name.removeprefix("_wide_"))
     return getattr(scalar_math, name) if hasattr(scalar_math, name) else getattr(logic, name)
 
 
@@ -123,7 +125,8 @@ def _lifted(name, fmt, out):
 
 
 def scalar_function(name):
-    """The scalar function ``name`` itself (a literal name), for the reductions' steps."""
+    """The scalar function ``name`` itself (a literal name), for the reductions' loads and
+    steps."""
     raise NotImplementedError("scalar_function is only callable from numba-compiled code")
 
 
@@ -135,18 +138,11 @@ def _scalar_function(name):
     return lambda name: function
 
 
-def wide_loader(fmt):
+@functools.cache
+def _wide(fmt: str):
     """How the reductions read an element of the format ``fmt``: as a float64 (exact)."""
-    raise NotImplementedError("wide_loader is only callable from numba-compiled code")
-
-
-@overload(wide_loader, inline="always")
-def _wide_loader(fmt):
-    if not isinstance(fmt, types.StringLiteral):
-        return None
-    widen = _FORMATS[fmt.literal_value][0]
-    load = inlined(lambda element: np.float64(widen(element)))
-    return lambda fmt: load
+    widen = _FORMATS[fmt][0]
+    return inlined(lambda element: np.float64(widen(element)))
 
 
 def _unary(op, fmt):
@@ -199,12 +195,17 @@ _REDUCTIONS = {
 def _reduction(op, fmt):
     """The kernel of the reduction ``op`` of the bits of ``fmt`` along the middle axis."""
     transform, combine = _REDUCTIONS[op]
+    load = f"_wide_{fmt}"
 
     # reassoc as the float32 kernel's: sums split over SIMD lanes
     @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
     def bf16_reduce_op(x, out, pre, n, post):
-        load, step, join = wide_loader(fmt), scalar_function(transform), scalar_function(combine)
-        _reduce(load, step, join, x, out, pre, n, post)
+        read, step, join = (
+            scalar_function(load),
+            scalar_function(transform),
+            scalar_function(combine),
+        )
+        _reduce(read, step, join, x, out, pre, n, post)
 
     return bf16_reduce_op
 

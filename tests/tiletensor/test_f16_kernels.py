@@ -14,6 +14,8 @@ from numtile import opcodes, ops_cpu
 from numtile.ops_cpu.f16_kernels import f16_rounded, f16_value
 from numtile.tiletensor.elementwise_core import element_strides, shape_array
 from tests.kernels import cuda_launches
+from tests.tiletensor.test_bf16_kernels import device as _device
+from tests.tiletensor.test_bf16_kernels import host as _host
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -51,18 +53,6 @@ def test_conversions_in_registers_are_numpys_bit_for_bit():
     with np.errstate(over="ignore"):
         expected = FLOAT32_PATTERNS.astype(np.float16).view(np.uint16)
     np.testing.assert_array_equal(narrow, expected)
-
-
-def _device(backend, array):
-    if backend.name == "cpu":
-        return array
-    from numba import cuda
-
-    return cuda.to_device(array)
-
-
-def _host(array):
-    return array if isinstance(array, np.ndarray) else array.copy_to_host()
 
 
 def _values(size, seed=0):
