@@ -256,6 +256,12 @@ def op_name(table: dict[str, int], code: int) -> str:
 
 
 # how sorting kernels read the bits of a tile (viewed as unsigned integers of its width):
-# as unsigned integers (and booleans), two's-complement integers, or IEEE floats
-SORT_UNSIGNED, SORT_SIGNED, SORT_FLOAT = range(3)
-SORT_KEYS = {"unsigned": SORT_UNSIGNED, "signed": SORT_SIGNED, "float": SORT_FLOAT}
+# as unsigned integers (and booleans), two's-complement integers, IEEE floats (float16 among
+# them), or bfloat16 (a float of 16 bits with float32's exponent)
+SORT_UNSIGNED, SORT_SIGNED, SORT_FLOAT, SORT_BFLOAT16 = range(4)
+SORT_KEYS = {
+    "unsigned": SORT_UNSIGNED,
+    "signed": SORT_SIGNED,
+    "float": SORT_FLOAT,
+    "bfloat16": SORT_BFLOAT16,
+}

@@ -12,7 +12,8 @@ Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scal
 (random and arange tiles);
 ``bf16`` (bf16_widen, bf16_narrow, f16_*: bfloat16 and float16 bit conversions);
 ``bf16_kernels`` (bf16_unary, bf16_binary, bf16_compare, bf16_unary_backward,
-bf16_reduce_accumulate: on bfloat16 bits, widened in registers, rounded once on write);
+bf16_reduce_accumulate, bf16_predicate, and their f16_* twins: on bfloat16 or float16 bits,
+widened in registers, rounded once on write; ``f16_kernels``: float16 conversions in registers);
 ``matmul`` (gemm),
 ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
@@ -30,9 +31,16 @@ from numtile.ops_cpu.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, 
 from numtile.ops_cpu.bf16_kernels import (
     bf16_binary,
     bf16_compare,
+    bf16_predicate,
     bf16_reduce_accumulate,
     bf16_unary,
     bf16_unary_backward,
+    f16_binary,
+    f16_compare,
+    f16_predicate,
+    f16_reduce_accumulate,
+    f16_unary,
+    f16_unary_backward,
 )
 from numtile.ops_cpu.columns import sum_columns
 from numtile.ops_cpu.complex import (
@@ -101,12 +109,19 @@ __all__ = [
     "bf16_binary",
     "bf16_compare",
     "bf16_narrow",
+    "bf16_predicate",
     "bf16_reduce_accumulate",
     "bf16_unary",
     "bf16_unary_backward",
     "bf16_widen",
+    "f16_binary",
+    "f16_compare",
     "f16_from",
     "f16_narrow",
+    "f16_predicate",
+    "f16_reduce_accumulate",
+    "f16_unary",
+    "f16_unary_backward",
     "f16_widen",
     "binary",
     "binary_math",

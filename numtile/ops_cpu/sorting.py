@@ -11,13 +11,23 @@ first and equal values keep their order (the array API's stable descending sort)
 import numba
 import numpy as np
 
-from numtile.opcodes import SORT_FLOAT, SORT_SIGNED
+from numtile.opcodes import SORT_BFLOAT16, SORT_FLOAT, SORT_SIGNED
 from numtile.ops_cpu.helpers import inlined
 
 _DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
 _RADIX = 1 << _DIGIT
 _SMALL = 32  # rows up to this length are sorted by insertion
 _BLOCK = 1024  # elements whose bucket ``split_by_keys`` finds together
+
+
+@inlined
+def _infinity(kind, width):
+    """The bits of +inf in a float of ``width`` bits (16: float16, or bfloat16 by ``kind``)."""
+    if width == 64:
+        return np.uint64(0x7FF0000000000000)
+    if width == 32:
+        return np.uint64(0x7F800000)
+    return np.uint64(0x7F80) if kind == SORT_BFLOAT16 else np.uint64(0x7C00)
 
 
 @inlined
@@ -28,8 +38,8 @@ def sort_key(bits, kind, width, descending):
     mask = (top - np.uint64(1)) | top
     if kind == SORT_SIGNED:
         b = b ^ top
-    elif kind == SORT_FLOAT:
-        infinity = np.uint64(0x7FF0000000000000) if width == 64 else np.uint64(0x7F800000)
+    elif kind == SORT_FLOAT or kind == SORT_BFLOAT16:
+        infinity = _infinity(kind, width)
         magnitude = b & (mask ^ top)
         # negative: every bit flipped, else the sign bit set (selects, not jumps: the sign
         # of random data is unpredictable)

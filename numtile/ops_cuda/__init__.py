@@ -13,7 +13,8 @@ Launches use the block size and GEMM tile that ``configure()`` last set (the run
 with its ``Config`` when a CUDA node starts).
 
 Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``, ``bf16``,
-``bf16_kernels`` (element-wise ops and reductions on bfloat16 bits), ``generate``,
+``bf16_kernels`` (element-wise ops and reductions on bfloat16 bits; ``f16_kernels`` their
+float16 twins), ``generate``,
 ``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
 ``factorizations``, ``lu`` (getrf, laswp), ``products`` (cross), ``nn`` (attention, norm, loss,
 optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
@@ -31,6 +32,7 @@ from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow,
 from numtile.ops_cuda.bf16_kernels import (
     bf16_binary,
     bf16_compare,
+    bf16_predicate,
     bf16_reduce_accumulate,
     bf16_unary,
     bf16_unary_backward,
@@ -52,6 +54,14 @@ from numtile.ops_cuda.elementwise import (
     compare,
     unary,
     unary_backward,
+)
+from numtile.ops_cuda.f16_kernels import (
+    f16_binary,
+    f16_compare,
+    f16_predicate,
+    f16_reduce_accumulate,
+    f16_unary,
+    f16_unary_backward,
 )
 from numtile.ops_cuda.factorizations import herk, potrf, syrk, trsm
 from numtile.ops_cuda.fusion import fused  # nt.fuse's generated kernels (issue 13, wave 7)
@@ -156,7 +166,14 @@ __all__ = [
     "where",
     "bf16_binary",
     "bf16_compare",
+    "bf16_predicate",
     "bf16_reduce_accumulate",
     "bf16_unary",
     "bf16_unary_backward",
+    "f16_binary",
+    "f16_compare",
+    "f16_predicate",
+    "f16_reduce_accumulate",
+    "f16_unary",
+    "f16_unary_backward",
 ]

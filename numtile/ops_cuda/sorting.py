@@ -13,10 +13,20 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, uint64
 
-from numtile.opcodes import SORT_FLOAT, SORT_SIGNED
+from numtile.opcodes import SORT_BFLOAT16, SORT_FLOAT, SORT_SIGNED
 from numtile.ops_cuda.launch import DeviceArray, host_ints, launch
 
 __all__ = ["arg_reduce", "count_before", "merge_runs", "sort_rows"]
+
+
+@cuda.jit(device=True)
+def _infinity(kind, width):
+    """The bits of +inf in a float of ``width`` bits (16: float16, or bfloat16 by ``kind``)."""
+    if width == 64:
+        return uint64(0x7FF0000000000000)
+    if width == 32:
+        return uint64(0x7F800000)
+    return uint64(0x7F80) if kind == SORT_BFLOAT16 else uint64(0x7C00)
 
 
 @cuda.jit(device=True)
@@ -27,8 +37,8 @@ def sort_key(bits, kind, width, descending):
     mask = (top - uint64(1)) | top
     if kind == SORT_SIGNED:
         b = b ^ top
-    elif kind == SORT_FLOAT:
-        infinity = uint64(0x7FF0000000000000) if width == 64 else uint64(0x7F800000)
+    elif kind == SORT_FLOAT or kind == SORT_BFLOAT16:
+        infinity = _infinity(kind, width)
         magnitude = b & (mask ^ top)
         if magnitude > infinity:
             b = mask

@@ -270,9 +270,10 @@ def test_a_task_whose_scratch_cannot_fit_names_it(limited):
 
 @pytest.mark.parametrize("narrow", ["float16", "bfloat16"])
 def test_narrow_float32_copies_are_scratch(limited, narrow):
-    """exp of a 16 KiB float16 tile widens it and its output to float32 (64 KiB of scratch):
-    under 128 KiB, 64 KiB of ballast fits beside the two tiles but not beside the copies. A
-    bfloat16 tile is read and written in registers (no scratch): nothing is evicted."""
+    """exp of a 16 KiB 16-bit float tile, widened to float32 scratch, would need 64 KiB more:
+    under 128 KiB, 64 KiB of ballast fits beside the two tiles but not beside such copies.
+    bfloat16 and float16 tiles are read and written in registers (no scratch): nothing is
+    evicted."""
     import ml_dtypes
 
     dtype = np.float16 if narrow == "float16" else ml_dtypes.bfloat16
@@ -285,10 +286,7 @@ def test_narrow_float32_copies_are_scratch(limited, narrow):
     expected = np.exp(values.astype(np.float32)).astype(dtype)
     np.testing.assert_array_equal(nt.exp(x).to_numpy(), expected)
     host = runtime.manager.counters()["nodes"]["host"]
-    if narrow == "float16":
-        assert host["evictions"] >= 2 and 96 * 1024 <= host["peak"] <= 128 * 1024
-    else:
-        assert host["evictions"] == 0 and host["peak"] <= 96 * 1024
+    assert host["evictions"] == 0 and host["peak"] <= 96 * 1024
     np.testing.assert_array_equal(ballast.to_numpy(), np.arange(8192))
 
 

@@ -198,9 +198,12 @@ def test_tasks_declare_no_scratch_for_bfloat16_tiles():
     )
     unary = elementwise.unary["exp"]
     assert unary.scratch(tile, tile) == 0
-    assert unary.scratch(f16, f16) == 2 * 2 * f16.nbytes  # float16 keeps the scratch path
+    assert unary.scratch(f16, f16) == 0  # float16 has kernels of its bits too
+    # a task mixing the two formats takes the float32 scratch path
+    assert elementwise.binary["add"].scratch(tile, f16, out) == 2 * (tile.nbytes + f16.nbytes)
     reduce = reduction.reduce["sum"]
     assert reduce.scratch(tile, out, None, 1, 4, 8) == 0
+    assert reduce.scratch(f16, out, None, 1, 4, 8) == 0
     # reduced axes that are not adjacent are gathered as bits: 2 bytes an element
     assert (
         reduce.scratch(

@@ -1,48 +1,63 @@
-"""The bodies codelets run on bfloat16 tiles through kernels of their bits (``direct=`` of
-``narrow.through_float32``): no float32 scratch tile, each element widened in a register and
-rounded once when written (``ops.bf16_unary``, ``ops.bf16_binary``, ``ops.bf16_compare``,
-``ops.bf16_unary_backward``, ``ops.bf16_reduce_accumulate``; ``where`` picks bit patterns).
+"""The bodies codelets run on bfloat16 and float16 tiles through kernels of their bits
+(``direct=`` of ``narrow.through_float32``): no float32 scratch tile, each element widened in
+a register and rounded once when written (``ops.bf16_unary``, ``ops.bf16_binary``,
+``ops.bf16_compare``, ``ops.bf16_unary_backward``, ``ops.bf16_reduce_accumulate`` and their
+``ops.f16_*`` twins, and ``ops.bf16_predicate``/``ops.f16_predicate``; ``where`` picks bit
+patterns).
 
-Each takes the arguments of the codelet kernel it stands in for. Codelets without one (float16
-tiles, predicates, random and arange tiles, axpy, softmax, sorting, indexing) keep the float32
-scratch path.
+Each takes the arguments of the codelet kernel it stands in for; a task's 16-bit tiles are all
+of one format (``narrow.goes_direct``), which picks the kernels. Codelets without one
+(random and arange tiles, axpy, softmax, sorting's arg_reduce, the count and group starts of
+indexing) keep the float32 scratch path.
 """
 
 from __future__ import annotations
 
-from numtile.tiletensor.codelets.narrow import bits
+from numtile.tiletensor.codelets.narrow import bits, format_of
 
 
 def _flat(tile):
-    """A tile as the flat array a bfloat16 kernel takes: bfloat16 as uint16 bits."""
+    """A tile as the flat array a 16-bit float kernel takes: bfloat16 and float16 as uint16
+    bits."""
     return bits(tile.reshape(-1))
 
 
 def unary(code):
     def kernel(ops, x, out):
-        ops.bf16_unary(_flat(x), _flat(out), code)
+        getattr(ops, f"{format_of(x, out)}_unary")(_flat(x), _flat(out), code)
+
+    return kernel
+
+
+def predicate(code):
+    """Boolean out = p(x) (isnan, isinf, isfinite, signbit) of the value the bits hold."""
+
+    def kernel(ops, x, out):
+        getattr(ops, f"{format_of(x)}_predicate")(_flat(x), out.reshape(-1), code)
 
     return kernel
 
 
 def unary_backward(code):
     def kernel(ops, x, grad_out, grad_in):
-        ops.bf16_unary_backward(_flat(x), _flat(grad_out), _flat(grad_in), code)
+        function = getattr(ops, f"{format_of(x, grad_out, grad_in)}_unary_backward")
+        function(_flat(x), _flat(grad_out), _flat(grad_in), code)
 
     return kernel
 
 
-def _kernel(ops, kernel_name: str):
-    """The bfloat16 kernel of a broadcasting family: ``binary`` and ``binary_math`` share
-    ``bf16_binary``."""
-    return ops.bf16_compare if kernel_name == "compare" else ops.bf16_binary
+def _kernel(ops, kernel_name: str, *tiles):
+    """The 16-bit float kernel of a broadcasting family for ``tiles``' format: ``binary`` and
+    ``binary_math`` share ``<format>_binary``."""
+    family = "compare" if kernel_name == "compare" else "binary"
+    return getattr(ops, f"{format_of(*tiles)}_{family}")
 
 
 def broadcast(kernel_name: str, code):
     """out = op(a, b) of ``kernel_name``'s op ``code``, a and b broadcast (tensor operands)."""
 
     def kernel(ops, a, b, out, a_strides, b_strides, shape):
-        function = _kernel(ops, kernel_name)
+        function = _kernel(ops, kernel_name, a, b, out)
         function(_flat(a), a_strides, _flat(b), b_strides, _flat(out), shape, code)
 
     return kernel
@@ -52,7 +67,7 @@ def with_scalar(kernel_name: str, code):
     """out = op(a, scalar) or op(scalar, a); the scalar is a one-element float32 array."""
 
     def kernel(ops, a, out, scalar, a_strides, scalar_strides, shape, scalar_first):
-        function, a, out = _kernel(ops, kernel_name), _flat(a), _flat(out)
+        function, a, out = _kernel(ops, kernel_name, a, out), _flat(a), _flat(out)
         if scalar_first:
             function(scalar, scalar_strides, a, a_strides, out, shape, code)
         else:
@@ -65,8 +80,8 @@ def inplace(kernel_name: str, code):
     """a = op(a, b) in a's own tile."""
 
     def kernel(ops, a, b, a_strides, b_strides, shape):
-        a = _flat(a)
-        _kernel(ops, kernel_name)(a, a_strides, _flat(b), b_strides, a, shape, code)
+        function, a = _kernel(ops, kernel_name, a, b), _flat(a)
+        function(a, a_strides, _flat(b), b_strides, a, shape, code)
 
     return kernel
 

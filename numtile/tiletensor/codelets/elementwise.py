@@ -2,9 +2,9 @@
 
 A wrapper flattens tiles to the 1-D views the kernels take and passes the shapes and
 strides the tiled op computed; the op code is bound when the codelet is built. On bfloat16
-tiles the ops with kernels of bfloat16 bits run those (``codelets.bf16``: widened in registers,
-rounded once on write); the others run the float32 kernel on widened copies and round their
-outputs back (``narrow.through_float32``), as float16 tiles do.
+and float16 tiles the ops with kernels of 16-bit float bits run those (``codelets.bf16``:
+widened in registers, rounded once on write); the others run the float32 kernel on widened
+copies and round their outputs back (``narrow.through_float32``).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _complex_unary(code, kernel_name="complex_unary"):
 
 
 def _predicate(code):
-    @through_float32()
+    @through_float32(direct=bf16.predicate(code))
     def kernel(ops, x, out):
         ops.predicate(x.reshape(-1), out.reshape(-1), code)
 

@@ -47,10 +47,11 @@ def _group_starts(ops, values, previous, flags, first_tile):
     ops.group_starts(values.reshape(-1), previous.reshape(-1), flags.reshape(-1), first_tile)
 
 
-@narrow.through_float32(updates=(2,))
 def _assign_where(ops, condition, value, target, c_strides, value_strides, shape):
-    """target = value where condition, else target (``x[mask] = value``, in place)."""
-    condition, value, flat = (t.reshape(-1) for t in (condition, value, target))
+    """target = value where condition, else target (``x[mask] = value``, in place); value has
+    target's dtype, so 16-bit floats move as their bits (no float32 copies)."""
+    condition = condition.reshape(-1)
+    value, flat = narrow.bits(value.reshape(-1)), narrow.bits(target.reshape(-1))
     ops.assign_where(condition, c_strides, value, value_strides, flat, shape)
 
 

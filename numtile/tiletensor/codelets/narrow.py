@@ -12,11 +12,11 @@ scratch (``scratch_bytes``: twice each bfloat16 tile's bytes), which the wrapper
 so a memory manager makes room for them before the task starts. float16 tiles go the same
 way (``ops.f16_widen`` / ``ops.f16_narrow``: exact, and nearest-even as NumPy's astype).
 
-Where an op has kernels of its own on bfloat16 bits (``ops.bf16_unary``... of
-``ops_cpu.bf16_kernels`` and their CUDA twins: widened in registers, rounded once on write),
-``through_float32(direct=...)`` runs those on bfloat16 tiles instead, with no scratch tile and
-the same bits; the float32 scratch path remains for float16 tiles and for the codelets that
-have no such kernels (see ``codelets.bf16``).
+Where an op has kernels of its own on 16-bit float bits (``ops.bf16_unary``, ``ops.f16_unary``...
+of ``ops_cpu.bf16_kernels`` and their CUDA twins: widened in registers, rounded once on write),
+``through_float32(direct=...)`` runs those on bfloat16 or float16 tiles instead, with no scratch
+tile and the same bits; the float32 scratch path remains for tasks that mix the two formats and
+for the codelets that have no such kernels (see ``codelets.bf16``).
 """
 
 from __future__ import annotations
@@ -46,9 +46,16 @@ def bits(tile):
 
 def goes_direct(values) -> bool:
     """Whether a task on ``values`` (tiles, handles and arguments) runs a codelet's kernels of
-    bfloat16 bits: some are bfloat16 and none float16 (the float32 scratch path's)."""
+    16-bit float bits: its 16-bit float tiles are all bfloat16 or all float16 (a task mixing
+    the two takes the float32 scratch path)."""
     dtypes = {getattr(value, "dtype", None) for value in values}
-    return _BFLOAT16 in dtypes and _FLOAT16 not in dtypes
+    return len(dtypes & set(_NARROW)) == 1
+
+
+def format_of(*tiles) -> str:
+    """The 16-bit float format of ``tiles`` (of a task that ``goes_direct``): the prefix of its
+    kernels, ``"bf16"`` or ``"f16"``."""
+    return "f16" if any(getattr(tile, "dtype", None) == _FLOAT16 for tile in tiles) else "bf16"
 
 
 def scalar_bits(value):
@@ -117,8 +124,8 @@ def through_float32(outputs=(), updates=(), direct=None):
     float16 tiles; ``outputs`` (positions in ``arguments``) are written only, ``updates`` read
     and written, and both are rounded back to their dtype after the kernel. Without such
     tiles, the kernel runs as it is. ``direct(ops, *arguments)``, where given, runs instead
-    when the tiles ``goes_direct`` (bfloat16, none float16): it reads and writes the bfloat16
-    tiles themselves, through kernels of their bits."""
+    when the tiles ``goes_direct`` (all bfloat16 or all float16): it reads and writes the
+    16-bit float tiles themselves, through kernels of their bits."""
     return functools.partial(_through_float32, outputs=outputs, updates=updates, direct=direct)
 
 

@@ -38,19 +38,21 @@ def _gathered(ops, x, move_axes):
     return moved
 
 
-def _reduce_bf16(code):
-    """The reduction of bfloat16 tiles into float32 partials, read as bits (no scratch)."""
+def _reduce_bits(code):
+    """The reduction of bfloat16 or float16 tiles into float32 partials, read as bits (no
+    scratch)."""
 
     def kernel(ops, x, out, move_axes, pre, n, post):
         moved = _gathered(ops, x, move_axes).reshape(-1)
-        ops.bf16_reduce_accumulate(narrow.bits(moved), out.reshape(-1), pre, n, post, code)
+        function = getattr(ops, f"{narrow.format_of(x)}_reduce_accumulate")
+        function(narrow.bits(moved), out.reshape(-1), pre, n, post, code)
 
     return kernel
 
 
 def _reduce(code):
-    # bfloat16 tiles reduce into float32 partials: as bits, else as float32 copies (float16)
-    @through_float32(updates=(1,), direct=_reduce_bf16(code))
+    # bfloat16 and float16 tiles reduce into float32 partials, read as bits
+    @through_float32(updates=(1,), direct=_reduce_bits(code))
     def kernel(ops, x, out, move_axes, pre, n, post):
         x = _gathered(ops, x, move_axes)
         function = ops.complex_reduce_accumulate if x.dtype.kind == "c" else ops.reduce_accumulate
@@ -60,8 +62,8 @@ def _reduce(code):
 
 
 def _reduce_scratch(x, out, move_axes, pre, n, post) -> int:
-    """The float32 copies of float16 tiles (bfloat16 ones are read as bits), plus the copy of x
-    that gathers reduced axes which are not adjacent (float32 too where x is widened)."""
+    """The float32 copies of 16-bit float tiles (none: they are read as bits), plus the copy of
+    x that gathers reduced axes which are not adjacent (float32 too where x is widened)."""
     widened = narrow.scratch_bytes(x, out, direct=True)
     if move_axes is None:
         return widened

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from numtile import opcodes
 from numtile.runtime import Codelet
-from numtile.tiletensor.codelets.narrow import through_float32
+from numtile.tiletensor.codelets.narrow import bits as narrow_bits
+from numtile.tiletensor.codelets.narrow import is_narrow, through_float32
 from numtile.tiletensor.codelets.views import rows
 
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 # integer tiles whose values span at most this many times the tile's size are counted, not
 # sorted, by ``tile_groups`` on a CPU
 _COUNTED = 4
@@ -25,6 +28,8 @@ _SLICES = 4096  # up to this many groups of a counted tile are written slice by 
 def key_kind(dtype) -> int:
     """The ``opcodes.SORT_KEYS`` code of how a tile of ``dtype`` is ordered."""
     dtype = np.dtype(dtype)
+    if dtype == _BFLOAT16:
+        return opcodes.SORT_BFLOAT16
     if dtype.kind == "f":
         return opcodes.SORT_FLOAT
     return opcodes.SORT_SIGNED if dtype.kind == "i" else opcodes.SORT_UNSIGNED
@@ -55,12 +60,12 @@ def _sort_group(ops, *buffers):
     else:
         parts = [rows(t) for t in tiles]
         count, total = tuple(parts[0].shape)[0], sum(tuple(p.shape)[1] for p in parts)
-        x = ops.empty((count, total), tiles[0].dtype)
+        x = ops.empty((count, total), narrow_bits(tiles[0]).dtype)  # 16-bit floats: bits
         begin = 0
         for part in parts:
             width = tuple(part.shape)[1]
             ops.copy_strided(
-                part.reshape(-1),
+                narrow_bits(part.reshape(-1)),
                 0,
                 np.array([width, 1], np.int64),
                 x.reshape(-1),
@@ -70,7 +75,7 @@ def _sort_group(ops, *buffers):
             )
             begin += width
     indices = rows(outs[1]) if with_indices else _no_indices(ops, rows(x))
-    kind = key_kind(x.dtype)
+    kind = key_kind(tiles[0].dtype)
     ops.sort_rows(bits(x), bits(outs[0]), indices, index_offset, kind, descending)
 
 
@@ -103,7 +108,7 @@ def _sort_group_numpy(ops, *buffers):
     sorted there by NumPy's (SIMD) sort, whose only unstable ties, zeros and NaNs, are put back
     in their original order where the data has any that differ."""
     tiles, outs, index_offset, descending, with_indices = _group(buffers)
-    if with_indices:
+    if with_indices or is_narrow(tiles[0]):  # 16-bit floats: by their keys (NumPy's is slow)
         return _sort_group(ops, *buffers)
     parts = [rows(t) for t in tiles]
     out = rows(outs[0])
