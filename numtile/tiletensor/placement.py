@@ -123,6 +123,17 @@ def _computing_rank(a, b):
     return None
 
 
+def wait_tensors(tensors) -> None:
+    """Wait for every tile of ``tensors`` at once: under MPI one collective wait brings them
+    all to every rank, so reading each afterwards (``item()``) waits for nothing (a wait per
+    tensor posted their transfers one after another: GPT-2 mini's 68 gradient norms).
+
+    >>> import numtile as nt
+    >>> wait_tensors([nt.ones(()), nt.zeros(2)])
+    """
+    get_runtime().wait_handles([handle for tensor in tensors for handle in tensor.handles])
+
+
 def follow_owners(grad, leaf):
     """Under MPI, give ``grad``'s tiles the owners of ``leaf``'s (same layout) where those
     are ranks (a sharded parameter's: ``train_distributed.shard``), and return ``grad``:
@@ -169,5 +180,6 @@ __all__ = [
     "place_tiles",
     "placing",
     "run_placed",
+    "wait_tensors",
     "zero_first",
 ]
