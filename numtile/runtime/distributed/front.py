@@ -18,9 +18,10 @@ record alone, without any message, each rank decides the same things:
 The other ranks skip the task itself. ``wait_handles`` (what ``to_numpy`` and every host
 read call) first brings the tiles to every rank, so results read the same everywhere.
 
-Two refinements: accumulations that are sums run where their inputs are and are reduced
-on the tile's owner (``reduce.py``); and each wait first compares a checksum of the
-submission sequence between the ranks (``sequence.py``).
+Three refinements: accumulations that are sums run where their inputs are and are reduced
+on the tile's owner (``reduce.py``); a fill of a tile without an owner is deferred, and run
+by each rank that later needs the tile, with no message (``CONSTANT_FILLS``); and each wait
+first compares a checksum of the submission sequence between the ranks (``sequence.py``).
 """
 
 from __future__ import annotations
