@@ -15,7 +15,7 @@ standard-library corpus), median step of ``--repeat`` steps after one untimed st
   2 ranks x 1 worker, parameters sharded (ZeRO-3 style, the default)  vs 1 rank x 2 workers
   2 ranks x 1 worker, parameters replicated (gradients all-reduced)   vs 1 rank x 2 workers
                                                                             [tokens/s >= 0.85]
-  bytes each rank sends and receives per step, in each mode
+  bytes each rank sends and receives per step, and the CPU time a step takes per process
 
 Usage: python bench/compare_mpi.py [--n 4096] [--tile 512] [--repeat 3] [--rounds 2]
 [--grid P,Q] [--no-dask] [--train] [--vocab-tile V] (--grid: the Cholesky's process grid,
@@ -137,14 +137,15 @@ def time_training(data: str, repeat: int, vocab_tile: int | None = None) -> dict
     front = nt.get_runtime().distributed
     node = front.node if front is not None else None
     sent, received = (node.bytes_sent, node.bytes_received) if node else (0, 0)
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         trainer.train_step()
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)  # this process's threads, all of them
     if node:
         sent, received = node.bytes_sent - sent, node.bytes_received - received
-    return {"times": times, "sent": sent / repeat, "received": received / repeat}
+    return {"times": times, "cpu": cpu, "sent": sent / repeat, "received": received / repeat}
 
 
 def train_side(args) -> None:
@@ -183,6 +184,7 @@ def compare_training(args, env: dict) -> None:
     data = stdlib_corpus(nt.get_runtime().config.cache_dir, progress=False)
     nt.shutdown()
     runs: dict[str, list] = {"sharded": [], "replicated": [], "one": []}
+    cpu: dict[str, list] = {"sharded": [], "replicated": [], "one": []}  # per rank and step
     counts = {}
     vocab = ["--vocab-tile", str(args.vocab_tile)] if args.vocab_tile else []
     for _ in range(args.rounds):
@@ -194,8 +196,11 @@ def compare_training(args, env: dict) -> None:
             )
             runs[mode] += result["times"]
             counts[mode] = result["ranks"]
+            cpu[mode] += [t for rank in result["ranks"].values() for t in rank["cpu"]]
         nt.init(ncpu=2, distributed=False)
-        runs["one"] += time_training(data, args.repeat, args.vocab_tile)["times"]
+        one = time_training(data, args.repeat, args.vocab_tile)
+        runs["one"] += one["times"]
+        cpu["one"] += one["cpu"]
         nt.shutdown()
     tokens = 8 * 256
     one = statistics.median(runs["one"])
@@ -208,9 +213,11 @@ def compare_training(args, env: dict) -> None:
         rows.append({"case": "gpt2-mini train", "impl": impl, "seconds": t, "rate": rate,
                      "ratio": t / one})  # fmt: skip
     print_table(rows)
+    print(f"CPU a step (median): 1 rank x 2 workers {statistics.median(cpu['one']):.2f} s")
     for mode in ("sharded", "replicated"):
         t = statistics.median(runs[mode])
         print(f"{mode}: 2 ranks reach {one / t:.2f} of 1 rank x 2 workers [target >= 0.85]")
+        print(f"  CPU a step per rank (median): {statistics.median(cpu[mode]):.2f} s")
         for rank, c in sorted(counts[mode].items()):
             print(
                 f"  rank {rank}: sent {c['sent'] / 2**20:.1f} MiB, received "

@@ -76,7 +76,7 @@ class Config:
     # computes (it also polls when a worker runs out of tasks, and every <= 1 ms while one
     # waits): each poll costs ~0.1 ms of a core
     mpi_max_poll: float = field(
-        default_factory=lambda: _env_number("NUMTILE_MPI_MAX_POLL", 5e-3, float)
+        default_factory=lambda: _env_number("NUMTILE_MPI_MAX_POLL", 2e-2, float)
     )
 
     def __post_init__(self) -> None:

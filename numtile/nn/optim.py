@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from numtile.tiletensor.creation import zeros
 from numtile.tiletensor.elementwise import multiply
 from numtile.tiletensor.fused.optim import adamw_step, sgd_step
+from numtile.tiletensor.placement import wait_tensors
 from numtile.tiletensor.reduction import sum_of_squares
 from numtile.tiletensor.tensor import TileTensor
 
@@ -141,6 +142,7 @@ def clip_grad_norm(parameters: Iterable[TileTensor], max_norm: float) -> float:
     if not grads:
         return 0.0
     squares = [sum_of_squares(p.grad) for p in grads]
+    wait_tensors(squares)  # under MPI: one exchange for all, not one per item()
     total = math.sqrt(sum(float(s.item()) for s in squares))
     if max_norm > 0 and total > max_norm:
         factor = max_norm / (total + 1e-6)

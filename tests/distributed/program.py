@@ -14,7 +14,11 @@ import numpy as np
 import numtile as nt
 from numtile.runtime import Access, DataHandle
 from numtile.runtime.distributed.front import ALL, place
-from tests.distributed.program_scheduling import cholesky_on_a_row_of_ranks, polling
+from tests.distributed.program_scheduling import (
+    cholesky_on_a_row_of_ranks,
+    deferred_fills,
+    polling,
+)
 from tests.faults.helpers import host_codelet
 from tests.faults.test_random_graphs import CODELETS, OPS, TILES, _random_graph, _replay
 
@@ -559,6 +563,7 @@ CHECKS = {
     "bf16_tiles": bf16_tiles,
     "polling": polling,
     "cholesky_on_a_row_of_ranks": cholesky_on_a_row_of_ranks,
+    "deferred_fills": deferred_fills,
     "failure": failure,  # last: its notices may still arrive at the other ranks
 }
 

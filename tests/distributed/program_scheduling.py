@@ -93,3 +93,30 @@ def cholesky_on_a_row_of_ranks() -> None:
         if j % ranks == nt.rank()
     )  # fmt: skip
     assert (gemm.calls - gemms, front.reductions.add.calls - adds) == (mine, 0)
+
+
+def deferred_fills() -> None:
+    """A zero-fill of tiles without an owner (``zeros`` made outside any distribution, as
+    inside a backward pass) runs only on the rank whose task then reads each tile, not on
+    every rank; and a GEMM chain whose products all run on its tile's rank (activations of
+    one batch tile times a weight every rank holds) does not start from a pass of zeros. Both
+    equal NumPy. (Before: every rank filled every tile; each chain filled its tile first.)"""
+    from numtile.tiletensor.codelets.copy import fill
+
+    ranks = nt.nranks()
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((2 * ranks, 6)), rng.standard_normal((6, 4))
+    rows = nt.distribution.by_axis(0)
+    x = nt.from_numpy(a, tile_shape=(2, 3), distribution=rows)  # tile (i, k) on rank i % P
+    w = nt.from_numpy(b, tile_shape=(3, 4))  # held by every rank
+    nt.wait_all()
+    fills = fill.calls
+    zeros = nt.zeros(x.shape, tile_shape=x.tile_shape)
+    total = (zeros + x).to_numpy()
+    assert fill.calls - fills == x.grid[1], (fill.calls - fills, x.grid)  # its row's tiles
+    np.testing.assert_array_equal(total, a)
+    fills = fill.calls
+    product = nt.matmul(x, w)  # each tile: 2 products, on the tile's rank
+    np.testing.assert_allclose(product.to_numpy(), a @ b, rtol=1e-12)
+    assert fill.calls == fills, fill.calls - fills
+    assert [h.owner for h in product.handles] == [i % ranks for i in range(ranks)]

@@ -18,9 +18,10 @@ record alone, without any message, each rank decides the same things:
 The other ranks skip the task itself. ``wait_handles`` (what ``to_numpy`` and every host
 read call) first brings the tiles to every rank, so results read the same everywhere.
 
-Two refinements: accumulations that are sums run where their inputs are and are reduced
-on the tile's owner (``reduce.py``); and each wait first compares a checksum of the
-submission sequence between the ranks (``sequence.py``).
+Three refinements: accumulations that are sums run where their inputs are and are reduced
+on the tile's owner (``reduce.py``); a fill of a tile without an owner is deferred, and run
+by each rank that later needs the tile, with no message (``CONSTANT_FILLS``); and each wait
+first compares a checksum of the submission sequence between the ranks (``sequence.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,30 @@ if TYPE_CHECKING:
 
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 ALL = -1  # the owner of a replicated tile
+# codelets that only write a constant (``fill``, by name: the runtime knows no tile codelet).
+# One writing a tile that has no owner (``zeros`` inside an op: a gradient's start, a
+# partial's identity) would run on every rank, though only the rank whose task then reads
+# the tile needs it (a 49 MiB zero-fill per rank and step on GPT-2 mini, at each of 2 ranks):
+# it is deferred instead, and each rank that later reads the tile runs it there, no message.
+CONSTANT_FILLS = {"fill"}
+
+
+class _Constant:
+    """The holder of a tile whose value is a deferred fill: any rank can make it locally."""
+
+    __slots__ = ("codelet", "args")
+
+    def __init__(self, codelet, args) -> None:
+        self.codelet = codelet
+        self.args = args
+
+
+def _unowned_overwrite(accesses) -> bool:
+    """True if ``accesses`` overwrite one tile that has no owner (a deferrable fill)."""
+    if len(accesses) != 1:
+        return False
+    handle, mode = accesses[0]
+    return mode is W and getattr(handle, "owner", None) is None
 
 
 class Distributed:
@@ -86,6 +111,10 @@ class Distributed:
                     reductions.flush(handle)
         if contributor is not None:
             return reductions.contribute(contributor, codelet, accesses, args, priority, name)
+        if codelet.name in CONSTANT_FILLS and _unowned_overwrite(accesses):
+            handle = accesses[0][0]  # no rank holds it yet; each makes it when it needs it
+            handle.ranks, handle.holder = frozenset(), _Constant(codelet, args)
+            return None
         running = self.executors(accesses)
         for handle, mode in accesses:
             if READS[mode]:
@@ -126,6 +155,11 @@ class Distributed:
         if not missing:
             return
         holder = handle.holder
+        if type(holder) is _Constant:  # each rank that needs it fills its own replica
+            if self.rank in missing:
+                self._submit(holder.codelet, [(handle, W)], holder.args)
+            handle.ranks = holding.union(missing)
+            return
         for rank in missing:
             tag, _ = self.node.tags(next(self.transfers))
             if self.rank == holder:

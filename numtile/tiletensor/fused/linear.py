@@ -34,7 +34,7 @@ def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool, rounding) -> 
     inputs and the finished sum (only the last task rounds its output). Under MPI the chain
     starts from zeros (``placement.zero_first``) and every GEMM adds."""
     in_bits, out_bits = rounding
-    split = zero_first(runtime, out_tile)
+    split = zero_first(runtime, out_tile, pairs)
     for n, (a, b) in enumerate(pairs):
         first = n == 0 and not split
         accesses = [(a, R), (b, R), (out_tile, W if first else RW)]
@@ -55,7 +55,7 @@ def _chain_bf16(runtime, out_tile, pairs, trans_a, trans_b, bias_tile=None) -> N
     narrow = out_tile.dtype == BFLOAT16
     body = pairs[:-1] if narrow else pairs
     partial = (DataHandle(out_tile.shape, np.float32) if body else None) if narrow else out_tile
-    split = bool(body) and zero_first(runtime, partial)
+    split = bool(body) and zero_first(runtime, partial, body)
     for n, (a, b) in enumerate(body):
         first = n == 0 and not split
         runtime.submit(

@@ -121,10 +121,12 @@ def matmul(
         b1 = tuple(0 if g == 1 else i for g, i in zip(x1.grid[:nb], bi))
         b2 = tuple(0 if g == 1 else i for g, i in zip(x2.grid[:nb], bi))
         i, j = index[-2], index[-1]
-        split = inner > 0 and zero_first(runtime, c)
-        for k in range(inner):
-            a = x1.tile(b1 + ((k, i) if ta else (i, k)))
-            b = x2.tile(b2 + ((j, k) if tb else (k, j)))
+        pairs = [
+            (x1.tile(b1 + ((k, i) if ta else (i, k))), x2.tile(b2 + ((j, k) if tb else (k, j))))
+            for k in range(inner)
+        ]
+        split = inner > 0 and zero_first(runtime, c, pairs)
+        for k, (a, b) in enumerate(pairs):
             first = k == 0 and not split
             accesses = [(a, R), (b, R), (c, W if first else RW)]
             args = (flag_a, flag_b, 1.0, 0.0 if first else 1.0)
