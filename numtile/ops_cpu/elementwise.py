@@ -10,7 +10,7 @@ import numba
 
 from numtile import opcodes
 from numtile.ops_cpu.fastmath import broadcast_gathered
-from numtile.ops_cpu.fastmath_trig import cos_fix_up, map_reduced, sin_fix_up, tan_fix_up
+from numtile.ops_cpu.fastmath_trig import map_reduced
 from numtile.ops_cpu.helpers import (
     as_type_of,
     inlined,
@@ -32,6 +32,7 @@ from numtile.ops_cpu.scalar_math import (
     _atanh,
     _ceil,
     _copysign,
+    _cos,
     _cos_reduced,
     _cosh,
     _divide,
@@ -73,12 +74,14 @@ from numtile.ops_cpu.scalar_math import (
     _sign,
     _silu,
     _silu_backward,
+    _sin,
     _sin_reduced,
     _sinh,
     _sqrt,
     _sqrt_backward,
     _square,
     _subtract,
+    _tan,
     _tan_reduced,
     _tanh,
     _tanh_backward,
@@ -159,9 +162,9 @@ def _unary(op):
         elif op == "silu":
             _map(_silu, x, out)
         elif op == "sin":
-            map_reduced(_sin_reduced, sin_fix_up, x, out)
+            map_reduced(_sin_reduced, _sin, x, out)
         elif op == "cos":
-            map_reduced(_cos_reduced, cos_fix_up, x, out)
+            map_reduced(_cos_reduced, _cos, x, out)
         elif op == "square":
             _map(_square, x, out)
         elif op == "reciprocal":
@@ -195,7 +198,7 @@ def _unary(op):
         elif op == "sinh":
             _map(_sinh, x, out)
         elif op == "tan":
-            map_reduced(_tan_reduced, tan_fix_up, x, out)
+            map_reduced(_tan_reduced, _tan, x, out)
         elif op == "log2":
             _map(_log2, x, out)
         elif op == "log10":

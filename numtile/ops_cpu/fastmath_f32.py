@@ -1,17 +1,19 @@
 """float32-native sin, cos and tan: eight lanes of AVX2 where the float64 evaluation has four.
 
-For ``|x| < LIMIT_F32`` (``beyond_reduction`` sends the rest to the float64 path):
+For ``|x| < LIMIT_F32`` = 2**17 (``fastmath_trig.map_reduced`` sends the rest to libm):
 
 - the reduction ``x = q pi/2 + r`` is Cody-Waite with pi/2 = A + B + C in float32 and fused
   multiply-adds: ``x - q A`` is exact (a multiple of 2**-23 below 1 in magnitude), ``q B`` is
   split exactly by ``fma(q, B, -q B)``, and a TwoSum keeps ``r`` as a pair ``r_high + r_low``;
-  the nearest float32 to a multiple of pi/2 is 2**-27.8 away from it, and the pair holds ``r``
-  to about 2**-50 absolute there;
+  the nearest float32 to a multiple of pi/2 is 2**-27.8 away from it or more, and the pair
+  holds ``r`` to about 2**-56 absolute (q 2**-73 from the rest of pi/2, q < 2**17);
 - sin(r) = r + r**3 S(r**2) and cos(r) = 1 - r**2 / 2 + r**4 C(r**2), S and C fitted here in
   float32 (relative error 2**-32.2 for sin and absolute 2**-32.9 for cos on |r| <= 0.8), with the
-  low part of r and of r**2 carried into the last addition: one rounding at the end, so the
-  result is within about 0.6 ulp of the correctly rounded one;
+  low part of r and of r**2 carried into the last addition: one rounding at the end;
 - tan is the quotient of those two pairs, corrected once by its residual (a second division).
+
+Measured against float64 over every float32 next to a multiple of pi/2 below the limit and 4M
+uniform arguments: at most 0.71 ulp (sin), 0.70 (cos), 0.95 (tan).
 
 ``fma`` is LLVM's ``llvm.fma``: one instruction on FMA hardware (it vectorises), a correctly
 rounded libm call elsewhere.
@@ -42,7 +44,7 @@ def fma(typingctx, a, b, c):
 
 
 _f = np.float32
-LIMIT_F32 = 8192.0  # q < 2**13: the tail q C stays 2**-24 of the smallest reduced argument
+LIMIT_F32 = 131072.0  # 2**17: q < 2**17, the tails q B and q C stay 2**-28 of the smallest r
 _TWO_OVER_PI = _f(0.6366197466850281)
 _ROUNDER = _f(12582912.0)  # 1.5 * 2**23: (t + it) - it rounds t to an integer, even ties
 _A = _f(1.5707963705062866)  # float32(pi/2)

@@ -1,21 +1,20 @@
 """Vectorisable sin, cos and tan of float32 and float64 for the elementwise kernels.
 
 libm's ``sin``/``cos``/``tan`` are one call per element (no SVML here), which blocks SIMD.
-These are fdlibm's (musl's) kernels written as pure arithmetic with selects, so a loop over
-them vectorises:
+float32 is ``fastmath_f32``'s (evaluated in float32: eight AVX2 lanes); float64 is fdlibm's
+(musl's) kernels written as pure arithmetic with selects, so a loop over them vectorises:
 
 - the argument is reduced to ``r = x - n pi/2``, ``|r| <= pi/4``, by Cody-Waite: pi/2 split in
   three 33-bit parts, so ``n * part`` is exact for ``|n| < 2**20``, and the subtractions are
   exact (Sterbenz, then TwoSum), which keeps ``r`` exact to about 2**-100 even next to a
   multiple of pi/2;
-- float64 evaluates fdlibm's ``__kernel_sin``/``__kernel_cos`` on the double-double ``r``
-  (under 1 ulp), float32 computes in float64 with musl's ``__sindf``/``__cosdf`` and rounds once;
-- tan: float64 is fdlibm's ``__kernel_tan`` with selects for its branches (under 1 ulp), float32
-  is sin/cos of the reduced argument in float64, rounded once.
+- sin and cos evaluate fdlibm's ``__kernel_sin``/``__kernel_cos`` on the double-double ``r``,
+  tan is fdlibm's ``__kernel_tan`` with selects for its branches (all under 1 ulp).
 
-The reduction holds for ``|x| < 2**19``; ``map_reduced`` runs the fast function over a block of
-a tile and redoes, with libm, the few elements beyond that range (infinities included). NaN
-stays NaN through the arithmetic, and f(-0) = -0 for sin and tan by a select.
+The reductions hold for ``|x| < 2**19`` (float64) and ``|x| < 2**17`` (float32);
+``map_reduced`` runs the fast function over a tile and redoes, with libm, the few elements
+beyond that range (infinities included). NaN stays NaN through the arithmetic, and f(-0) = -0
+for sin and tan by a select.
 """
 
 import numpy as np
@@ -44,11 +43,6 @@ _T += (7.81794442939557092300e-05, 7.14072491382608190305e-05, -1.85586374855275
 _T += (2.59073051863633712884e-05,)
 _PIO4, _PIO4_LOW = 7.85398163397448278999e-01, 3.06161699786838301793e-17
 _HIGH_WORD = -(1 << 32)  # the mask keeping a float64's upper 32 bits
-# musl __sindf / __cosdf (float32 results, evaluated in float64)
-_SF = (-0.166666666416265235595, 0.0083333293858894631756, -0.000198393348360966317347)
-_SF += (0.0000027183114939898219064,)
-_CF = (-0.499999997251031003120, 0.0416666233237390631894, -0.00138867637746099294692)
-_CF += (0.0000243904487962774090654,)
 
 
 def sin_of(v):
@@ -67,9 +61,9 @@ def tan_of(v):
 
 
 def beyond_reduction(v):
-    """True where the fast functions do not hold: floats with ``|v| >= 2**19`` (infinities
-    too; NaN goes through the fast functions, which return NaN); never for other types
-    (their fast functions are NumPy's)."""
+    """True where the fast functions do not hold: float64 with ``|v| >= 2**19``, float32 with
+    ``|v| >= 2**17`` (infinities too; NaN goes through the fast functions, which return NaN);
+    never for other types (their fast functions are NumPy's)."""
     raise NotImplementedError("beyond_reduction is only callable from numba-compiled code")
 
 
@@ -152,22 +146,6 @@ def _sin_cos_f64(x):
 
 
 @inlined
-def _sin_cos_f32_in_f64(v):
-    """(quadrant n & 3, sin(r), cos(r)) in float64 of a float32 argument."""
-    s1, s2, s3, s4 = _SF
-    c0, c1, c2, c3 = _CF
-    x = np.float64(v)
-    n = np.floor(x * _INV_PIO2 + 0.5)
-    r = ((x - n * _P1) - n * _P2) - n * _P2T  # the first step is exact; 2**-70 is enough here
-    z = r * r
-    w = z * z
-    s = z * r
-    sine = (r + s * (s1 + z * s2)) + s * w * (s3 + z * s4)
-    cosine = ((1.0 + z * c0) + w * c1) + (w * z) * (c2 + z * c3)
-    return np.int32(n) & 3, sine, cosine
-
-
-@inlined
 def _quadrant_sin(q, sine, cosine):
     """sin(x) from the quadrant q of x and sin/cos of the reduced argument."""
     value = select(q & 1 == 0, sine, cosine)
@@ -179,12 +157,6 @@ def _quadrant_cos(q, sine, cosine):
     """cos(x) from the quadrant q of x and sin/cos of the reduced argument."""
     value = select(q & 1 == 0, cosine, -sine)
     return select(q & 2 == 0, value, -value)
-
-
-@inlined
-def _quadrant_tan(q, sine, cosine):
-    """tan(x) from the quadrant q of x and sin/cos of the reduced argument."""
-    return select(q & 1 == 0, sine / cosine, -cosine / sine)
 
 
 def _trig(quadrant_function, keeps_zero_sign):
@@ -240,35 +212,6 @@ def _beyond_reduction(v):
         limit = v(LIMIT_F32 if v == types.float32 else _LIMIT)
         return lambda v: abs(v) >= limit
     return lambda v: False
-
-
-def _fix_up(quadrant_function, numpy_function):
-    """The function of ``map_reduced``'s fix-up pass: a float32 below 2**19 through the float64
-    evaluation (its reduction holds there), libm beyond (and for every other type)."""
-
-    def fix_up(v):
-        raise NotImplementedError("only callable from numba-compiled code")
-
-    @overload(fix_up, inline="always")
-    def _fix_up_of(v):
-        if v != types.float32:
-            return lambda v: numpy_function(v)
-        limit = np.float32(_LIMIT)
-
-        def single(v):
-            if abs(v) < limit:
-                q, sine, cosine = _sin_cos_f32_in_f64(v)
-                return np.float32(quadrant_function(q, sine, cosine))
-            return numpy_function(v)
-
-        return single
-
-    return inlined(lambda v: fix_up(v))
-
-
-sin_fix_up = _fix_up(_quadrant_sin, np.sin)
-cos_fix_up = _fix_up(_quadrant_cos, np.cos)
-tan_fix_up = _fix_up(_quadrant_tan, np.tan)
 
 
 _BLOCK = 512  # elements per block of the fix-up pass

@@ -1,8 +1,8 @@
 """The float32-native sin, cos, tan (``ops_cpu.fastmath_f32``) and the float32 pow of
 ``ops_cpu.fastmath_pow`` through the ``unary``/``binary`` kernels, against float64 references:
 every float32 next to a multiple of pi/2 below the float32 reduction's limit (its hardest
-arguments), the three tiers of ``map_reduced`` (float32, float64 evaluation, libm) around their
-limits, and pow over the whole float32 range (subnormal results, huge exponents)."""
+arguments), the limit itself (libm beyond it, in ``map_reduced``'s fix-up pass), and pow over
+the whole float32 range (subnormal results, huge exponents)."""
 
 import numpy as np
 import pytest
@@ -30,7 +30,7 @@ def _near_multiples():
 
 @pytest.mark.parametrize("name", sorted(TRIG))
 def test_float32_trig_is_within_one_ulp_next_to_every_multiple_of_half_pi(name):
-    # around the tiers' limits too: 8192 (float32 evaluation -> float64) and 2**19 (-> libm)
+    # around the limit too (the fix-up pass: libm beyond it)
     limits = [LIMIT_F32, 2.0**19]
     edges = [np.nextafter(np.float32(v), np.float32(d)) for v in limits for d in (0, np.inf)]
     x = np.concatenate([_near_multiples(), np.float32(limits), np.float32(edges)])
