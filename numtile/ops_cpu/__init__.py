@@ -6,7 +6,8 @@ codes its kernels take live in ``numtile.opcodes``.
 
 Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scalar_math``
 (kernel families compiled one op at a time by ``per_op.OpKernel``)
-(``fastmath``, ``fastmath_trig``: vectorisable exp, log, pow, sin, cos, tan); ``logic``
+(``fastmath``, ``fastmath_trig``, ``fastmath_f32``, ``fastmath_pow``: vectorisable exp, log, pow,
+sin, cos, tan; float32 sin/cos/tan in float32); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles);

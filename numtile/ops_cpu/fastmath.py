@@ -9,9 +9,9 @@ C99 (and of the array API standard): exp(-inf) = 0, exp(inf) = inf, exp(NaN) = N
 log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, subnormal inputs and results included.
 
 ``exp_of(v)`` and ``log_of(v)`` fall back to NumPy's for other types (integers).
-``pow_of(a, b)`` of two float32 is ``exp(b log|a|)`` in float64 with selects for C99's special
-values; float64 pow stays libm's (exp and log of double precision are not accurate enough
-for it: ``b log|a|`` needs about 64 bits, a double-double log).
+``pow_of(a, b)`` of two float32 is ``fastmath_pow.pow_f32``, 2**(b log2|a|) in float64 with
+selects for C99's special values; float64 pow stays libm's (exp and log of double precision
+are not accurate enough for it: ``b log|a|`` needs about 64 bits, a double-double log).
 """
 
 import numpy as np
@@ -205,25 +205,10 @@ def pow_of(a, b):
 def _pow_of(a, b):
     if a != types.float32 or b != types.float32:
         return lambda a, b: a**b
-    f = np.float32
-    one, half, inf = f(1), f(0.5), f(np.inf)
+    # imported here: fastmath_pow builds on this module's select and bit casts
+    from numtile.ops_cpu.fastmath_pow import pow_f32
 
-    def powf(a, b):
-        # exp(b log|a|) in float64 (error about 2**-45 relative, under 1 float32 ulp after the
-        # one rounding); IEEE arithmetic on log(0) = -inf and log(inf) = inf gives the zeros and
-        # infinities of C99's table, NaN propagates, and the selects do the rest of it.
-        magnitude = f(exp_of(np.float64(b) * log_of(np.float64(abs(a)))))
-        integer = np.floor(b) == b  # infinities count as even integers
-        odd = integer & (np.floor(b * half) != b * half)
-        negative = _f32_bits(a) < 0  # -0 and -inf too
-        value = select(negative & odd, -magnitude, magnitude)
-        fraction = np.floor(b) != b
-        value = select((a < 0) & (a > -inf) & fraction, f(np.nan), value)  # finite a < 0
-        # pow(+1, b) = 1 and pow(a, +-0) = 1 even for NaN; pow(-1, +-inf) = 1
-        unit = (a == one) | (b == 0) | ((a == -one) & (abs(b) == inf))
-        return select(unit, one, value)
-
-    return powf
+    return lambda a, b: pow_f32(a, b)
 
 
 _BLOCK = 512  # elements gathered per block: they stay in L1 between the two loops

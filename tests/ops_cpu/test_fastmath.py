@@ -1,9 +1,12 @@
-"""The vectorised sin, cos, tan (``ops_cpu.fastmath_trig``) and float32 pow (``ops_cpu.fastmath``)
-through the ``unary``/``binary`` kernels: error in ulps against extended-precision references
-(long double for float64, float64 for float32), NumPy's special values bit for bit (NaN,
-infinities, signed zeros, subnormals), arguments next to multiples of pi/2 and beyond the
-reduction's range (the libm fix-up pass), float32 pow's table of special values and its
-broadcasting paths."""
+"""The vectorised sin, cos, tan (``ops_cpu.fastmath_trig``, float32 in ``fastmath_f32``) and
+float32 pow (``ops_cpu.fastmath_pow``) through the ``unary``/``binary`` kernels: error in ulps
+against extended-precision references (long double for float64, float64 for float32), NumPy's
+special values bit for bit (NaN, infinities, signed zeros, subnormals), arguments next to
+multiples of pi/2 (every one below the float32 reduction's limit) and beyond the reduction's
+range (the libm fix-up pass), float32 pow's table of special values, its broadcasting paths and
+its whole range (subnormal results, huge exponents).
+
+One file, so that one CI worker compiles these kernels once (``--dist loadfile``)."""
 
 import warnings
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 
 from numtile import opcodes, ops_cpu
+from numtile.ops_cpu.fastmath_f32 import LIMIT_F32
 
 TRIG = {"sin": np.sin, "cos": np.cos, "tan": np.tan}
 # the fdlibm / musl kernels are under 1 ulp (measured: 0.56-0.85)
@@ -115,3 +119,42 @@ def test_float32_power_is_correctly_rounded_nearly_and_broadcasts():
             assert _ulps(actual[finite], expected[finite], np.float32).max() <= 0.51
             np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
     assert np.isfinite(reference).mean() > 0.5
+
+
+def _near_multiples():
+    """The float32 nearest to k pi/2 and its two neighbours, for every k below the limit."""
+    half_pi = np.longdouble("1.570796326794896619231321691639751442")
+    k = np.arange(1, int(LIMIT_F32 / 1.5707963) + 2)
+    nearest = (k.astype(np.longdouble) * half_pi).astype(np.float32)
+    up, down = np.nextafter(nearest, np.float32(np.inf)), np.nextafter(nearest, np.float32(0))
+    return np.concatenate([nearest, up, down, -nearest])
+
+
+@pytest.mark.parametrize("name", sorted(TRIG))
+def test_float32_trig_is_within_one_ulp_next_to_every_multiple_of_half_pi(name):
+    limits = [LIMIT_F32, 2.0**19]  # around the limit too (the fix-up pass: libm beyond it)
+    edges = [np.nextafter(np.float32(v), np.float32(d)) for v in limits for d in (0, np.inf)]
+    x = np.concatenate([_near_multiples(), np.float32(limits), np.float32(edges)])
+    x = np.random.default_rng(0).permutation(x)
+    ulps = _ulps(_unary(name, x), TRIG[name](x.astype(np.float64)), np.float32)
+    assert ulps.max() <= MAX_ULP, (x[np.argmax(ulps)], ulps.max())
+    assert np.median(ulps) < 0.3  # a wrong coefficient shows here before it breaks 1 ulp
+
+
+def test_float32_power_is_within_half_an_ulp_plus_a_hundredth_over_the_range():
+    rng = np.random.default_rng(2)
+    n = 1 << 16
+    a = np.concatenate([10 ** rng.uniform(-45, 38, n), rng.uniform(0.999, 1.001, n)])
+    b = np.concatenate([rng.uniform(-6, 6, n), rng.uniform(-3e4, 3e4, n)])
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    actual = _power(a, b)
+    with np.errstate(all="ignore"):
+        reference = np.power(a.astype(np.float64), b.astype(np.float64))
+    finite = np.abs(reference) < np.finfo(np.float32).max
+    normal = finite & (np.abs(reference) >= np.finfo(np.float32).tiny)
+    assert normal.sum() > n  # both halves reach normal results
+    assert _ulps(actual[normal], reference[normal], np.float32).max() <= 0.51
+    # subnormal results: one rounding of a float64 (at most half a subnormal spacing more)
+    tiny = finite & ~normal
+    assert np.abs(actual[tiny] - reference[tiny]).max() <= 2.0**-149
+    np.testing.assert_array_equal(np.isinf(actual), ~finite)
