@@ -13,8 +13,10 @@ with the indices of earlier steps as operands, and the last step is the result:
 The generated kernel calls the very scalar functions of the unfused kernels
 (``scalar_math``, ``logic``), in the same order and precision, so its results equal the
 unfused ops' bit for bit; only the intermediate tiles are gone (one pass over memory). sin,
-cos and tan run as ``map_reduced`` runs them: their vectorised form over a block of 512
-elements, and the block again, exactly, if an argument was beyond their reduction.
+cos and tan run as ``map_reduced`` runs them: their vectorised form in one flat loop over a
+row, and the row again, one element at a time with libm's function where an argument is beyond
+their reduction, only if one was (a loop cut into blocks ran 7x slower at some distances
+between the tiles' addresses).
 
 The source is written to ``<cache_dir>/fusion/<digest>.py`` and imported, so Numba's
 ``cache=True`` keeps the compiled kernel on disk; the digest covers the source and the files
@@ -35,7 +37,6 @@ import numba
 from numtile.config import Config
 from numtile.ops_cpu.helpers import is_c_contiguous
 
-_BLOCK = 512  # elements per block of the trigonometric fix-up (fastmath_trig's block)
 _TRIGONOMETRIC = ("sin", "cos", "tan")
 # the module holding each family's scalar functions, and how a name maps to a function
 _SCALAR_MATH = "numtile.ops_cpu.scalar_math"
@@ -48,7 +49,8 @@ _BITWISE_FUNCTIONS = {
     "bitwise_right_shift": "_right_shift",
 }
 # files whose functions a generated kernel inlines: part of its cache key
-_DEPENDENCIES = ("fusion", "scalar_math", "fastmath", "fastmath_trig", "helpers", "logic")
+_DEPENDENCIES = ("fusion", "scalar_math", "fastmath", "fastmath_trig", "fastmath_f32")
+_DEPENDENCIES += ("fastmath_pow", "helpers", "logic")
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -96,15 +98,10 @@ def _step_code(step, k: int, exact: bool) -> list[str]:
     name, args = step[2], ", ".join(f"t{a}" for a in step[3:])
     function = _function(kind, name)[1]
     if kind == "unary" and name in _TRIGONOMETRIC:
-        # the fast values of the block are kept, so the exact pass inlines no second copy
         if exact:
-            fast = f"fast{k}[j - chunk]"
+            fast = f"_{name}_reduced({args})"
             return [f"t{k} = {function}({args}) if beyond_reduction({args}) else {fast}"]
-        return [
-            f"t{k} = _{name}_reduced({args})",
-            f"fast{k}[j - chunk] = t{k}",
-            f"beyond |= beyond_reduction({args})",
-        ]
+        return [f"t{k} = _{name}_reduced({args})", f"beyond |= beyond_reduction({args})"]
     return [f"t{k} = {function}({args})"]
 
 
@@ -136,9 +133,6 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
         lines += [f"    s{i} = flat_step(in{i}.size, st{i}, shape, size)", f"    flat &= s{i} >= 0"]
     lines += ["    extent = size if flat else shape[inner]", "    if not flat:"]
     lines += [f"        s{i} = st{i}[inner]" for i in ids] or ["        pass"]
-    for k, step in enumerate(expression):  # a block's fast trigonometric values
-        if step[0] == "unary" and step[2] in _TRIGONOMETRIC:
-            lines.append(f"    fast{k} = np.empty(BLOCK, np.{step[1]})")
     lines += ["    for row in range(size // extent):", "        start = row * extent"]
     lines += [f"        o{i} = 0 if flat else row_start(row, shape, inner, st{i})" for i in ids]
 
@@ -148,12 +142,8 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
         return [indent + line for line in code]
 
     if trigonometric:
-        lines += ["        for chunk in range(0, extent, BLOCK):"]
-        lines += ["            stop = min(chunk + BLOCK, extent)", "            beyond = False"]
-        lines += ["            for j in range(chunk, stop):", *body(" " * 16, False)]
-        lines += ["            if beyond:", "                for j in range(chunk, stop):"]
-        lines += body(" " * 20, True)
-        lines += ["", "", f"BLOCK = {_BLOCK}"]
+        lines += ["        beyond = False", "        for j in range(extent):", *body(" " * 12, False)]
+        lines += ["        if beyond:", "            for j in range(extent):", *body(" " * 16, True)]
     else:
         lines += ["        for j in range(extent):", *body(" " * 12, False)]
     return "\n".join(lines) + "\n"

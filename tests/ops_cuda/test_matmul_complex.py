@@ -151,12 +151,3 @@ def test_potrf_matches_cpu_on_a_hermitian_matrix():
     assert info.copy_to_host()[0] == ops_cpu.potrf(h) == 0
     _close(d_h.copy_to_host(), h, np.complex128)
     _close(h, np.linalg.cholesky(g @ g.conj().T + 5 * np.eye(5)), np.complex128)
-
-
-def test_cuda_qr_kernels_refuse_complex_tiles():
-    # the reflector kernels are real: complex QR stays on CPU workers (never a wrong result)
-    a, t = cuda.to_device(np.ones((3, 3), complex)), cuda.to_device(np.zeros((3, 3), complex))
-    with pytest.raises(TypeError, match="CPU workers"):
-        ops_cuda.geqrt(a, t)
-    with pytest.raises(TypeError, match="CPU workers"):
-        ops_cuda.gemqrt(a, t, a, True)

@@ -43,7 +43,8 @@ def test_complex_factorisations_count_four_times_the_real_flops():
     real["herk"], real["syrk"] = real["syrk"], 0.0
     assert all(real[name] > 0 for name in real if name != "syrk"), real
     for name, flops in real.items():
-        assert complex_[name] == pytest.approx(4 * flops, rel=1e-12), name
+        # differences of running totals: rounding of the totals, far below a factor of 4
+        assert complex_[name] == pytest.approx(4 * flops, rel=1e-6), name
 
 
 def test_only_complex_tiles_scale_and_only_where_asked():
