@@ -142,8 +142,10 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
         return [indent + line for line in code]
 
     if trigonometric:
-        lines += ["        beyond = False", "        for j in range(extent):", *body(" " * 12, False)]
-        lines += ["        if beyond:", "            for j in range(extent):", *body(" " * 16, True)]
+        lines += ["        beyond = False", "        for j in range(extent):"]
+        lines += body(" " * 12, False)
+        lines += ["        if beyond:", "            for j in range(extent):"]
+        lines += body(" " * 16, True)
     else:
         lines += ["        for j in range(extent):", *body(" " * 12, False)]
     return "\n".join(lines) + "\n"
