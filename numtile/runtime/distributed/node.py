@@ -8,12 +8,8 @@ the only thread that calls MPI. Tiles stay in host RAM (``holds_tiles`` is False
 manager sees no node here).
 
 A send whose tile could not be computed (a task it depends on failed) sends, instead, the
-failure's text on the transfer's second tag, and an empty message on its data tag: the
-receive completes short, reads the text, and the receiving task fails naming the rank and
-the task, and so does everything waiting for it, on every rank, instead of hanging. (The
-receives of empty tiles, which no shorter message can cue, look for the text every
-``_FAILURE_POLL`` seconds; a probe per receive in flight had cost every poll ~1-3 us per
-receive, with ~100 in flight through a GPT-2 step.) A task
+failure's text on the transfer's second tag: the receiving task fails naming the rank and
+the task, and so does everything waiting for it, on every rank, instead of hanging. A task
 that raises also sends a notice to every other rank, so their next wait raises too.
 """
 
@@ -54,8 +50,7 @@ NOTICE_TAG = 1  # "a task failed on my rank": pickled text, to every other rank
 _IDLE_SLEEP = 1e-2  # nothing in flight: only a peer's failure notice may wait this long
 _BUSY_SLEEP = 2e-5
 _WAITING_POLL = 1e-3
-_FAILURE_POLL = 0.01  # seconds between looks for the peers' failure notices (rare)
-_NO_BYTES = np.empty(0, np.uint8)  # a failed send's cue to its receive: a message too short
+_FAILURE_POLL = 0.01  # seconds between looks for a sender's failure (rare; one probe each)
 
 
 class RemoteTaskError(TaskError):
@@ -109,7 +104,6 @@ class MpiNode:
         self.bytes_received = 0
         self.sends = self.receives = 0  # messages of tile data
         self.polls = 0  # looks at the requests in flight
-        self._statuses: list = []  # ``Testsome``'s statuses, reused (it grows the list)
         self._notices: queue.SimpleQueue = queue.SimpleQueue()
         self._exchanges: queue.SimpleQueue = queue.SimpleQueue()
         self.send = self.receive = None  # set by ``attach`` (they need the row's kind)
@@ -244,20 +238,12 @@ class MpiNode:
         """The transfers of ``in_flight`` that are done: one ``Testsome`` over their requests
         (a test per request from Python cost ~0.2 ms a pass with 70 receives in flight, a
         core's quarter at this loop's pace); with ``probe``, also the receives whose sender
-        sent its failure instead (receives of empty tiles only)."""
-        done = [t for t in in_flight if t.request is None or probe and t.unannounced(self)]
+        sent its failure instead."""
+        done = [t for t in in_flight if t.request is None or probe and t.sender_failed(self)]
         waiting = [t for t in in_flight if t.request is not None and t not in done]
         if waiting:
-            statuses = self._statuses
-            indices = self.MPI.Request.Testsome([t.request for t in waiting], statuses)
-            for status, index in zip(statuses, indices or ()):
-                transfer = waiting[index]
-                if (
-                    transfer.failure is not None
-                    and status.Get_count(self.MPI.BYTE) < transfer.nbytes
-                ):
-                    transfer.read_failure(self)  # a short message: the sender's failure cue
-                done.append(transfer)
+            indices = self.MPI.Request.Testsome([t.request for t in waiting])
+            done += [waiting[i] for i in indices or ()]
         return done
 
     def _post(self, runtime: Runtime, worker: int, ops, task: Task) -> _Transfer:
@@ -272,10 +258,7 @@ class MpiNode:
             if "on rank" not in text:
                 text = f"on rank {self.rank}: {text}"
             request = self.comm.isend(text, peer, tag + 1)
-            if handle.nbytes:  # the receive's cue to read it: a message short of the tile
-                self.comm.Isend([_NO_BYTES, self.MPI.BYTE], peer, tag).Free()
-            error = TaskCancelled(text, task.cancelled_by)
-            return _Transfer(task, request, None, None, error, handle.nbytes)
+            return _Transfer(task, request, None, None, TaskCancelled(text, task.cancelled_by))
         pins = None
         try:
             if runtime.manager is None:
@@ -284,15 +267,14 @@ class MpiNode:
                 (tile,), pins = runtime.manager.acquire(task, HOST)
             request = task.codelet.implementation(runtime.kinds[worker])(ops, tile, peer, tag)
         except BaseException as exc:
-            return _Transfer(task, None, pins, None, exc, handle.nbytes)
+            return _Transfer(task, None, pins, None, exc)
         if sending:
             self.bytes_sent += handle.nbytes
             self.sends += 1
         else:
             self.bytes_received += handle.nbytes
             self.receives += 1
-        failure = None if sending else (peer, tag + 1)
-        return _Transfer(task, request, pins, failure, None, handle.nbytes)
+        return _Transfer(task, request, pins, None if sending else (peer, tag + 1), None)
 
     def _finish(self, runtime: Runtime, worker: int, transfer: _Transfer) -> None:
         task = transfer.task
@@ -382,29 +364,23 @@ class _Exchange:
 
 
 class _Transfer:
-    """One posted send or receive: its task, request, pinned tile, the failure tag to read
-    (receives) and the tile's size."""
+    """One posted send or receive: its task, request, pinned tile and failure tag to watch."""
 
-    __slots__ = ("task", "request", "pins", "failure", "error", "nbytes")
+    __slots__ = ("task", "request", "pins", "failure", "error")
 
-    def __init__(self, task, request, pins, failure, error, nbytes: int) -> None:
+    def __init__(self, task, request, pins, failure, error) -> None:
         self.task = task
         self.request = request
         self.pins = pins
         self.failure = failure  # (peer, tag) where the sender's failure would come from
         self.error = error
-        self.nbytes = nbytes
 
-    def unannounced(self, node: MpiNode) -> bool:
-        """True if this receive of an empty tile (its sender cannot cue it with a shorter
-        message) finds that the sender sent its failure instead (now its error)."""
-        if self.failure is None or self.nbytes or not node.comm.iprobe(*self.failure):
+    def sender_failed(self, node: MpiNode) -> bool:
+        """True if the sender of this receive sent its failure instead (now its error)."""
+        if self.failure is None or not node.comm.iprobe(*self.failure):
             return False
+        text = node.comm.recv(source=self.failure[0], tag=self.failure[1])
         self.request.Cancel()
         self.request.Wait()
-        self.read_failure(node)
+        self.error = RemoteTaskError(text)
         return True
-
-    def read_failure(self, node: MpiNode) -> None:
-        """The sender's failure text, sent on the failure tag: this receive's error."""
-        self.error = RemoteTaskError(node.comm.recv(source=self.failure[0], tag=self.failure[1]))
