@@ -25,6 +25,7 @@ import contextlib
 from numtile.runtime import Access, get_runtime
 from numtile.runtime.distributed.distribution import Replicated, TileTable
 from numtile.runtime.distributed.front import ALL, place
+from numtile.runtime.distributed.reduce import partial_rank
 from numtile.tiletensor.codelets.copy import fill
 
 _CURRENT: list = []  # the distribution each running op gives its new tensors (innermost last)
@@ -105,22 +106,12 @@ def zero_first(runtime, tile, pairs) -> bool:
     if runtime.distributed is None:
         return False
     owner = getattr(tile, "owner", None)
-    homes = [_computing_rank(a, b) for a, b in pairs]
+    homes = [partial_rank(pair) for pair in pairs]
     home = homes[0] if owner is None else owner
     if owner != ALL and all(rank is None or rank == home for rank in homes):
         return False
     runtime.submit(fill, [(tile, Access.W)], (tile.dtype.type(0),))
     return True
-
-
-def _computing_rank(a, b):
-    """The rank where a product of ``a`` and ``b`` adding into a tile runs as a partial sum:
-    the owner of the first of them owned by one rank (``reduce.Reductions.contributor``)."""
-    for handle in (a, b):
-        owner = getattr(handle, "owner", None)
-        if owner is not None and owner != ALL:
-            return owner
-    return None
 
 
 def wait_tensors(tensors) -> None:

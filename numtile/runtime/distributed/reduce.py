@@ -102,6 +102,16 @@ class Reduction:
         self.partials: dict[int, DataHandle | None] = {}  # rank -> its partial (here only)
 
 
+def partial_rank(inputs) -> int | None:
+    """The rank where an accumulation reading ``inputs`` computes its partial sum: the owner
+    of the first input owned by one rank (None when every input is replicated or unowned)."""
+    for handle in inputs:
+        owner = getattr(handle, "owner", None)
+        if owner is not None and owner != ALL:
+            return owner
+    return None
+
+
 class Reductions:
     """The open reductions of a ``Distributed`` front, keyed by handle id."""
 
@@ -115,7 +125,6 @@ class Reductions:
         """The rank that computes this accumulation locally, or None (owner computes)."""
         if codelet.name not in ADDITIVE and codelet.name not in ADDITIVE_UPDATES:
             return None
-        rank = None
         targets = []
         for handle, mode in accesses:
             if WRITES[mode]:
@@ -125,10 +134,7 @@ class Reductions:
                 if owner is None:
                     return None
                 targets.append(owner)
-            elif rank is None:
-                owner = getattr(handle, "owner", None)
-                if owner is not None and owner != ALL:
-                    rank = owner
+        rank = partial_rank(handle for handle, mode in accesses if not WRITES[mode])
         if rank is None or all(owner == rank for owner in targets):
             return None
         if codelet.name in ADDITIVE_UPDATES:
