@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from numtile import opcodes
@@ -17,8 +16,8 @@ from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.narrow import bits as narrow_bits
 from numtile.tiletensor.codelets.narrow import is_narrow, through_float32
 from numtile.tiletensor.codelets.views import rows
+from numtile.tiletensor.dtypes import bfloat16
 
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 # integer tiles whose values span at most this many times the tile's size are counted, not
 # sorted, by ``tile_groups`` on a CPU
 _COUNTED = 4
@@ -28,7 +27,7 @@ _SLICES = 4096  # up to this many groups of a counted tile are written slice by 
 def key_kind(dtype) -> int:
     """The ``opcodes.SORT_KEYS`` code of how a tile of ``dtype`` is ordered."""
     dtype = np.dtype(dtype)
-    if dtype == _BFLOAT16:
+    if dtype == bfloat16:
         return opcodes.SORT_BFLOAT16
     if dtype.kind == "f":
         return opcodes.SORT_FLOAT
