@@ -81,7 +81,10 @@ def inverse_frequencies(config: LlamaConfig) -> np.ndarray:
     """
     dim = config.head_dim
     exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
-    inv_freq = np.float32(1.0) / (np.float32(config.rope_theta) ** exponents)
+    # theta ** exponent correctly rounded to float32, as torch's float32 pow gives it (NumPy's
+    # float32 power is 1 ulp off for some exponents where it uses SIMD routines, as on AVX-512)
+    powers = (np.float64(config.rope_theta) ** exponents.astype(np.float64)).astype(np.float32)
+    inv_freq = np.float32(1.0) / powers
     scaling = config.rope_scaling
     if scaling is None:
         return inv_freq

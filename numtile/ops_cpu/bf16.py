@@ -13,7 +13,8 @@ import numba
 import numpy as np
 
 from numtile.ops_cpu.f16_kernels import f16_rounded, f16_value
-from numtile.ops_cpu.fastmath import _f32_bits, _f32_from
+from numtile.ops_cpu.bf16_kernels import rounded
+from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, select
 
 _SIGN = np.uint32(0x8000)
 _QUIET_NAN = np.uint32(0x7FC0)
@@ -40,6 +41,38 @@ def bf16_narrow(x, bits):
             bits[i] = np.uint16((upper & _SIGN) | _QUIET_NAN)
         else:
             bits[i] = np.uint16((value + _HALF + (upper & np.uint32(1))) >> np.uint32(16))
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def bf16_from(x, bits):
+    """bits[i] = the bfloat16 nearest x[i] (float64, integer or bool in; one rounding, to
+    nearest even, as ml_dtypes converts; integers beyond 2**53 round to float64 first)."""
+    for i in range(bits.size):
+        value = np.float64(x[i])
+        # float32 rounded to odd (truncated, its last bit set when inexact) keeps enough bits
+        # that rounding it to bfloat16 gives value's nearest bfloat16: no double rounding
+        nearest = np.float32(value)
+        word = _f32_bits(nearest)
+        word = select(abs(np.float64(nearest)) > abs(value), np.int32(word - 1), word)
+        word = select(np.float64(_f32_from(word)) != value, np.int32(word | 1), word)
+        bits[i] = rounded(_f32_from(word))
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def bf16_narrow_sum(acc, partial, bias, bits, has_partial, has_bias):
+    """bits[i, j] = the bfloat16 nearest acc[i, j] + (bias[j] + partial[i, j]) (float32 sums;
+    bias and partial only where their flags say, else any arrays): a GEMM's float32 output
+    rounded once with its bias and a chain's earlier products (the epilogue of bf16-mixed's
+    linear layers)."""
+    for i in range(bits.shape[0]):
+        row = bits[i]
+        for j in range(row.size):
+            extra = np.float32(0)
+            if has_bias:
+                extra = bias[j]
+            if has_partial:
+                extra = extra + partial[i, j]
+            row[j] = rounded(acc[i, j] + extra)
 
 
 # --- float16 (IEEE half): converted in registers as NumPy converts (``f16_kernels``) --------

@@ -52,13 +52,21 @@ def library():
     return None
 
 
+def _leading(matrix) -> int:
+    """The leading dimension of a row-major matrix view (its rows may be strided, its
+    elements not)."""
+    rows, columns = matrix.shape
+    assert columns <= 1 or matrix.strides[1] == matrix.itemsize, "gemm: strided columns"
+    return max(matrix.strides[0] // matrix.itemsize if rows > 1 else columns, columns, 1)
+
+
 def gemm_bf16_mkl(a, b, c, trans_a, trans_b, alpha, beta) -> None:
-    """c (float32) = alpha * op(a) @ op(b) + beta * c for C-contiguous bf16 a, b given as
-    uint16 bits, through oneMKL (``library()`` must not be None)."""
+    """c (float32) = alpha * op(a) @ op(b) + beta * c for bf16 a, b given as uint16 bits,
+    through oneMKL (``library()`` must not be None). Each matrix is row-major with contiguous
+    rows; the rows may be a block of a larger matrix (a leading dimension)."""
     m, n = c.shape
     k = a.shape[0] if trans_a else a.shape[1]
     assert (b.shape[1] if trans_b else b.shape[0]) == k, "gemm: shapes do not agree"
-    assert a.flags.c_contiguous and b.flags.c_contiguous and c.flags.c_contiguous
     if m == 0 or n == 0:
         return
     if k == 0:
@@ -73,12 +81,12 @@ def gemm_bf16_mkl(a, b, c, trans_a, trans_b, alpha, beta) -> None:
         k,
         float(alpha),
         a.ctypes.data,
-        a.shape[1],
+        _leading(a),
         b.ctypes.data,
-        b.shape[1],
+        _leading(b),
         float(beta),
         c.ctypes.data,
-        n,
+        _leading(c),
     )
 
 

@@ -28,7 +28,15 @@ simulator (``require()`` says which is missing).
 
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
-from numtile.ops_cuda.bf16 import bf16_narrow, bf16_widen, f16_from, f16_narrow, f16_widen
+from numtile.ops_cuda.bf16 import (
+    bf16_from,
+    bf16_narrow,
+    bf16_narrow_sum,
+    bf16_widen,
+    f16_from,
+    f16_narrow,
+    f16_widen,
+)
 from numtile.ops_cuda.bf16_kernels import (
     bf16_binary,
     bf16_compare,
@@ -99,7 +107,9 @@ __all__ = [
     "available",
     "axpy",
     "band",
+    "bf16_from",
     "bf16_narrow",
+    "bf16_narrow_sum",
     "bf16_widen",
     "f16_from",
     "f16_narrow",

@@ -12,9 +12,14 @@ import math
 import numpy as np
 from numba import cuda
 
+from numtile.ops_cuda.bf16_kernels import _as_bits, _as_float, _rounded
 from numtile.ops_cuda.launch import DeviceArray, cached_kernel, launch
 
-__all__ = ["bf16_narrow", "bf16_widen", "f16_from", "f16_narrow", "f16_widen"]
+__all__ = [
+    "bf16_from",
+    "bf16_narrow",
+    "bf16_narrow_sum",
+    "bf16_widen", "f16_from", "f16_narrow", "f16_widen"]
 
 
 @cached_kernel
@@ -44,6 +49,56 @@ def bf16_narrow(x: DeviceArray, bits: DeviceArray, *, stream=0) -> None:
     """bits[i] = the bfloat16 nearest the float32 whose bits are x[i] (uint32 in, uint16 out;
     ties to even, NaN to the quiet NaN of its sign)."""
     launch(_narrow_kernel, bits.size, stream, x, bits)
+
+
+@cached_kernel
+def _from_kernel(x, bits):
+    for i in range(cuda.grid(1), bits.size, cuda.gridsize(1)):
+        value = np.float64(x[i])
+        # float32 rounded to odd, then to bfloat16: one rounding in all (as the CPU twin)
+        nearest = np.float32(value)
+        word = _as_bits(nearest)
+        if abs(np.float64(nearest)) > abs(value):
+            word = np.uint32(word - np.uint32(1))
+        if np.float64(_as_float(word)) != value:
+            word = np.uint32(word | np.uint32(1))
+        bits[i] = _rounded(_as_float(word))
+
+
+def bf16_from(x: DeviceArray, bits: DeviceArray, *, stream=0) -> None:
+    """bits[i] = the bfloat16 nearest x[i] (float64, integer or bool in; one rounding, to
+    nearest even; integers beyond 2**53 round to float64 first)."""
+    launch(_from_kernel, bits.size, stream, x, bits)
+
+
+@cached_kernel
+def _narrow_sum_kernel(acc, partial, bias, bits, has_partial, has_bias):
+    columns = bits.shape[1]
+    for t in range(cuda.grid(1), bits.size, cuda.gridsize(1)):
+        i = t // columns
+        j = t - i * columns
+        extra = np.float32(0)
+        if has_bias:
+            extra = bias[j]
+        if has_partial:
+            extra = np.float32(extra + partial[i, j])
+        bits[i, j] = _rounded(np.float32(acc[i, j] + extra))
+
+
+def bf16_narrow_sum(
+    acc: DeviceArray,
+    partial: DeviceArray,
+    bias: DeviceArray,
+    bits: DeviceArray,
+    has_partial: bool,
+    has_bias: bool,
+    *,
+    stream=0,
+) -> None:
+    """bits[i, j] = the bfloat16 nearest acc[i, j] + (bias[j] + partial[i, j]) (float32 sums;
+    bias and partial only where their flags say)."""
+    args = (acc, partial, bias, bits, bool(has_partial), bool(has_bias))
+    launch(_narrow_sum_kernel, bits.size, stream, *args)
 
 
 # --- float16 (IEEE half): by float64 arithmetic, exact both ways, nearest-even as NumPy -------

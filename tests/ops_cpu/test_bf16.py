@@ -38,3 +38,46 @@ def test_widen_is_exact_for_every_bfloat16(backend):
     out = np.zeros(bits.size, np.uint32)
     backend.run("bf16_widen", bits, out)
     np.testing.assert_array_equal(out, bits.view(BFLOAT16).astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # ml_dtypes casting NaNs
+def test_from_float64_and_integers_rounds_once_as_ml_dtypes(backend):
+    # ties of bfloat16 that float32 cannot hold (a float32 in between would round them twice),
+    # the overflow edge, float32's underflow, random magnitudes over float64's whole range
+    count = 500 if backend.name == "cuda" else 50_000
+    rng = np.random.default_rng(3)
+    odd = (2 * np.arange(64) + 1) * 2.0**-8
+    values = np.concatenate(
+        [
+            [1 + 2**-8 + 2**-30, 1e300, -1e300, -1e-300, 3.3961e38, 3.3963e38, 1e-40, -1e-45],
+            [np.pi, np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0],
+            1 + odd, 1 + odd + 2**-40, 1 + odd - 2**-40,
+            rng.standard_normal(count) * np.exp(rng.uniform(-700, 700, count)),
+        ]
+    )  # fmt: skip
+    out = np.zeros(values.size, np.uint16)
+    backend.run("bf16_from", values, out)
+    np.testing.assert_array_equal(out, values.astype(BFLOAT16).view(np.uint16))
+    # integers to 2**53 (beyond it they round to float64 first)
+    ints = np.concatenate([[2**24 + 2**16 + 1, -(2**31), 255, -7, 0, 12345678, 2**53]])
+    ints = np.concatenate([ints, rng.integers(-(2**53), 2**53, count)]).astype(np.int64)
+    out = np.zeros(ints.size, np.uint16)
+    backend.run("bf16_from", ints, out)
+    np.testing.assert_array_equal(out, ints.astype(BFLOAT16).view(np.uint16))
+
+
+@pytest.mark.parametrize("has_partial", [False, True])
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_narrow_sum_rounds_the_sum_once(backend, has_partial, has_bias):
+    rng = np.random.default_rng(4)
+    acc, partial = (rng.standard_normal((7, 9)).astype(np.float32) for _ in range(2))
+    bias = rng.standard_normal(9).astype(np.float32)
+    out = np.zeros((7, 9), np.uint16)
+    backend.run("bf16_narrow_sum", acc, partial, bias, out, has_partial, has_bias)
+    extra = np.zeros((7, 9), np.float32)
+    if has_bias:
+        extra = extra + bias
+    if has_partial:
+        extra = extra + partial
+    expected = (acc + extra).astype(BFLOAT16).view(np.uint16)
+    np.testing.assert_array_equal(out, expected)

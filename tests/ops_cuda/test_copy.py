@@ -84,6 +84,11 @@ _COMPILE_ALL = """
     u16, u32 = types.uint16[::1], types.uint32[::1]
     cuda.compile_ptx(bf16._widen_kernel.py_func, (u16, u32), cc=(9, 0))
     cuda.compile_ptx(bf16._narrow_kernel.py_func, (u32, u16), cc=(9, 0))
+    for t in (types.float64, i64, types.boolean):
+        cuda.compile_ptx(bf16._from_kernel.py_func, (t[::1], u16), cc=(9, 0))
+    f2, u2 = types.float32[:, :], types.uint16[:, :]
+    signature = (f2, f2, types.float32[:], u2, types.boolean, types.boolean)
+    cuda.compile_ptx(bf16._narrow_sum_kernel.py_func, signature, cc=(9, 0))
     cuda.compile_ptx(copy._fill_kernel.py_func, (u16, types.uint16), cc=(9, 0))
     s = types.UniTuple(i64, 2)
     cuda.compile_ptx(copy._copy_kernel.py_func, (u16, i64, s, u16, i64, s, s, i64), cc=(9, 0))

@@ -235,6 +235,48 @@ def test_cross_entropy(dtype):
         assert not backward.host[6][targets < 0].any()
 
 
+def test_cross_entropy_on_bfloat16_bits():
+    """bfloat16 logits and gradients as uint16 bits: the statistics agree with the CPU twin's
+    (both widen each element exactly) and with float64 maths on the widened logits; the
+    gradients within bfloat16's rounding."""
+    import ml_dtypes
+
+    logits = (random((N_ROWS, VOCAB), np.float32, 0) * 3).astype(ml_dtypes.bfloat16)
+    wide = logits.astype(np.float64)
+    targets = np.array([3, -1, 19, 7, -1, 12, 0, 5, 6, 11, 17, 18, -1, 2, 13, 8, 9, 1], np.int64)
+    stats = Twins(np.full(N_ROWS, -np.inf), np.zeros(N_ROWS), np.zeros(N_ROWS))
+    for v_start in (6, 0, 18, 12):
+        tile = logits[:, v_start : v_start + VOCAB_TILE].view(np.uint16).copy()
+        lse = Twins(tile, *stats.host[:2])
+        lse.run("logsumexp_accumulate")
+        lse.check(np.float32)
+        pick = Twins(tile, targets, v_start, stats.host[2])
+        pick.run("cross_entropy_pick")
+        pick.check(np.float64)
+        stats = Twins(*lse.host[1:], pick.host[3])
+    m, s, picked = stats.host
+    np.testing.assert_allclose(m + np.log(s), np.log(np.exp(wide).sum(axis=1)), rtol=1e-6)
+    kept = targets >= 0
+    np.testing.assert_array_equal(picked, np.where(kept, wide[np.arange(N_ROWS), targets], 0))
+    softmax = np.exp(wide - (m + np.log(s))[:, None])
+    for v_start in (0, 6, 12, 18):
+        tile = logits[:, v_start : v_start + VOCAB_TILE].view(np.uint16).copy()
+        dlogits = np.zeros(tile.shape, np.uint16)
+        backward = Twins(tile, targets, m, s, v_start, 0.37, dlogits)
+        backward.run("cross_entropy_backward")
+        cpu, gpu = (
+            np.asarray(a).view(ml_dtypes.bfloat16).astype(np.float64)
+            for a in (backward.host[6], backward.device[6].copy_to_host())
+        )
+        expected = softmax[:, v_start : v_start + VOCAB_TILE].copy()
+        rows = np.flatnonzero(kept & (targets >= v_start) & (targets < v_start + VOCAB_TILE))
+        expected[rows, targets[rows] - v_start] -= 1.0
+        expected = np.where(kept[:, None], expected * 0.37, 0.0)
+        for got in (cpu, gpu):
+            np.testing.assert_allclose(got, expected, rtol=2**-8, atol=1e-6)
+        assert not cpu[~kept].any() and not gpu[~kept].any()
+
+
 # --- AdamW -------------------------------------------------------------------------------------
 
 
@@ -309,9 +351,9 @@ _COMPILE_ALL = """
             (norm._normalize, (a2, a2, a1, a1, s1, s1, s1, s1, a2, i64, f64, flag, flag)),
             (norm._normalize_backward_sums, (a2, a2, a1, s1, s1, s1, s1, i64, f64, flag)),
             (norm._normalize_param_grad, (a2, a2, s1, s1, a1, a1, i64, f64, flag)),
-            (loss._logsumexp, (a2, s1, s1)),
-            (loss._pick, (a2, ids, i64, s1)),
-            (loss._cross_entropy_backward, (a2, ids, s1, s1, i64, f64, a2)),
+            (loss._logsumexp(loss._as_is), (a2, s1, s1)),
+            (loss._pick(loss._as_is), (a2, ids, i64, s1)),
+            (loss._cross_entropy_backward(loss._as_is, loss._as_is), (a2, ids, s1, s1, i64, f64, a2)),
             (optim._adamw, (a1, a1, a1, a1) + (dtype,) * 7),
             (embedding._embedding_gather, (ids, a2, i64, a2)),
             (embedding._embedding_scatter_add, (ids, a2, i64, a2)),
@@ -319,6 +361,18 @@ _COMPILE_ALL = """
         ]
         for kernel, signature in kernels:
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+    # the loss kernels on bfloat16 logits and gradients (uint16 bits)
+    bits2 = types.uint16[:, :]
+    bf16_loss = [
+        (loss._logsumexp(loss._widened), (bits2, s1, s1)),
+        (loss._pick(loss._widened), (bits2, ids, i64, s1)),
+        (
+            loss._cross_entropy_backward(loss._widened, loss._rounded_bits),
+            (bits2, ids, s1, s1, i64, f64, bits2),
+        ),
+    ]
+    for kernel, signature in bf16_loss:
+        cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
 """
 
 

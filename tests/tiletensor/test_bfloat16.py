@@ -32,7 +32,7 @@ def test_astype_to_bfloat16_rounds_as_ml_dtypes():
     f32 = float32_bits(5000).view(np.float32)
     tensor = nt.from_numpy(f32, tile_shape=1000).astype(nt.bfloat16)
     np.testing.assert_array_equal(bits(tensor.to_numpy()), bits(f32.astype(BFLOAT16)))
-    # float64 and integers round to float32 first, as ml_dtypes does (1 + 2**-8 + 2**-30 is 1)
+    # float64 and integers round once, as ml_dtypes does (1 + 2**-8 + 2**-30 is above the tie)
     f64 = np.array([1 + 2**-8 + 2**-30, 1e300, -1e-300, np.pi, np.inf, -np.nan])
     from64 = nt.from_numpy(f64, tile_shape=4).astype(nt.bfloat16).to_numpy()
     np.testing.assert_array_equal(bits(from64), bits(f64.astype(BFLOAT16)))

@@ -44,12 +44,12 @@ def bits(tile):
     return tile.view(np.uint16) if is_narrow(tile) else tile
 
 
-def goes_direct(values) -> bool:
+def goes_direct(values, formats=("bf16", "f16")) -> bool:
     """Whether a task on ``values`` (tiles, handles and arguments) runs a codelet's kernels of
     16-bit float bits: its 16-bit float tiles are all bfloat16 or all float16 (a task mixing
-    the two takes the float32 scratch path)."""
+    the two takes the float32 scratch path), of one of the ``formats`` the kernels read."""
     dtypes = {getattr(value, "dtype", None) for value in values}
-    return len(dtypes & set(_NARROW)) == 1
+    return len(dtypes & set(_NARROW)) == 1 and format_of(*values) in formats
 
 
 def format_of(*tiles) -> str:
@@ -84,9 +84,10 @@ def narrow_into(ops, values, tile) -> None:
 
 
 def cast(ops, x, out) -> None:
-    """out = x converted to out's dtype, through float32 where either one is bfloat16 (as
-    ``ml_dtypes`` converts: float64 and integers round to float32 first); float16 as NumPy
-    converts (float64 to float16 directly, not through float32: one rounding)."""
+    """out = x converted to out's dtype: bfloat16 from float32, float64, integers and bools
+    with one rounding to nearest even (as ``ml_dtypes`` converts), from bfloat16 exactly
+    through float32; float16 as NumPy converts (float64 to float16 directly: one
+    rounding)."""
     if not (is_narrow(x) or is_narrow(out)):
         ops.cast(x, out)
     elif is_narrow(x):
@@ -100,17 +101,15 @@ def cast(ops, x, out) -> None:
         ops.f16_from(x, out.view(np.uint16))
     elif x.dtype == _FLOAT32:
         narrow_into(ops, x, out)
-    else:
-        wide = ops.empty(tuple(x.shape), _FLOAT32)
-        ops.cast(x, wide)
-        narrow_into(ops, wide, out)
+    else:  # bfloat16 from float64, integers or bools
+        ops.bf16_from(x.reshape(-1), out.reshape(-1).view(np.uint16))
 
 
-def scratch_bytes(*tiles_then_args, direct: bool = False) -> int:
+def scratch_bytes(*tiles_then_args, direct: bool = False, formats=("bf16", "f16")) -> int:
     """The bytes of the float32 copies ``through_float32`` makes of a task's 16-bit float
-    tiles (``Codelet.scratch``); none when the codelet has ``direct`` kernels of bfloat16 bits
-    and the task ``goes_direct``."""
-    if direct and goes_direct(tiles_then_args):
+    tiles (``Codelet.scratch``); none when the codelet has ``direct`` kernels of 16-bit bits
+    (of ``formats``) and the task ``goes_direct``."""
+    if direct and goes_direct(tiles_then_args, formats):
         return 0
     return sum(
         2 * tile.nbytes
@@ -119,22 +118,25 @@ def scratch_bytes(*tiles_then_args, direct: bool = False) -> int:
     )
 
 
-def through_float32(outputs=(), updates=(), direct=None):
+def through_float32(outputs=(), updates=(), direct=None, formats=("bf16", "f16")):
     """A decorator: ``kernel(ops, *arguments)`` runs on float32 copies of its bfloat16 and
     float16 tiles; ``outputs`` (positions in ``arguments``) are written only, ``updates`` read
     and written, and both are rounded back to their dtype after the kernel. Without such
     tiles, the kernel runs as it is. ``direct(ops, *arguments)``, where given, runs instead
-    when the tiles ``goes_direct`` (all bfloat16 or all float16): it reads and writes the
-    16-bit float tiles themselves, through kernels of their bits."""
-    return functools.partial(_through_float32, outputs=outputs, updates=updates, direct=direct)
+    when the tiles ``goes_direct`` (all bfloat16 or all float16, of the ``formats`` its
+    kernels read): it reads and writes the 16-bit float tiles themselves, through kernels of
+    their bits."""
+    return functools.partial(
+        _through_float32, outputs=outputs, updates=updates, direct=direct, formats=formats
+    )
 
 
-def _through_float32(kernel, outputs, updates, direct):
+def _through_float32(kernel, outputs, updates, direct, formats):
     @functools.wraps(kernel)
     def wrapped(ops, *arguments):
         if not any(is_narrow(argument) for argument in arguments):
             return kernel(ops, *arguments)
-        if direct is not None and goes_direct(arguments):
+        if direct is not None and goes_direct(arguments, formats):
             return direct(ops, *arguments)
         wide = list(arguments)
         for position, argument in enumerate(arguments):
@@ -149,5 +151,7 @@ def _through_float32(kernel, outputs, updates, direct):
                 narrow_into(ops, wide[position], arguments[position])
         return None
 
-    wrapped.scratch = functools.partial(scratch_bytes, direct=direct is not None)
+    wrapped.scratch = functools.partial(
+        scratch_bytes, direct=direct is not None, formats=formats
+    )
     return wrapped

@@ -106,23 +106,16 @@ def _linear_bf16(gemm2d, ops, a, b, c, trans_a, trans_b, beta):
 
 
 def _linear_bf16_out(gemm2d, ops, a, b, *tiles_then_args):
-    # out (bfloat16) = round(partial + bias + op(a) @ op(b)): the sum in a float32 scratch
-    # tile, rounded once; the float32 partial (the chain's earlier products) and the bias row
-    # are there when the flags say so
+    # out (bfloat16) = round(op(a) @ op(b) + (bias + partial)): the product in a float32
+    # scratch tile, rounded once with the bias row and the float32 partial (the chain's earlier
+    # products) where the flags say so, in one pass
     *tiles, trans_a, trans_b, has_partial, has_bias = tiles_then_args
     out = rows(tiles[-1])
     acc = ops.empty(tuple(out.shape), np.float32)
-    if has_bias:  # acc = ones(rows, 1) @ bias(1, n): the bias on every row
-        ones = ops.empty((out.shape[0], 1), np.float32)
-        ops.fill(flat(ones), 1.0)
-        bias = tiles[int(has_partial)]
-        ops.gemm(ones, bias.reshape(1, tuple(bias.shape)[0]), acc, False, False, 1.0, 0.0)
-    else:
-        ops.fill(flat(acc), 0.0)
-    if has_partial:
-        ops.axpy(1.0, flat(tiles[0]), flat(acc))
-    gemm2d(rows(bits(a)), rows(bits(b)), acc, trans_a, trans_b, 1.0, 1.0)
-    narrow_into(ops, acc, out)
+    gemm2d(rows(bits(a)), rows(bits(b)), acc, trans_a, trans_b, 1.0, 0.0)
+    partial = rows(tiles[0]) if has_partial else acc
+    bias = flat(tiles[int(has_partial)]) if has_bias else acc[0]
+    ops.bf16_narrow_sum(acc, partial, bias, bits(out), has_partial, has_bias)
 
 
 def _linear_bf16_flops(a, b, *shapes_then_args) -> float:
@@ -244,17 +237,35 @@ rope = Codelet("rope", kernel=_rope, flops=lambda x, *args: 3.0 * math.prod(x))
 # -- cross-entropy ---------------------------------------------------------------------------
 
 
-@through_float32()
+# The loss kernels read bfloat16 logits (and write a bfloat16 gradient) as their bits, widened
+# in registers (bf16-mixed's logits: no float32 copy of the largest activation); float16 logits
+# go through float32 scratch copies.
+
+
+def _loss_kernel(outputs=()):
+    """A decorator: the codelet kernel passes its bfloat16 tiles as their bits to the loss
+    kernels, and widens float16 tiles to float32 copies (``through_float32``)."""
+
+    def decorate(body):
+        def direct(ops, *arguments):
+            return body(ops, *(bits(argument) for argument in arguments))
+
+        return through_float32(outputs=outputs, direct=direct, formats=("bf16",))(body)
+
+    return decorate
+
+
+@_loss_kernel()
 def _logsumexp(ops, logits, m, s):
     ops.nn.logsumexp_accumulate(rows(logits), flat(m), flat(s))
 
 
-@through_float32()
+@_loss_kernel()
 def _cross_entropy_pick(ops, logits, targets, picked, v_start):
     ops.nn.cross_entropy_pick(rows(logits), flat(targets), v_start, flat(picked))
 
 
-@through_float32(outputs=(5,))
+@_loss_kernel(outputs=(5,))
 def _cross_entropy_backward(ops, logits, targets, m, s, grad, dlogits, v_start, inverse_count):
     scale = float(ops.to_host(grad).reshape(-1)[0]) * inverse_count
     ops.nn.cross_entropy_backward(
