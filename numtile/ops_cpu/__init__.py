@@ -11,7 +11,8 @@ sin, cos, tan; float32 sin/cos/tan in float32); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
 (random and arange tiles);
-``bf16`` (bf16_widen, bf16_narrow, bf16_from, bf16_narrow_sum, f16_*: bfloat16 and float16 bit conversions);
+``bf16`` (bf16_widen, bf16_narrow, bf16_from, bf16_narrow_sum, f16_*: bfloat16 and float16
+bit conversions);
 ``bf16_kernels`` (bf16_unary, bf16_binary, bf16_compare, bf16_unary_backward,
 bf16_reduce_accumulate, bf16_predicate, and their f16_* twins: on bfloat16 or float16 bits,
 widened in registers, rounded once on write; ``f16_kernels``: float16 conversions in registers);

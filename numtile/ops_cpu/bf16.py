@@ -12,8 +12,8 @@ float16 converts by integer arithmetic and selects too (``f16_kernels``), bit fo
 import numba
 import numpy as np
 
-from numtile.ops_cpu.f16_kernels import f16_rounded, f16_value
 from numtile.ops_cpu.bf16_kernels import rounded
+from numtile.ops_cpu.f16_kernels import f16_rounded, f16_value
 from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, select
 
 _SIGN = np.uint32(0x8000)

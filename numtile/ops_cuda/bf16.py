@@ -19,7 +19,11 @@ __all__ = [
     "bf16_from",
     "bf16_narrow",
     "bf16_narrow_sum",
-    "bf16_widen", "f16_from", "f16_narrow", "f16_widen"]
+    "bf16_widen",
+    "f16_from",
+    "f16_narrow",
+    "f16_widen",
+]
 
 
 @cached_kernel

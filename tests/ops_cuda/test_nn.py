@@ -353,7 +353,10 @@ _COMPILE_ALL = """
             (norm._normalize_param_grad, (a2, a2, s1, s1, a1, a1, i64, f64, flag)),
             (loss._logsumexp(loss._as_is), (a2, s1, s1)),
             (loss._pick(loss._as_is), (a2, ids, i64, s1)),
-            (loss._cross_entropy_backward(loss._as_is, loss._as_is), (a2, ids, s1, s1, i64, f64, a2)),
+            (
+                loss._cross_entropy_backward(loss._as_is, loss._as_is),
+                (a2, ids, s1, s1, i64, f64, a2),
+            ),
             (optim._adamw, (a1, a1, a1, a1) + (dtype,) * 7),
             (embedding._embedding_gather, (ids, a2, i64, a2)),
             (embedding._embedding_scatter_add, (ids, a2, i64, a2)),

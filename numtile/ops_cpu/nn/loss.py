@@ -125,7 +125,9 @@ def logsumexp_accumulate(logits, m, s):
             continue
         # the max of logits, so exact in their float type: the subtractions below stay in it
         new_max = max(m[i], widen(peak))
-        s[i] = s[i] * np.exp(m[i] - new_max) + _exp_sum(logits[i], exponent_typed(new_max, logits), block)
+        s[i] = s[i] * np.exp(m[i] - new_max) + _exp_sum(
+            logits[i], exponent_typed(new_max, logits), block
+        )
         m[i] = new_max
 
 

@@ -151,7 +151,5 @@ def _through_float32(kernel, outputs, updates, direct, formats):
                 narrow_into(ops, wide[position], arguments[position])
         return None
 
-    wrapped.scratch = functools.partial(
-        scratch_bytes, direct=direct is not None, formats=formats
-    )
+    wrapped.scratch = functools.partial(scratch_bytes, direct=direct is not None, formats=formats)
     return wrapped
