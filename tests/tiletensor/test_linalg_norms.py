@@ -64,3 +64,17 @@ def test_norms_refuse_integers_and_booleans_naming_the_dtype(dtype):
             nt.linalg.matrix_norm(x, ord=ord)
     with pytest.raises(TypeError):  # the standard's reference refuses alike
         xs.linalg.vector_norm(xs.ones((3, 3), dtype=getattr(xs, dtype)))
+
+
+@pytest.mark.parametrize("ord", [2, 1, np.inf, 3, -np.inf])
+def test_complex_vector_norm_special_values_match_torch(ord):
+    # |inf + nan j| is inf (annex G; torch agrees, NumPy's ord 2 sums re^2 + im^2 into NaN);
+    # ord 1 and inf take huge and tiny moduli whole (hypot where the squares would overflow or
+    # vanish); ord 2 and p square them unscaled, as the real norms and torch do (inf and 0 here)
+    torch = pytest.importorskip("torch")
+    a = np.array(
+        [[complex(np.inf, np.nan), 1 + 1j, 2j], [1e300 + 1e300j, -3e299j, 1], [1e-300j, 3e-300, 0]]
+    )
+    out = nt.linalg.vector_norm(nt.from_numpy(a, tile_shape=(2, 2)), axis=1, ord=ord)
+    expected = torch.linalg.vector_norm(torch.from_numpy(a), dim=1, ord=ord).numpy()
+    np.testing.assert_allclose(out.to_numpy(), expected, rtol=1e-14, atol=0)
