@@ -16,6 +16,9 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   (the LU cases live in ``lu_cases.py``)
   QR f64 8192 x 8192, TSQR f64 65536 x 1024, svdvals f64 65536 x 512: see ``qr_cases.py``
                                     (vs numpy.linalg.qr / svd and dask.array.linalg)
+  vector_norm complex128 n x n, ord 2 and 1: the moduli read in the reduction kernels, against
+                                    the former path (a tiled |z| first), NumPy's
+                                    ``linalg.norm`` and torch's ``linalg.vector_norm``
   tiny tasks: x + 1 over 20,000 one-element tiles vs Dask threaded, bare ThreadPoolExecutor
                                                                            [>= 40,000 tasks/s]
   gelu float32 (64M)                vs one @njit(parallel=True) call       [<= 1.2]
@@ -187,6 +190,38 @@ def bench_tiny_tasks(ntasks: int, repeat: int) -> list[dict]:
     return rows
 
 
+def bench_complex_norm(n: int, tile: int, repeat: int) -> list[dict]:
+    import torch
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    x, ta = nt.from_numpy(a, tile_shape=(tile, tile)), torch.from_numpy(a)
+    rows = []
+    for order in (2, 1):
+        case = f"vector_norm c128 {n}^2 ord {order}"
+        impls = {
+            "NumPy linalg.norm": lambda o=order: np.linalg.norm(a.ravel(), ord=o),
+            f"torch ({torch.get_num_threads()} threads)": lambda o=order: float(
+                torch.linalg.vector_norm(ta, ord=o)
+            ),
+            "numtile, |z| tile first (former)": lambda o=order: nt.linalg.vector_norm(
+                nt.abs(x), ord=o
+            ).item(),
+            "numtile": lambda o=order: nt.linalg.vector_norm(x, ord=o).item(),
+        }
+        expected = np.linalg.norm(a.ravel(), ord=order)
+        np.testing.assert_allclose(impls["numtile"](), expected, rtol=1e-12)
+        times = {name: median_time(f, repeat) for name, f in impls.items()}
+        peer = times["NumPy linalg.norm"]
+        for name, seconds in times.items():
+            row = {"case": case, "impl": name, "seconds": seconds}
+            row["rate"] = f"{a.nbytes / seconds / 1e9:.1f} GB/s"
+            if name.startswith("numtile"):
+                row["ratio"] = seconds / peer
+            rows.append(row)
+    return rows
+
+
 def bench_gelu(size: int, repeat: int) -> list[dict]:
     from numba import njit, prange
 
@@ -268,7 +303,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cases", default="matmul,cholesky,lu,qr,tsqr,svdvals,tiny,gelu,startup")
+    parser.add_argument(
+        "--cases", default="matmul,cholesky,lu,qr,tsqr,svdvals,norm,tiny,gelu,startup"
+    )
     parser.add_argument("--matmul-tile", type=int, default=None)
     parser.add_argument("--cholesky-tile", type=int, default=None)
     parser.add_argument(
@@ -327,6 +364,8 @@ def main(argv=None) -> int:
             if args.tall_chunks:
                 tiles = [int(c) for c in args.tall_chunks.split(",")]
             rows += bench(m, n, (m // 16, n), args.repeat, [c for c in tiles if c >= n])
+    if "norm" in cases:
+        rows += bench_complex_norm(512 if quick else 4096, 128 if quick else 512, args.repeat)
     if "tiny" in cases:
         rows += bench_tiny_tasks(2000 if quick else 20000, args.repeat)
     if "gelu" in cases:

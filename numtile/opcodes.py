@@ -141,6 +141,8 @@ REDUCE_OPS = {
     "sumabs": SUMABS,
     "maxabs": MAXABS,
 }
+# the reductions of the moduli |z| of complex tiles into real partials (the vector norms)
+MODULUS_REDUCE_OPS = {name: REDUCE_OPS[name] for name in ("sumsq", "sumabs", "maxabs")}
 
 ISNAN, ISINF, ISFINITE, SIGNBIT = range(4)
 PREDICATE_OPS = {"isnan": ISNAN, "isinf": ISINF, "isfinite": ISFINITE, "signbit": SIGNBIT}

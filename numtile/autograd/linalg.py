@@ -18,7 +18,7 @@ from numtile.tiletensor.linalg import cross, det, diagonal, inv, matmul, solve
 from numtile.tiletensor.linalg.products import diagonal_scatter
 from numtile.tiletensor.logic import where
 from numtile.tiletensor.manipulation import matrix_transpose, reshape
-from numtile.tiletensor.reduction import normalize_axes, vector_norm
+from numtile.tiletensor.reduction import normalize_axes, require_inexact, vector_norm
 from numtile.tiletensor.reduction import sum as tensor_sum
 
 
@@ -219,7 +219,9 @@ def _diagonal(x, /, *, offset: int = 0):
 # --- vector norms ----------------------------------------------------------------------------
 #   ord 2: g x / |x|;  ord 1: g sign(x);  inf / -inf: g sign(x) shared evenly among the
 #   elements of largest / smallest magnitude (as PyTorch);  p: g sign(x) |x|^(p-1) / |x|_p^(p-1);
-#   ord 0 (a count) has a zero gradient. Zero norms give zero gradients.
+#   ord 0 (a count) has a zero gradient. Zero norms give zero gradients. Complex x: the norm
+#   of |x|, recorded as abs then the real norm, so the chain rule through abs's complex rule
+#   multiplies by sgn(x) = x / |x| (0 at 0): PyTorch's convention (conjugate Wirtinger).
 
 
 class VectorNorm(Function):
@@ -258,6 +260,7 @@ def _vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
     if x.dtype == bfloat16:  # the float32 norm rounded once; astype carries the gradient
         norm = _vector_norm(elementwise.astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
         return elementwise.astype(norm, x.dtype)
-    if x.dtype.kind != "f":
-        raise TypeError(f"vector_norm with gradients needs a real floating x, got {x.dtype}")
+    require_inexact(x, "vector_norm")
+    if x.dtype.kind == "c":
+        x = elementwise.abs(x)
     return VectorNorm.apply(x, axis=axis, keepdims=keepdims, ord=ord)

@@ -93,8 +93,9 @@ COMPLEX_RULES = frozenset(
     | {"broadcast_to", "concat", "diagonal", "flip", "getitem", "permute_dims", "redistribute"}
     | {"repeat", "reshape", "retile", "roll", "take", "tril", "triu", "unstack"}
     # complex linear algebra (issue 14): products conjugate the other operand, the solve,
-    # inverse and determinant take conjugate transposes (autograd/linalg.py)
-    | {"matmul", "solve", "inv", "det"}
+    # inverse and determinant take conjugate transposes, the vector norm goes through abs
+    # (autograd/linalg.py)
+    | {"matmul", "solve", "inv", "det", "vector_norm"}
     # the factorisations' rules take conjugate transposes (autograd/factorizations.py,
     # spectral.py)
     | {"slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv"}

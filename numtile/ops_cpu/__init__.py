@@ -9,7 +9,8 @@ Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scal
 (``fastmath``, ``fastmath_trig``, ``fastmath_f32``, ``fastmath_pow``: vectorisable exp, log, pow,
 sin, cos, tan; float32 sin/cos/tan in float32); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
-``reduction`` (reduce_accumulate, softmax); ``copy`` (fill, copy_strided, cast); ``generate``
+``reduction`` (reduce_accumulate, modulus_reduce_accumulate, softmax); ``copy`` (fill,
+copy_strided, cast); ``generate``
 (random and arange tiles);
 ``bf16`` (bf16_widen, bf16_narrow, bf16_from, bf16_narrow_sum, f16_*: bfloat16 and float16
 bit conversions);
@@ -91,7 +92,12 @@ from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
 from numtile.ops_cpu.moments import moments_accumulate
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, qr_explicit, tpmqrt, tpqrt, triu_copy
-from numtile.ops_cpu.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cpu.reduction import (
+    modulus_reduce_accumulate,
+    reduce_accumulate,
+    softmax,
+    softmax_backward,
+)
 from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.sorting import (
     arg_reduce,
@@ -183,6 +189,7 @@ __all__ = [
     "qr_leaf",
     "random_fill",
     "reduce_accumulate",
+    "modulus_reduce_accumulate",
     "running_count",
     "scan_carry",
     "softmax",

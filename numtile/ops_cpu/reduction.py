@@ -2,13 +2,17 @@
 
 Reducing axis k of an N-d tile is the middle axis of (prod(shape[:k]), shape[k],
 prod(shape[k+1:])), so one kernel with runtime sizes serves every axis. Partial results are
-accumulated in float64 (in int64 for integers) whatever the input precision.
+accumulated in float64 (in int64 for integers) whatever the input precision. The moduli of
+complex tiles reduce into real partials (``modulus_reduce_accumulate``: the vector norms),
+read from each element with no |z| tile in between.
 """
+
+import math
 
 import numba
 import numpy as np
 
-from numtile.opcodes import REDUCE_OPS
+from numtile.opcodes import MODULUS_REDUCE_OPS, REDUCE_OPS
 from numtile.ops_cpu.helpers import inlined, widen
 from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multiply, _square
@@ -92,6 +96,54 @@ reduce_accumulate = OpKernel(
     _reduce_kernel,
     """out[p, q] = combine(out[p, q], reduction over j of x[p, j, q]) for ``op`` (a code of
     REDUCE_OPS).""",
+)
+
+
+@inlined
+def _modulus(z):
+    # sqrt(re^2 + im^2) where the squares neither overflow nor lose precision to underflow
+    # (it vectorises and is as exact as hypot there, within an ulp); hypot elsewhere
+    re, im = np.float64(z.real), np.float64(z.imag)
+    square = re * re + im * im
+    if 1e-290 < square < 1e290:
+        return math.sqrt(square)
+    return math.hypot(re, im)
+
+
+@inlined
+def _squared_modulus(z):
+    # re^2 + im^2, which vectorises; an infinite part makes it inf even beside a NaN (|z| is
+    # inf then, as annex G says and the modulus above gives)
+    re, im = np.float64(z.real), np.float64(z.imag)
+    square = re * re + im * im
+    if square != square and (abs(re) == np.inf or abs(im) == np.inf):
+        return np.inf
+    return square
+
+
+def _modulus_kernel(op):
+    """The kernel of the reduction ``op`` (a name of MODULUS_REDUCE_OPS) of the moduli of a
+    complex tile along the middle axis, into a real one."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
+    def modulus_reduce_op(x, out, pre, n, post):
+        if op == "sumsq":
+            _reduce(_squared_modulus, _identity, _add, x, out, pre, n, post)
+        elif op == "sumabs":
+            _reduce(_modulus, _identity, _add, x, out, pre, n, post)
+        elif op == "maxabs":
+            _reduce(_modulus, _identity, _maximum, x, out, pre, n, post)
+
+    return modulus_reduce_op
+
+
+modulus_reduce_accumulate = OpKernel(
+    "modulus_reduce_accumulate",
+    MODULUS_REDUCE_OPS,
+    _modulus_kernel,
+    """out[p, q] = combine(out[p, q], reduction over j of |x[p, j, q]|) of a complex tile x into
+    a real out, for ``op`` (sumsq, sumabs or maxabs: a code of MODULUS_REDUCE_OPS); in float64,
+    sumsq from re^2 + im^2.""",
 )
 
 

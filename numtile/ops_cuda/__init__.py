@@ -91,7 +91,12 @@ from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.moments import moments_accumulate
 from numtile.ops_cuda.products import cross
 from numtile.ops_cuda.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
-from numtile.ops_cuda.reduction import reduce_accumulate, softmax, softmax_backward
+from numtile.ops_cuda.reduction import (
+    modulus_reduce_accumulate,
+    reduce_accumulate,
+    softmax,
+    softmax_backward,
+)
 from numtile.ops_cuda.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_rows
 from numtile.ops_cuda.structured import band, linspace_fill
@@ -157,6 +162,7 @@ __all__ = [
     "predicate",
     "random_fill",
     "reduce_accumulate",
+    "modulus_reduce_accumulate",
     "scan_carry",
     "require",
     "running_count",

@@ -8,7 +8,8 @@ partials in shared memory, used when the reduced axis is long and either contigu
 (``post == 1``) or there are too few outputs to give every GPU thread one. Partial results
 are accumulated in float64 (in int64 for integers and bools) whatever the input precision, as
 on the CPU; the summation order differs from the CPU's vectorised one, so float sums agree to
-rounding.
+rounding. ``modulus_reduce_accumulate`` reads the moduli of complex elements into the same
+kernels (a sum or maximum of |z|, or a sum of re^2 + im^2).
 """
 
 from __future__ import annotations
@@ -20,11 +21,20 @@ import numba
 import numpy as np
 from numba import cuda
 
-from numtile.opcodes import MAX, MAXABS, MIN, REDUCE_OPS, SUM, SUMABS, SUMSQ
+from numtile.opcodes import (
+    MAX,
+    MAXABS,
+    MIN,
+    MODULUS_REDUCE_OPS,
+    REDUCE_OPS,
+    SUM,
+    SUMABS,
+    SUMSQ,
+)
 from numtile.ops_cuda.launch import MAX_BLOCKS, DeviceArray, block, grid
 from numtile.ops_cuda.scalar_math import maximum, minimum
 
-__all__ = ["reduce_accumulate", "softmax", "softmax_backward"]
+__all__ = ["modulus_reduce_accumulate", "reduce_accumulate", "softmax", "softmax_backward"]
 
 _float64 = numba.float64
 # A block reduces each output element when the reduced axis has at least _ROWS_MIN_N
@@ -249,6 +259,38 @@ def reduce_accumulate(
         raise ValueError("reduce_accumulate: unknown op code")
     kernels = _reduce_kernels(_wide(x.dtype), _wide(out.dtype))
     _launch_middle(kernels, (x, out), pre, n, post, (op,), stream)
+
+
+@cuda.jit(device=True)
+def _modulus(z):
+    # as the CPU twin: sqrt(re^2 + im^2) where the squares are safe, hypot elsewhere
+    re, im = _float64(z.real), _float64(z.imag)
+    square = re * re + im * im
+    if 1e-290 < square < 1e290:
+        return math.sqrt(square)
+    return math.hypot(re, im)
+
+
+@cuda.jit(device=True)
+def _squared_modulus(z):
+    re, im = _float64(z.real), _float64(z.imag)
+    square = re * re + im * im
+    if square != square and (abs(re) == math.inf or abs(im) == math.inf):
+        return math.inf  # |z| is inf beside a NaN part (annex G)
+    return square
+
+
+def modulus_reduce_accumulate(
+    x: DeviceArray, out: DeviceArray, pre: int, n: int, post: int, op: int, *, stream=0
+) -> None:
+    """out[p, q] = combine(out[p, q], reduction over j of |x[p, j, q]|) of a complex tile x into
+    a real out, for ``op`` (sumsq, sumabs or maxabs: a code of MODULUS_REDUCE_OPS)."""
+    op = int(op)
+    if op not in MODULUS_REDUCE_OPS.values():
+        raise ValueError("modulus_reduce_accumulate: unknown op code")
+    read = _squared_modulus if op == SUMSQ else _modulus
+    kernels = _reduce_kernels(_float64, _wide(out.dtype), read)
+    _launch_middle(kernels, (x, out), pre, n, post, (MAX if op == MAXABS else SUM,), stream)
 
 
 def softmax(x: DeviceArray, out: DeviceArray, pre: int, n: int, post: int, *, stream=0) -> None:

@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 
+from numtile import opcodes
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.codelets import statistics as statistics_codelets
@@ -20,6 +21,7 @@ from numtile.tiletensor.dtypes import (
     float64,
     int64,
     is_floating,
+    is_inexact,
     uint64,
 )
 from numtile.tiletensor.elementwise import abs as absolute
@@ -42,6 +44,22 @@ def require_tensor(x, name: str) -> None:
     if not isinstance(x, TileTensor):
         raise TypeError(
             f"{name} expects a TileTensor, got {type(x).__name__} (convert it with nt.asarray)"
+        )
+
+
+def require_inexact(x: TileTensor, name: str) -> None:
+    """Raise ``TypeError`` unless ``x`` has a real or complex floating dtype (the norms: the
+    standard defines them for floating dtypes only, and array-api-strict refuses the rest).
+
+    >>> import numtile as nt
+    >>> require_inexact(nt.ones((2,), dtype="int64"), "vector_norm")
+    Traceback (most recent call last):
+    TypeError: vector_norm needs a real or complex floating dtype, got int64 (cast it with astype)
+    """
+    if not is_inexact(x.dtype):
+        raise TypeError(
+            f"{name} needs a real or complex floating dtype, got {x.dtype.name} "
+            "(cast it with astype)"
         )
 
 
@@ -98,9 +116,12 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     if dtype in NARROW_FLOATING:  # accumulated in float32, rounded once at the end
         return astype(_reduce(x, op, axis, keepdims, float32), dtype)
     axes = normalize_axes(axis, x.ndim)
-    if op not in ("sum", "prod"):
+    # the moduli of complex tiles reduce into real partials, read by the kernels themselves
+    modulus = x.dtype.kind == "c" and op in opcodes.MODULUS_REDUCE_OPS
+    if op not in ("sum", "prod") and not modulus:
         refuse_complex(x, op)
-    if x.dtype != dtype and not (x.dtype in NARROW_FLOATING and dtype == float32):
+    widened = x.dtype in NARROW_FLOATING and dtype == float32
+    if x.dtype != dtype and not widened and not modulus:
         x = astype(x, dtype)  # (the codelets widen bfloat16 tiles to float32 themselves)
     if any(x.shape[a] == 0 for a in axes) and op in ("max", "min", "maxabs"):
         raise ValueError(f"{op} of an empty axis has no identity (shape {x.shape}, axis {axis})")
@@ -196,25 +217,33 @@ def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
 
 @dispatched(public="numtile.linalg.vector_norm")
 def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -> TileTensor:
-    """Vector p-norm over ``axis`` (array API ``linalg.vector_norm``): 2, 1, inf, -inf, p.
+    """Vector p-norm over ``axis`` (array API ``linalg.vector_norm``): 2, 1, inf, -inf, 0, p.
+
+    Real or complex floating input; a complex one gives the real dtype of its precision
+    (complex64 -> float32), the norm of the moduli ``|z|``: ord 2, 1 and inf read them in the
+    reduction kernels, the other ords reduce one tiled ``abs``. Integers and booleans raise
+    ``TypeError``, as in the standard.
 
     >>> import numtile as nt
     >>> nt.linalg.vector_norm(nt.full((4,), 3.0)).item()
     6.0
+    >>> nt.linalg.vector_norm(nt.asarray([3 + 4j, 0j], dtype="complex64")).dtype.name
+    'float32'
     """
     require_tensor(x, "vector_norm")
-    if x.dtype.kind == "c":  # the norm of complex entries is the norm of their moduli
-        x = absolute(x)
+    require_inexact(x, "vector_norm")
     if x.dtype in NARROW_FLOATING:  # bfloat16: in float32, rounded once (as PyTorch)
         norm = vector_norm(astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
         return astype(norm, x.dtype)
-    dtype = x.dtype if x.dtype.kind == "f" else float64
+    dtype = np.finfo(x.dtype).dtype  # the real dtype of x's precision
     if ord == 2:
         return sqrt(_reduce(x, "sumsq", axis, keepdims, dtype))
     if ord == 1:
         return _reduce(x, "sumabs", axis, keepdims, dtype)
     if ord == np.inf:
         return _reduce(x, "maxabs", axis, keepdims, dtype)
+    if x.dtype.kind == "c":  # the other ords: the norm of the moduli
+        x = absolute(x)
     if ord == -np.inf:
         return _reduce(absolute(astype(x, dtype)), "min", axis, keepdims, dtype)
     if ord == 0:

@@ -114,8 +114,8 @@ def test_vector_norm_of_zeros_has_a_zero_gradient():
     np.testing.assert_array_equal(x.grad.to_numpy(), np.zeros((3, 2)))
 
 
-@pytest.mark.parametrize("order", ["fro", 1, -1, np.inf, -np.inf])
-def test_matrix_norm(order):
+@pytest.mark.parametrize("order", ["fro", 1, -1, np.inf, -np.inf, 2, -2, "nuc"])
+def test_matrix_norm(order):  # (2, -2, 'nuc' cut the graph silently before: plain svdvals)
     x, tx = _pair(_random((2, 4, 5), 14), (1, 3, 2))
     _backward(nt.linalg.matrix_norm(x, ord=order), torch.linalg.matrix_norm(tx, ord=order))
     _check((x, tx))

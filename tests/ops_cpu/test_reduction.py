@@ -1,5 +1,5 @@
 """The reduction kernels (numtile.ops_cpu.reduction, and its CUDA twin under the simulator)
-against NumPy references.
+against NumPy references, the reductions of complex moduli into real tiles included.
 
 Every body runs on the CPU and on CUDA three times: with the launcher's choice of kernel, then
 forcing each of its two layouts (a thread per output, a block per output); on cuda each call
@@ -122,6 +122,57 @@ def test_reduce_accumulate_propagates_nan(backend, name, post):
     )
     assert np.isnan(out[0])
     assert not np.isnan(out[1:]).any()
+
+
+# --- the moduli of complex tiles (the vector norms) ------------------------------------------
+
+REAL_OF = {np.complex64: np.float32, np.complex128: np.float64}
+MODULUS_REFERENCE = {  # (reduction over the middle axis of |x|, combination with out)
+    "sumsq": (lambda m: (m * m).sum(axis=1), np.add),
+    "sumabs": (lambda m: m.sum(axis=1), np.add),
+    "maxabs": (lambda m: m.max(axis=1), np.maximum),
+}
+
+
+def _modulus_reduce(backend, x, out, shape, name):
+    code = opcodes.MODULUS_REDUCE_OPS[name]
+    backend.run("modulus_reduce_accumulate", x.reshape(-1), out.reshape(-1), *shape, code)
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 7, 1), (2, 3, 5), (19, 2, 1), (3, 40, 1), (1, 37, 3)], ids=str
+)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("name", list(opcodes.MODULUS_REDUCE_OPS))
+def test_modulus_reduce_accumulate_matches_numpy(backend, name, dtype, shape):
+    rng = np.random.default_rng(4)
+    x = (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(dtype)
+    x.reshape(-1)[::4] = x.reshape(-1)[::4].real  # purely real entries too
+    out = rng.uniform(0, 2, size=(shape[0], shape[2])).astype(REAL_OF[dtype])
+    reduce, combine = MODULUS_REFERENCE[name]
+    expected = combine(out.astype(np.float64), reduce(np.abs(x.astype(np.complex128))))
+    _modulus_reduce(backend, x, out, shape, name)
+    assert out.dtype == REAL_OF[dtype]
+    np.testing.assert_allclose(out, expected, **TOLERANCE[REAL_OF[dtype]])
+
+
+@pytest.mark.parametrize("name", list(opcodes.MODULUS_REDUCE_OPS))
+def test_modulus_reduce_accumulate_special_values(backend, name):
+    # per row: |z| inf beside a NaN part (annex G), NaN, under- and overflowing squares
+    special = [complex(np.inf, np.nan), complex(np.nan, 0), 1e-300 + 1e-300j, 1e300 - 1e300j]
+    x = np.array([[z, 3 + 4j] for z in special + [-2e-170 + 0j]])
+    out = np.zeros(len(x))
+    reduce, combine = MODULUS_REFERENCE[name]
+    with np.errstate(over="ignore", under="ignore"):
+        expected = combine(out, reduce(np.abs(x)[:, :, None])[:, 0])
+    _modulus_reduce(backend, x, out, (len(x), 2, 1), name)
+    np.testing.assert_allclose(out, expected, rtol=1e-15, atol=0)
+    assert out[0] == np.inf and np.isnan(out[1])
+
+
+def test_modulus_reduce_accumulate_unknown_op_raises(backend):
+    with pytest.raises(ValueError, match="unknown op code"):
+        backend.run("modulus_reduce_accumulate", np.ones(3, complex), np.zeros(1), 1, 3, 1, 0)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)

@@ -128,6 +128,11 @@ _COMPILE_ALL = """
             kernels = reduction._reduce_kernels(reduction._wide(str(t)), reduction._wide(str(o)))
             for kernel in kernels:
                 cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+    for t, o in ((types.complex64, types.float32), (types.complex128, types.float64)):
+        signature = (t[::1], o[::1], i64, i64, i64, i64)
+        for read in (reduction._modulus, reduction._squared_modulus):
+            for kernel in reduction._reduce_kernels(types.float64, types.float64, read):
+                cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
     for t in scalars[:2]:
         a = t[::1]
         for kernel in reduction._softmax_kernels(t):

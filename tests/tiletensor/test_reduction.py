@@ -214,12 +214,6 @@ def test_vector_norm_over_all_axes_of_a_matrix(make_array, check_tiles):
     check_tiles(out, np.linalg.norm(a.ravel()))
 
 
-def test_vector_norm_of_integers_is_float64(check_tiles):
-    a = np.arange(-4, 7)
-    out = nt.linalg.vector_norm(nt.from_numpy(a, tile_shape=4))
-    check_tiles(out, np.linalg.norm(a))
-
-
 @pytest.mark.parametrize("ord", ["fro", 1, np.inf])
 @pytest.mark.parametrize("tile_shape", [(2, 3), (5, 7), (1, 1)])
 def test_matrix_norm_matches_numpy(ord, tile_shape, make_array, check_tiles):

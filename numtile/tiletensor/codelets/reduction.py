@@ -55,7 +55,10 @@ def _reduce(code):
     @through_float32(updates=(1,), direct=_reduce_bits(code))
     def kernel(ops, x, out, move_axes, pre, n, post):
         x = _gathered(ops, x, move_axes)
-        function = ops.complex_reduce_accumulate if x.dtype.kind == "c" else ops.reduce_accumulate
+        function = ops.reduce_accumulate
+        if x.dtype.kind == "c":  # complex sums and products, or the moduli into a real out
+            modulus = out.dtype.kind != "c"
+            function = ops.modulus_reduce_accumulate if modulus else ops.complex_reduce_accumulate
         function(x.reshape(-1), out.reshape(-1), pre, n, post, code)
 
     return kernel

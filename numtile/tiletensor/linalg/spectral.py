@@ -294,7 +294,8 @@ def matrix_rank(x: TileTensor, /, *, rtol=None) -> TileTensor:
 
 
 def spectral_norm(x: TileTensor, ord, keepdims: bool) -> TileTensor:
-    """matrix_norm for ord 2 (largest singular value), -2 (smallest) and 'nuc' (their sum)."""
-    s = singular_values(check_matrices(x, "matrix_norm"))
+    """matrix_norm for ord 2 (largest singular value), -2 (smallest) and 'nuc' (their sum);
+    through the public svdvals, so that its gradient rule records (matrix_norm is composite)."""
+    s = svdvals(check_matrices(x, "matrix_norm"))
     value = {2: tensor_max, -2: tensor_min, "nuc": tensor_sum}[ord](s, axis=-1)
     return reshape(value, value.shape + (1, 1)) if keepdims else value
