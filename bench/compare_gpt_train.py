@@ -180,37 +180,10 @@ def flops_per_token(config, n_params: int, seq_len: int) -> float:
     return flops(config, n_params, seq_len)
 
 
-def sgemm_peak(cores: int) -> float:
-    from numtile.train import sgemm_peak as peak
+def gemm_peak(cores: int, precision: str) -> float:
+    from numtile.train import gemm_peak as peak
 
-    return peak(cores)
-
-
-def bf16_gemm_peak(cores: int, n: int = 1024) -> float:
-    """FLOP/s of numtile's bf16 x bf16 -> float32 tile GEMM (oneMKL's where the CPU has bf16
-    units, else widen + sgemm), one thread per core, as ``sgemm_peak`` measures sgemm."""
-    import time
-
-    import ml_dtypes
-    import numpy as np
-
-    from numtile import ops_cpu
-
-    a = np.ones((n, n), ml_dtypes.bfloat16).view(np.uint16)
-    c = np.empty((n, n), np.float32)
-    from threadpoolctl import threadpool_limits
-
-    kernel = ops_cpu.gemm_bf16_mkl if _use_mkl() else ops_cpu.gemm_bf16
-    # one BLAS thread, as the workers run it: without the limit the sgemm behind the
-    # widening used both cores and the peak came out up to 2x high (143-248 GFLOP/s here)
-    with threadpool_limits(1):
-        kernel(a, a, c, False, False, 1.0, 0.0)
-        start, calls = time.perf_counter(), 0
-        while time.perf_counter() - start < 0.3:
-            kernel(a, a, c, False, False, 1.0, 0.0)
-            calls += 1
-        seconds = time.perf_counter() - start
-    return cores * 2.0 * n**3 * calls / seconds
+    return peak(cores, precision)
 
 
 def torch_bf16_rate(cores: int, n: int = 1024) -> float:
@@ -225,13 +198,6 @@ def torch_bf16_rate(cores: int, n: int = 1024) -> float:
     start = time.perf_counter()
     torch.matmul(a, a)
     return 2.0 * n**3 / (time.perf_counter() - start)
-
-
-def _use_mkl() -> bool:
-    from numtile import ops_cpu
-    from numtile.tiletensor.precision import use_mkl_bf16
-
-    return use_mkl_bf16(ops_cpu)
 
 
 def run(
@@ -262,9 +228,8 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
-    bf16 = args.precision in ("bf16-mixed", "fp32-fast-bf16")
-    peak = bf16_gemm_peak(cores) if bf16 else sgemm_peak(cores)
-    what = "bf16 GEMM" if bf16 else "sgemm"
+    peak = gemm_peak(cores, args.precision)
+    what = "bf16 GEMM" if args.precision in ("bf16-mixed", "fp32-fast-bf16") else "sgemm"
     print(
         f"{cores} cores; precision {args.precision}; {what} peak {peak / 1e9:.0f} GFLOP/s "
         f"(1 thread per core, measured now)"

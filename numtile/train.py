@@ -53,6 +53,7 @@ __all__ = [
     "load_model",
     "save_model",
     "model_config",
+    "gemm_peak",
     "sgemm_peak",
 ]
 
@@ -86,23 +87,35 @@ def flops_per_token(config: ModelConfig, n_params: int, seq_len: int) -> float:
     return 6.0 * n_params + 12.0 * shape["layers"] * shape["heads"] * shape["head_dim"] * seq_len
 
 
-def sgemm_peak(workers: int) -> float:
-    """FLOP/s of single-threaded float32 GEMM on this machine, times the worker count."""
+def gemm_peak(workers: int, precision: str = "fp32") -> float:
+    """FLOP/s of the single-threaded GEMM that ``precision``'s matmuls run on, times the worker
+    count: float32 sgemm, or in the bf16 modes the bf16 x bf16 -> float32 GEMM (oneMKL's where
+    the CPU has bf16 units, else widen + sgemm), as a CPU worker runs it."""
     from threadpoolctl import threadpool_limits
 
     from numtile import ops_cpu
+    from numtile.tiletensor.precision import use_mkl_bf16
 
     n = 1024
-    a = np.ones((n, n), np.float32)
     c = np.empty((n, n), np.float32)
+    if precision in ("bf16-mixed", "fp32-fast-bf16"):
+        a = np.ones((n, n), np.uint16) * np.uint16(0x3F80)  # bfloat16 ones
+        kernel = ops_cpu.gemm_bf16_mkl if use_mkl_bf16(ops_cpu) else ops_cpu.gemm_bf16
+    else:
+        a, kernel = np.ones((n, n), np.float32), ops_cpu.gemm
     with threadpool_limits(1):  # the workers run BLAS single-threaded
-        ops_cpu.gemm(a, a, c, False, False, 1.0, 0.0)
+        kernel(a, a, c, False, False, 1.0, 0.0)
         start, calls = time.perf_counter(), 0
         while time.perf_counter() - start < 0.3:
-            ops_cpu.gemm(a, a, c, False, False, 1.0, 0.0)
+            kernel(a, a, c, False, False, 1.0, 0.0)
             calls += 1
         seconds = time.perf_counter() - start
     return workers * 2.0 * n**3 * calls / seconds
+
+
+def sgemm_peak(workers: int) -> float:
+    """FLOP/s of single-threaded float32 GEMM on this machine, times the worker count."""
+    return gemm_peak(workers, "fp32")
 
 
 class Trainer:
@@ -302,7 +315,7 @@ class Trainer:
 
         cfg = self.cfg
         tokens_per_step = cfg.batch * cfg.seq_len
-        peak = sgemm_peak(nt.get_runtime().ncpu)
+        peak = gemm_peak(nt.get_runtime().ncpu, cfg.precision)
         per_token = flops_per_token(self.config, self.model.num_parameters(), cfg.seq_len)
         history = {"train_loss": [], "val_loss": [], "step_seconds": []}
         bar = tqdm(
@@ -359,7 +372,7 @@ class Trainer:
             "final_val_loss": val_loss,
             "tokens_per_s": tokens_per_s,
             "mfu": tokens_per_s * per_token / peak,
-            "sgemm_peak_gflops": peak / 1e9,
+            "gemm_peak_gflops": peak / 1e9,
         }
 
 

@@ -138,7 +138,7 @@ def _train(args: argparse.Namespace, nt) -> int:
     print(
         f"final validation loss {result['final_val_loss']:.4f} nats/token, "
         f"{result['tokens_per_s']:,.0f} tokens/s, MFU {100 * result['mfu']:.1f}% "
-        f"of {result['sgemm_peak_gflops']:.0f} GFLOP/s sgemm peak"
+        f"of {result['gemm_peak_gflops']:.0f} GFLOP/s {_peak_name(cfg.precision)} peak"
     )
     if cfg.sample_tokens > 0:
         tokenizer = _data_tokenizer(trainer.data_dir)
@@ -179,6 +179,11 @@ class _StopOnInterrupt:
     def __exit__(self, *exc) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
+
+
+def _peak_name(precision: str) -> str:
+    """Which GEMM the MFU of ``precision`` is measured against."""
+    return "bf16 GEMM" if precision in ("bf16-mixed", "fp32-fast-bf16") else "sgemm"
 
 
 def _load_tokenizer(path: str):
