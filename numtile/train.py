@@ -94,13 +94,13 @@ def gemm_peak(workers: int, precision: str = "fp32") -> float:
     from threadpoolctl import threadpool_limits
 
     from numtile import ops_cpu
-    from numtile.tiletensor.precision import use_mkl_bf16
+    from numtile.tiletensor.precision import bf16_gemm
 
     n = 1024
     c = np.empty((n, n), np.float32)
     if precision in ("bf16-mixed", "fp32-fast-bf16"):
         a = np.ones((n, n), np.uint16) * np.uint16(0x3F80)  # bfloat16 ones
-        kernel = ops_cpu.gemm_bf16_mkl if use_mkl_bf16(ops_cpu) else ops_cpu.gemm_bf16
+        kernel = bf16_gemm(ops_cpu)
     else:
         a, kernel = np.ones((n, n), np.float32), ops_cpu.gemm
     with threadpool_limits(1):  # the workers run BLAS single-threaded

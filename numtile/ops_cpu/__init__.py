@@ -90,6 +90,8 @@ from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
 from numtile.ops_cpu.moments import moments_accumulate
+from numtile.ops_cpu.onednn_bf16 import available as onednn_bf16_available
+from numtile.ops_cpu.onednn_bf16 import gemm_bf16_onednn, linear_bf16_onednn
 from numtile.ops_cpu.products import cross
 from numtile.ops_cpu.qr import eye_fill, gemqrt, geqrt, qr_explicit, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cpu.reduction import (
@@ -166,6 +168,7 @@ __all__ = [
     "bf16_to_float32",
     "gemm_bf16",
     "gemm_bf16_mkl",
+    "gemm_bf16_onednn",
     "gemm_rounded",
     "round_mantissa",
     "gemm",
@@ -181,6 +184,8 @@ __all__ = [
     "linspace_fill",
     "merge_runs",
     "mkl_bf16_available",
+    "onednn_bf16_available",
+    "linear_bf16_onednn",
     "moments_accumulate",
     "nn",
     "potrf",

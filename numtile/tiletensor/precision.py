@@ -99,10 +99,24 @@ def cpu_has_bf16_gemm() -> bool:
     return bool({"avx512bf16", "amx-bf16"} & cpu_features())
 
 
-def use_mkl_bf16(ops) -> bool:
-    """Whether the bf16 GEMM of a CPU worker (``ops``: ``numtile.ops_cpu``) calls oneMKL:
-    where the CPU has bf16 units and the ``mkl`` wheel is installed."""
-    return cpu_has_bf16_gemm() and ops.mkl_bf16_available()
+def bf16_gemm_library(ops) -> str | None:
+    """The library behind the bf16 GEMM of a CPU worker (``ops``: ``numtile.ops_cpu``):
+    ``"oneDNN"`` or ``"oneMKL"`` where the CPU has bf16 units and its wheel is installed
+    (oneDNN first: ``ops_cpu.onednn_bf16`` says why), else None (widen + sgemm)."""
+    if not cpu_has_bf16_gemm():
+        return None
+    if ops.onednn_bf16_available():
+        return "oneDNN"
+    return "oneMKL" if ops.mkl_bf16_available() else None
+
+
+def bf16_gemm(ops):
+    """The bf16 x bf16 -> float32 GEMM kernel of a CPU worker (``bf16_gemm_library``'s, or
+    the exact widen-and-sgemm fallback)."""
+    library = bf16_gemm_library(ops)
+    if library == "oneDNN":
+        return ops.gemm_bf16_onednn
+    return ops.gemm_bf16_mkl if library == "oneMKL" else ops.gemm_bf16
 
 
 def cpu_fallback(mode: str) -> str | None:

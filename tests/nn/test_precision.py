@@ -251,6 +251,33 @@ def test_mkl_bf16_gemm_matches_the_fallback():
     np.testing.assert_allclose(mkl, ours, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.skipif(not ops_cpu.onednn_bf16_available(), reason="the onednn wheel is missing")
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_onednn_bf16_gemm_and_linear_match_the_fallback(trans_a, trans_b):
+    rng = np.random.default_rng(5)
+    shapes = ((6, 5) if trans_a else (5, 6), (4, 6) if trans_b else (6, 4))
+    a, b = (rng.standard_normal(s).astype(ml_dtypes.bfloat16).view(np.uint16) for s in shapes)
+    start = rng.standard_normal((5, 4)).astype(np.float32)
+    ours, onednn = start.copy(), start.copy()
+    ops_cpu.gemm_bf16(a, b, ours, trans_a, trans_b, 0.5, 2.0)
+    ops_cpu.gemm_bf16_onednn(a, b, onednn, trans_a, trans_b, 0.5, 2.0)
+    np.testing.assert_allclose(onednn, ours, rtol=1e-5, atol=1e-6)
+    # a view's rows (a leading dimension) and the bfloat16 output with the bias, rounded once
+    exact = np.zeros((5, 4), np.float32)
+    ops_cpu.gemm_bf16(a, b, exact, trans_a, trans_b, 1.0, 0.0)
+    wide = np.zeros((5, 9), np.float32)
+    ops_cpu.gemm_bf16_onednn(a, b, wide[:, 2:6], trans_a, trans_b, 1.0, 0.0)
+    np.testing.assert_allclose(wide[:, 2:6], exact, rtol=1e-6, atol=1e-6)
+    assert not wide[:, :2].any() and not wide[:, 6:].any()
+    bias = rng.standard_normal(4).astype(np.float32)
+    for with_bias in (bias, None):
+        out = np.zeros((5, 4), np.uint16)
+        ops_cpu.linear_bf16_onednn(a, b, with_bias, out, trans_a, trans_b)
+        expected = exact + (bias if with_bias is not None else 0)
+        np.testing.assert_array_equal(out, expected.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
 def test_bf16_flash_attention_is_the_float32_one_rounded_once():
     from numtile.tiletensor.fused.attention import attention_backward, attention_forward
 

@@ -60,11 +60,20 @@ def kernels(namespace) -> set[str]:
 def test_every_cpu_kernel_has_a_cuda_twin_of_the_same_name(family):
     cpu, gpu = (getattr(p, family) if family else p for p in (ops_cpu, ops_cuda))
     helpers = {"empty", "to_host"}  # StreamOps provides these on a GPU
-    # CPU-only by design: oneMKL's bf16 GEMM (a GPU takes cuBLAS or the gemm_bf16 twin), and
-    # LAPACK's geqrf+orgqr for TSQR leaves, with or without Q (GPU workers run the tsqr
+    # CPU-only by design: oneMKL's and oneDNN's bf16 GEMMs (a GPU takes cuBLAS or the gemm_bf16
+    # twin), and LAPACK's geqrf+orgqr for TSQR leaves, with or without Q (GPU workers run the tsqr
     # codelet's generic kernel over the QR tile kernels' twins), and the value-split sort's
     # partition (its codelets are CPU-only: GPU workers keep the merge sort)
-    cpu_only = {"gemm_bf16_mkl", "mkl_bf16_available", "qr_explicit", "qr_leaf", "split_by_keys"}
+    cpu_only = {
+        "gemm_bf16_mkl",
+        "mkl_bf16_available",
+        "gemm_bf16_onednn",
+        "linear_bf16_onednn",
+        "onednn_bf16_available",
+        "qr_explicit",
+        "qr_leaf",
+        "split_by_keys",
+    }
     # the CPU LU panel's in-place transposes and row swaps (the CUDA panel stacks its tiles)
     cpu_only |= {"getrf_tiles", "laswp_tiles", "leading_dimension"}
     assert kernels(cpu) - helpers - cpu_only <= kernels(gpu)

@@ -11,7 +11,7 @@ from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.narrow import bits
 from numtile.tiletensor.codelets.qr import COMPLEX_FLOPS, lapack_bytes
 from numtile.tiletensor.codelets.views import rows
-from numtile.tiletensor.precision import use_mkl_bf16
+from numtile.tiletensor.precision import bf16_gemm
 
 
 def _gemm(ops, a, b, c, trans_a, trans_b, alpha, beta):
@@ -337,8 +337,7 @@ def _gemm_bf16(ops, a, b, c, trans_a, trans_b, alpha, beta):
 
 
 def _gemm_bf16_cpu(ops, a, b, c, trans_a, trans_b, alpha, beta):
-    kernel = ops.gemm_bf16_mkl if use_mkl_bf16(ops) else ops.gemm_bf16
-    _each_matrix(kernel, bits(a), bits(b), c, trans_a, trans_b, alpha, beta)
+    _each_matrix(bf16_gemm(ops), bits(a), bits(b), c, trans_a, trans_b, alpha, beta)
 
 
 gemm_bf16 = Codelet(

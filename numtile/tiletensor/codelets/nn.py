@@ -20,7 +20,7 @@ from numtile.tiletensor.codelets.narrow import (
     widen,
 )
 from numtile.tiletensor.codelets.views import flat, rows
-from numtile.tiletensor.precision import use_mkl_bf16
+from numtile.tiletensor.precision import bf16_gemm, bf16_gemm_library
 
 # -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
 
@@ -91,26 +91,27 @@ attention_backward = Codelet(
 )
 
 # -- linear layers in bf16-mixed: bfloat16 activations and weights, float32 accumulation ----
-# (a, b bfloat16 tiles; their uint16 bits reach the bf16 GEMM kernel: oneMKL's where the CPU
-# has bf16 units, else the exact widen-and-sgemm fallback, ``ops_cpu.low_precision``)
+# (a, b bfloat16 tiles; their uint16 bits reach the bf16 GEMM kernel: oneDNN's or oneMKL's
+# where the CPU has bf16 units, else the exact widen-and-sgemm fallback,
+# ``precision.bf16_gemm``; with oneDNN a bfloat16 output is written by the matmul itself)
 
 
-def _bf16_gemm(ops):
-    """The bf16 x bf16 -> float32 GEMM kernel of a CPU worker (``kernel``'s ops: the GPU's)."""
-    return ops.gemm_bf16_mkl if use_mkl_bf16(ops) else ops.gemm_bf16
-
-
-def _linear_bf16(gemm2d, ops, a, b, c, trans_a, trans_b, beta):
+def _linear_bf16(gemm2d, fused, ops, a, b, c, trans_a, trans_b, beta):
     # float32 c (= or +=) op(a) @ op(b): a chain's partial sum, or a weight's gradient
     gemm2d(rows(bits(a)), rows(bits(b)), rows(c), trans_a, trans_b, 1.0, beta)
 
 
-def _linear_bf16_out(gemm2d, ops, a, b, *tiles_then_args):
+def _linear_bf16_out(gemm2d, fused, ops, a, b, *tiles_then_args):
     # out (bfloat16) = round(op(a) @ op(b) + (bias + partial)): the product in a float32
     # scratch tile, rounded once with the bias row and the float32 partial (the chain's earlier
-    # products) where the flags say so, in one pass
+    # products) where the flags say so, in one pass; without a partial, ``fused`` (oneDNN's
+    # matmul) adds the bias and rounds as it writes, with no float32 tile at all
     *tiles, trans_a, trans_b, has_partial, has_bias = tiles_then_args
     out = rows(tiles[-1])
+    if fused is not None and not has_partial:
+        bias = flat(tiles[0]) if has_bias else None
+        fused(rows(bits(a)), rows(bits(b)), bias, bits(out), trans_a, trans_b)
+        return
     acc = ops.empty(tuple(out.shape), np.float32)
     gemm2d(rows(bits(a)), rows(bits(b)), acc, trans_a, trans_b, 1.0, 0.0)
     partial = rows(tiles[0]) if has_partial else acc
@@ -123,12 +124,19 @@ def _linear_bf16_flops(a, b, *shapes_then_args) -> float:
     return 2.0 * math.prod(out) * (math.prod(a[:-1]) if trans_a else a[-1])
 
 
+def _fused_linear(ops):
+    """oneDNN's bf16 matmul with a bfloat16 output, where a CPU worker's GEMM is oneDNN's."""
+    return ops.linear_bf16_onednn if bf16_gemm_library(ops) == "oneDNN" else None
+
+
 def _bf16_codelet(name, body, flops):
-    """A codelet running ``body(gemm2d, ops, ...)`` with the worker kind's bf16 GEMM."""
+    """A codelet running ``body(gemm2d, fused, ops, ...)`` with the worker kind's bf16 GEMM
+    (and a CPU worker's fused linear, or None)."""
+    cpu = lambda ops, *rest: body(bf16_gemm(ops), _fused_linear(ops), ops, *rest)  # noqa: E731
     return Codelet(
         name,
-        kernel=lambda ops, *rest: body(ops.gemm_bf16, ops, *rest),
-        implementations={"cpu": lambda ops, *rest: body(_bf16_gemm(ops), ops, *rest)},
+        kernel=lambda ops, *rest: body(ops.gemm_bf16, None, ops, *rest),
+        implementations={"cpu": cpu},
         flops=flops,
         scratch=scratch_bytes,  # the widened inputs (and the float32 sum of a bfloat16 out)
     )
