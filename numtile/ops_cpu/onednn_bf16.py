@@ -72,9 +72,19 @@ class _Library:
         return handle
 
 
-@functools.cache
+_loading = threading.Lock()
+
+
 def library() -> _Library | None:
-    """oneDNN with its CPU engine, or None where it is not installed."""
+    """oneDNN with its CPU engine, or None where it is not installed (loaded once: two workers'
+    first GEMMs at once would otherwise make two engines, and a primitive of one engine fails
+    on the other's stream)."""
+    with _loading:
+        return _load()
+
+
+@functools.cache
+def _load() -> _Library | None:
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)
@@ -159,12 +169,13 @@ _local = threading.local()
 
 
 def _thread_state(dnnl: _Library):
-    """This thread's stream and primitives (made on its first call, OpenMP limited to it)."""
+    """This thread's stream and primitives on ``dnnl``'s engine (made on its first call there,
+    OpenMP limited to the thread)."""
     state = getattr(_local, "state", None)
-    if state is None:
+    if state is None or state[0] is not dnnl:
         dnnl.openmp.omp_set_num_threads(1)
         stream = dnnl.new(dnnl.lib.dnnl_stream_create, dnnl.engine, ctypes.c_uint(_IN_ORDER))
-        state = _local.state = (stream, {})
+        state = _local.state = (dnnl, stream, {})
     return state
 
 
@@ -177,7 +188,7 @@ def _leading(matrix) -> int:
 
 def _matmul(a, b, c, trans_a, trans_b, bias, alpha, beta) -> None:
     dnnl = library()
-    stream, primitives = _thread_state(dnnl)
+    _, stream, primitives = _thread_state(dnnl)
     m, n = c.shape
     k = a.shape[0] if trans_a else a.shape[1]
     assert (b.shape[1] if trans_b else b.shape[0]) == k, "matmul: shapes do not agree"

@@ -278,6 +278,35 @@ def test_onednn_bf16_gemm_and_linear_match_the_fallback(trans_a, trans_b):
         np.testing.assert_array_equal(out, expected.astype(ml_dtypes.bfloat16).view(np.uint16))
 
 
+@pytest.mark.skipif(not ops_cpu.onednn_bf16_available(), reason="the onednn wheel is missing")
+def test_onednn_loads_once_when_workers_start_together():
+    """Two workers' first GEMMs at once: one engine (a primitive of one engine fails on
+    another's stream, as it did when each thread loaded the library)."""
+    import threading
+
+    from numtile.ops_cpu import onednn_bf16
+
+    onednn_bf16._load.cache_clear()
+    start, found = threading.Barrier(8), []
+
+    def first_call():
+        start.wait()
+        found.append(onednn_bf16.library())
+        a = np.full((8, 8), 0x3F80, np.uint16)  # bfloat16 ones
+        c = np.zeros((8, 8), np.float32)
+        onednn_bf16.gemm_bf16_onednn(a, a, c, False, False, 1.0, 0.0)
+        found.append(float(c[0, 0]))
+
+    threads = [threading.Thread(target=first_call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    libraries = [x for x in found if not isinstance(x, float)]
+    assert len(libraries) == 8 and all(x is libraries[0] for x in libraries)
+    assert [x for x in found if isinstance(x, float)] == [8.0] * 8
+
+
 def test_bf16_flash_attention_is_the_float32_one_rounded_once():
     from numtile.tiletensor.fused.attention import attention_backward, attention_forward
 
