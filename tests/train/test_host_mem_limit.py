@@ -4,8 +4,9 @@ between uses, and the losses are those of the unlimited run, bit for bit."""
 import numpy as np
 
 import numtile as nt
+from numtile.cli.main import main
 from numtile.train import Trainer
-from tests.train.test_train import _config, data_dir  # noqa: F401 (a fixture)
+from tests.train.test_train import TINY, _config, data_dir  # noqa: F401 (a fixture)
 
 LIMIT = 150_000  # bytes: below the float32 training state of the tiny model (175,104)
 
@@ -38,3 +39,18 @@ def test_bf16_training_spills_its_state_and_keeps_the_losses(data_dir, tmp_path)
     spill = counters["spill"]
     assert spill["writes"] > 0 and spill["reads"] > 0  # written out and read back
     assert np.isfinite(limited).all()
+
+
+def test_the_train_command_takes_the_limit(data_dir, tmp_path, capsys):  # noqa: F811
+    args = ["train", "--model", TINY, "--data", data_dir, "--steps", "2", "--batch", "2"]
+    args += ["--seq-len", "16", "--eval-every", "1000", "--sample-tokens", "0"]
+    args += ["--checkpoint", str(tmp_path / "run.h5"), "--precision", "bf16-mixed"]
+    args += ["--host-mem-limit", str(LIMIT), "--spill-dir", str(tmp_path / "spill")]
+    try:
+        assert main(args) == 0
+        counters = nt.get_runtime().manager.counters()
+    finally:
+        nt.init()
+    assert counters["nodes"]["host"]["capacity"] == LIMIT
+    assert counters["spill"]["writes"] > 0 and counters["spill"]["reads"] > 0
+    assert "final validation loss" in capsys.readouterr().out
