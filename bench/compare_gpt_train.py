@@ -16,6 +16,13 @@ counterpart in PyTorch: its side stays float32 there.
 
 Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small,llama-mini,llama-small]
        [--steps 4] [--torch-steps 1] [--precision fp32|bf16-mixed|fp32-fast-bf16|tf32]
+       [--host-mem-limit SIZE | --host-mem-limit gpt2-small=1200MiB,llama-small=1GiB]
+
+``--host-mem-limit`` runs numtile a second time, under ``NUMTILE_HOST_MEM_LIMIT`` (one size for
+every config, or ``config=SIZE`` pairs; configs without one skip that row), so the tiles beyond
+the limit (the AdamW moments and master weights between their uses) wait in spill files: the row
+``numtile@SIZE`` gives its tokens/s and peak RSS next to the unlimited run's, with the bytes
+spilled and read back per step and the memory manager's own peak.
 
 On CPUs without bf16 units PyTorch's bf16 GEMMs run at about 0.4 GFLOP/s on two cores, so
 one autocast step of gpt2-mini takes minutes: ``--torch-steps 1`` times a single PyTorch step
@@ -162,9 +169,15 @@ else:
         times.append(time.perf_counter() - start)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 timed = times[2:] if len(times) > 2 else times
+spill = {}
+if framework == "numtile" and nt.get_runtime().manager is not None:
+    counters = nt.get_runtime().manager.counters()
+    spill = {"managed_peak_mb": counters["nodes"]["host"]["peak"] / 2**20,
+             "written_mb": counters["spill"]["bytes_written"] / 2**20 / steps,
+             "read_mb": counters["spill"]["bytes_read"] / 2**20 / steps}
 print(json.dumps({"tokens_per_s": B * T / statistics.median(timed), "step_s": times,
                   "peak_rss_mb": peak / 1024, "model_rss_mb": base / 1024,
-                  "n_params": n_params}))
+                  "n_params": n_params, "spill": spill}))
 """
 
 
@@ -201,18 +214,47 @@ def torch_bf16_rate(cores: int, n: int = 1024) -> float:
 
 
 def run(
-    framework: str, name: str, steps: int, cores: int, precision: str = "fp32", batch=None
+    framework: str,
+    name: str,
+    steps: int,
+    cores: int,
+    precision: str = "fp32",
+    batch=None,
+    host_mem_limit: str | None = None,
 ) -> dict:
     spec = json.dumps({**CONFIGS[name], "batch": batch or CONFIGS[name]["batch"]})
+    env = dict(os.environ, NUMTILE_NCPU=str(cores))
+    env.pop("NUMTILE_HOST_MEM_LIMIT", None)  # the unlimited row is unlimited
+    if host_mem_limit is not None:
+        env["NUMTILE_HOST_MEM_LIMIT"] = host_mem_limit
     result = subprocess.run(
         [sys.executable, "-c", WORKER, spec, framework, str(steps), str(cores), precision],
         capture_output=True,
         text=True,
-        env=dict(os.environ, NUMTILE_NCPU=str(cores)),
+        env=env,
     )
     if result.returncode != 0:
         raise RuntimeError(f"{framework} {name} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def host_mem_limits(text: str | None, names: list[str]) -> dict[str, str]:
+    """``--host-mem-limit``: one size for every config, or ``config=SIZE`` pairs.
+
+    >>> host_mem_limits("gpt2-small=1GiB,gpt2-mini=400MiB", ["gpt2-mini", "gpt2-small"])
+    {'gpt2-small': '1GiB', 'gpt2-mini': '400MiB'}
+    >>> host_mem_limits("2GiB", ["gpt2-mini"])
+    {'gpt2-mini': '2GiB'}
+    """
+    if not text:
+        return {}
+    if "=" not in text:
+        return dict.fromkeys(names, text)
+    limits = dict(pair.split("=", 1) for pair in text.split(","))
+    unknown = sorted(set(limits) - set(names))
+    if unknown:
+        raise SystemExit(f"--host-mem-limit names {unknown}, not among --configs {names}")
+    return limits
 
 
 def main(argv=None) -> int:
@@ -226,7 +268,14 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--precision", default="fp32", choices=["fp32", "bf16-mixed", "fp32-fast-bf16", "tf32"]
     )
+    parser.add_argument(
+        "--host-mem-limit",
+        metavar="SIZE",
+        help="also run numtile under NUMTILE_HOST_MEM_LIMIT=SIZE (or config=SIZE,...)",
+    )
     args = parser.parse_args(argv)
+    names = args.configs.split(",")
+    limits = host_mem_limits(args.host_mem_limit, names)
     cores = os.cpu_count() or 1
     peak = gemm_peak(cores, args.precision)
     what = "bf16 GEMM" if args.precision in ("bf16-mixed", "fp32-fast-bf16") else "sgemm"
@@ -239,32 +288,43 @@ def main(argv=None) -> int:
     steps = {"torch": args.torch_steps or args.steps, "numtile": args.steps}
     batches = {"torch": args.torch_batch, "numtile": None}
     header = (
-        f"{'config':<12}{'framework':<10}{'tokens/s':>10}{'MFU':>7}{'peak RSS MB':>13}"
+        f"{'config':<12}{'framework':<17}{'tokens/s':>10}{'MFU':>7}{'peak RSS MB':>13}"
         f"{'numtile/torch':>15}"
     )
     print(header)
     print("-" * len(header))
-    for name in args.configs.split(","):
+    for name in names:
         results = {
             fw: run(fw, name, steps[fw], cores, args.precision, batches[fw])
             for fw in ("torch", "numtile")
         }
+        if name in limits:
+            limited = f"numtile@{limits[name]}"
+            results[limited] = run(
+                "numtile", name, args.steps, cores, args.precision, None, limits[name]
+            )
         config = _model_config(CONFIGS[name]["model"], name)
-        for fw in ("torch", "numtile"):
-            r = results[fw]
+        for fw, r in results.items():
             per_token = flops_per_token(config, r["n_params"], CONFIGS[name]["seq"])
             mfu = r["tokens_per_s"] * per_token / peak
-            ratio = (
-                r["tokens_per_s"] / results["torch"]["tokens_per_s"] if fw == "numtile" else None
-            )
+            ratio = r["tokens_per_s"] / results["torch"]["tokens_per_s"] if fw != "torch" else None
             ratio_text = f"{ratio:>15.2f}" if ratio is not None else ""
             print(
-                f"{name:<12}{fw:<10}{r['tokens_per_s']:>10.1f}{100 * mfu:>6.1f}%"
+                f"{name:<12}{fw:<17}{r['tokens_per_s']:>10.1f}{100 * mfu:>6.1f}%"
                 f"{r['peak_rss_mb']:>13.0f}{ratio_text}"
             )
             print(f"{'':<12}step seconds: {', '.join(f'{t:.2f}' for t in r['step_s'])}")
-        memory_ratio = results["numtile"]["peak_rss_mb"] / results["torch"]["peak_rss_mb"]
-        print(f"{'':<12}peak memory numtile/torch: {memory_ratio:.2f}")
+            spill = r.get("spill")
+            if spill:
+                print(
+                    f"{'':<12}spilled {spill['written_mb']:.0f} MB and read back "
+                    f"{spill['read_mb']:.0f} MB a step; memory manager's peak "
+                    f"{spill['managed_peak_mb']:.0f} MB"
+                )
+        for fw in results:
+            if fw != "torch":
+                memory_ratio = results[fw]["peak_rss_mb"] / results["torch"]["peak_rss_mb"]
+                print(f"{'':<12}peak memory {fw}/torch: {memory_ratio:.2f}")
     return 0
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from numtile.runtime.access import READS, WRITES
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
+from numtile.runtime.host_malloc import unmap_freed_tiles
 from numtile.runtime.room import OutOfMemoryError, scratch_text, tile_bytes
 from numtile.runtime.spill import Spill, SpillError, format_bytes
 
@@ -90,7 +91,10 @@ class MemoryManager:
         self.nodes = {HOST: NodeState(self.host)}
         for gpu in gpus:
             self.nodes[gpu.id] = NodeState(gpu)
-        self.spill = Spill(spill_dir, host_limit) if host_limit is not None else None
+        self.spill = None
+        if host_limit is not None:
+            self.spill = Spill(spill_dir, host_limit)
+            unmap_freed_tiles()  # an evicted tile must leave resident memory, not just the count
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles

@@ -34,6 +34,12 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} GiB"  # pragma: no cover
 
 
+def _bytes_of(array: np.ndarray) -> np.ndarray:
+    """A contiguous ``array``'s bytes as a flat uint8 view (a ``memoryview`` cannot be taken
+    of dtypes outside the buffer protocol, such as ml_dtypes' bfloat16)."""
+    return array.reshape(-1).view(np.uint8)
+
+
 class Spill:
     """Tiles evicted from a limited host memory, one raw file per tile."""
 
@@ -64,7 +70,7 @@ class Spill:
         path = self.path(handle)
         try:
             with open(path, "wb") as f:
-                f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+                f.write(_bytes_of(np.ascontiguousarray(array)))
         except BaseException as exc:  # a KeyboardInterrupt mid-write leaves no file either
             self.remove(path)
             if not isinstance(exc, OSError):
@@ -82,7 +88,7 @@ class Spill:
 
     def read(self, path: str, out: np.ndarray) -> None:
         with open(path, "rb") as f:
-            if f.readinto(memoryview(out).cast("B")) != out.nbytes:
+            if f.readinto(_bytes_of(out)) != out.nbytes:
                 raise OSError(f"spill file {path} is truncated")
         self.reads += 1
 

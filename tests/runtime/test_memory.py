@@ -51,6 +51,19 @@ def test_working_set_four_times_the_limit_matches_numpy(limited, tmp_path, sched
     assert any(name.startswith("tile-") for name in os.listdir(tmp_path))
 
 
+@pytest.mark.parametrize("dtype", [nt.bfloat16, np.float16, np.complex64])
+def test_tiles_of_any_dtype_spill_and_come_back_bit_for_bit(limited, dtype):
+    runtime = limited()
+    bits = np.random.default_rng(0).integers(0, 1 << 16, 1 << 19, dtype=np.uint16)
+    data = bits.view(np.dtype(dtype))  # every pattern, NaNs included: 1 MiB, the limit
+    x = nt.from_numpy(data, tile_shape=data.size // 8)
+    y = nt.from_numpy(data.copy(), tile_shape=data.size // 8)  # pushes x's tiles to disk
+    assert runtime.manager.counters()["spill"]["writes"] > 0
+    np.testing.assert_array_equal(x.to_numpy().view(np.uint16), bits)
+    np.testing.assert_array_equal(y.to_numpy().view(np.uint16), bits)
+    assert runtime.manager.counters()["spill"]["reads"] > 0
+
+
 def test_spill_files_and_accounting_go_with_dead_tensors(limited, tmp_path):
     runtime = limited()
     x = nt.from_numpy(np.arange(2 * 65536, dtype=np.float64), tile_shape=16384)  # 1 MiB
