@@ -10,8 +10,8 @@ log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, subnormal inputs and results in
 
 ``exp_of(v)`` and ``log_of(v)`` fall back to NumPy's for other types (integers).
 ``pow_of(a, b)`` of two float32 is ``fastmath_pow.pow_f32``, 2**(b log2|a|) in float64 with
-selects for C99's special values; float64 pow stays libm's (exp and log of double precision
-are not accurate enough for it: ``b log|a|`` needs about 64 bits, a double-double log).
+selects for C99's special values; of two float64, ``fastmath_pow.pow_f64``, exp(b ln|a|) with
+ln|a| and the product in double-double (``b ln|a|`` needs about 66 bits).
 """
 
 import numpy as np
@@ -203,12 +203,14 @@ def pow_of(a, b):
 
 @overload(pow_of, inline="always")
 def _pow_of(a, b):
-    if a != types.float32 or b != types.float32:
-        return lambda a, b: a**b
     # imported here: fastmath_pow builds on this module's select and bit casts
-    from numtile.ops_cpu.fastmath_pow import pow_f32
+    from numtile.ops_cpu.fastmath_pow import pow_f32, pow_f64
 
-    return lambda a, b: pow_f32(a, b)
+    if a == b == types.float32:
+        return lambda a, b: pow_f32(a, b)
+    if a == b == types.float64:
+        return lambda a, b: pow_f64(a, b)
+    return lambda a, b: a**b
 
 
 _BLOCK = 512  # elements gathered per block: they stay in L1 between the two loops
