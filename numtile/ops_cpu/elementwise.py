@@ -18,6 +18,7 @@ from numtile.ops_cpu.helpers import (
     is_c_contiguous,
     row_offsets,
     unsigned,
+    wide_vectors,
 )
 from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import (
@@ -143,6 +144,7 @@ def _unary(op):
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def unary_op(x, out):
+        wide_vectors()
         if op == "negative":
             _map(_negative, x, out)
         elif op == "abs":
@@ -216,6 +218,7 @@ def _unary_backward(op):
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def unary_backward_op(x, grad_out, grad_in):
+        wide_vectors()
         if op == "relu":
             _zip(_relu_backward, x, grad_out, grad_in)
         elif op == "gelu_tanh":
@@ -241,6 +244,7 @@ def _binary(op):
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def binary_op(a, a_strides, b, b_strides, out, shape):
+        wide_vectors()
         if op == "add":
             _broadcast(_add, a, a_strides, b, b_strides, out, shape)
         elif op == "subtract":
@@ -268,6 +272,7 @@ def _binary_math(op):
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def binary_math_op(a, a_strides, b, b_strides, out, shape):
+        wide_vectors()
         if op == "atan2":
             _broadcast(_atan2, a, a_strides, b, b_strides, out, shape)
         elif op == "copysign":
@@ -285,6 +290,7 @@ def _compare(op):
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def compare_op(a, a_strides, b, b_strides, out, shape):
+        wide_vectors()
         if op == "equal":
             _broadcast(_equal, a, a_strides, b, b_strides, out, shape)
         elif op == "not_equal":

@@ -108,7 +108,9 @@ def _step_code(step, k: int, exact: bool) -> list[str]:
 def source(expression: tuple, inputs: int, scalars: int) -> str:
     """The Python source of the kernel ``fused(out, shape, in0, st0, ..., c0, ...)`` of
     ``expression`` (``inputs`` tiles with their element strides, ``scalars`` values)."""
-    imports: dict[str, set[str]] = {"numtile.ops_cpu.helpers": {"inner_axis", "unsigned"}}
+    imports: dict[str, set[str]] = {
+        "numtile.ops_cpu.helpers": {"inner_axis", "unsigned", "wide_vectors"}
+    }
     imports["numtile.ops_cpu.fusion"] = {"flat_step", "row_start"}
     trigonometric = False
     for step in expression:
@@ -128,7 +130,12 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
     lines += [f"from {m} import {', '.join(sorted(names))}" for m, names in sorted(imports.items())]
     lines += ["", "", '@numba.njit(nogil=True, cache=True, error_model="numpy")']
     lines += [f"def fused({', '.join(arguments)}):", "    size = out.size", "    if size == 0:"]
-    lines += ["        return", "    inner = inner_axis(shape)", "    flat = True"]
+    lines += [
+        "        return",
+        "    wide_vectors()",
+        "    inner = inner_axis(shape)",
+        "    flat = True",
+    ]
     for i in ids:
         lines += [f"    s{i} = flat_step(in{i}.size, st{i}, shape, size)", f"    flat &= s{i} >= 0"]
     lines += ["    extent = size if flat else shape[inner]", "    if not flat:"]

@@ -8,12 +8,29 @@ them vectorise.
 import numba
 import numpy as np
 from numba.core import types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 # Decorator of the scalar op functions and of the generic loops that take them as arguments:
 # they are inlined at Numba IR level, because a kernel that passes a function to a non-inlined
 # loop cannot be cached.
 inlined = numba.njit(nogil=True, error_model="numpy", inline="always")
+
+
+@intrinsic
+def wide_vectors(typingctx):
+    """Lets LLVM vectorise the calling kernel's loops with 512-bit registers where the CPU has
+    them (AVX-512). LLVM's x86 targets from Skylake-X on prefer 256-bit vectors: a heuristic
+    against the clock drop of early AVX-512 parts, which leaves half the lanes of a Sapphire
+    Rapids idle in the compute-bound loops (exp, sin, pow: 1.3-2x faster with 512 bits). A
+    function attribute, so it holds for this kernel only; without AVX-512 it changes nothing."""
+
+    def codegen(context, builder, signature, args):
+        # llvmlite's attribute set accepts only its known keywords: a string attribute is added
+        # to the underlying set as LLVM's textual IR writes it
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return types.none(), codegen
 
 
 def as_type_of(value, example):

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 from numtile.opcodes import SORT_BFLOAT16, SORT_FLOAT, SORT_SIGNED
-from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.helpers import inlined, wide_vectors
 
 _DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
 _RADIX = 1 << _DIGIT
@@ -211,6 +211,7 @@ def split_by_keys(x, splitters, out, counts, kind):
     element goes to the bucket of how many splitters order before or with it. ``out`` gets
     bucket 0's elements, then bucket 1's..., each in the order of ``x``; ``counts[b]`` their
     number."""
+    wide_vectors()
     n = x.size
     width = x.itemsize * 8
     buckets = counts.size

@@ -178,7 +178,7 @@ def sort(
     """``x`` sorted along ``axis`` (always stable; NaNs last, first when ``descending``).
 
     A parallel tiled merge sort: one task sorts each tile, merges of sorted runs are tasks. A
-    1-D tensor of at least ``sorting_split.MIN_SIZE`` elements on 4 or more CPU workers is
+    1-D tensor of at least ``sorting_split.MIN_SIZE`` elements on 2 or more CPU workers is
     sorted by value ranges instead (a sample sort: waits for ``x`` and for one count per tile
     and bucket), unless a sample shows many equal values.
 

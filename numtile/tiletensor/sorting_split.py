@@ -23,10 +23,12 @@ from numtile.tiletensor.tensor import TileTensor
 R, W = Access.R, Access.W
 
 MIN_SIZE = 1 << 21  # smaller inputs: the merge sort (tests lower it)
-# fewer CPU workers: the merge sort. On 2 workers its one merge level costs less than the
-# partition (16M float64, 2 cores: 0.77-0.78 x np.sort's time against 0.81-0.85); the merge
+# fewer CPU workers: the merge sort. On 2 workers of an AVX2 CPU its one merge level cost less
+# than the partition (16M float64: 0.77-0.78 x np.sort's time against 0.81-0.85); on an
+# AVX-512 one (NumPy's SIMD sort sorts the buckets, the partition's compares are 512 bits wide)
+# this sort takes 0.45-0.94 x the merge sort's time (median 0.84, 8 rounds, loaded); the merge
 # sort's levels grow with the workers, this sort's passes do not
-MIN_WORKERS = 4
+MIN_WORKERS = 2
 _PER_BUCKET = 64  # sample elements per bucket
 _UNBALANCED = 2.5  # fall back when a bucket holds this many times its share of the sample
 

@@ -6,8 +6,10 @@ against the CPU twin. CUDA-only behaviour (special values against the CPU, host 
 operands, streams, compilation) is tested in tests/ops_cuda/test_elementwise.py.
 """
 
+import numba
 import numpy as np
 import pytest
+from llvmlite import binding as llvm
 
 from numtile import opcodes, ops_cpu
 from tests import reference
@@ -240,3 +242,18 @@ def test_axpy(backend, dtype):
         else:
             np.testing.assert_allclose(y, expected, **TOLERANCE[dtype])
         assert y.dtype == dtype
+
+
+@pytest.mark.skipif(
+    "avx512f" not in llvm.get_host_cpu_features().flatten() or numba.config.CPU_NAME is not None,
+    reason="needs a host CPU with AVX-512 (and no NUMBA_CPU_NAME override)",
+)
+def test_element_wise_loops_use_512_bit_vectors_on_avx512():
+    # LLVM prefers 256-bit vectors on these CPUs unless a kernel asks for more (wide_vectors)
+    cached = ops_cpu.unary._kernel_of(opcodes.UNARY_OPS["exp"])
+    kernel = numba.njit(nogil=True, error_model="numpy")(cached.py_func)  # compiled, not cached
+    x = np.linspace(-3.0, 3.0, 64, dtype=np.float32)
+    out = np.empty_like(x)
+    kernel(x, out)
+    np.testing.assert_allclose(out, np.exp(x), rtol=1e-6)
+    assert "zmm" in kernel.inspect_asm(kernel.signatures[0])

@@ -1,10 +1,10 @@
 """The vectorised sin, cos, tan (``ops_cpu.fastmath_trig``, float32 in ``fastmath_f32``) and
-float32 pow (``ops_cpu.fastmath_pow``) through the ``unary``/``binary`` kernels: error in ulps
-against extended-precision references (long double for float64, float64 for float32), NumPy's
-special values bit for bit (NaN, infinities, signed zeros, subnormals), arguments next to
-multiples of pi/2 (every one below the float32 reduction's limit) and beyond the reduction's
-range (the libm fix-up pass), float32 pow's table of special values, its broadcasting paths and
-its whole range (subnormal results, huge exponents).
+float32 and float64 pow (``ops_cpu.fastmath_pow``) through the ``unary``/``binary`` kernels:
+error in ulps against extended-precision references (long double for float64, float64 for
+float32), NumPy's special values bit for bit (NaN, infinities, signed zeros, subnormals),
+arguments next to multiples of pi/2 (every one below the float32 reduction's limit) and beyond
+the reduction's range (the libm fix-up pass), pow's table of special values, its broadcasting
+paths and its whole range (subnormal results, huge exponents).
 
 One file, so that one CI worker compiles these kernels once (``--dist loadfile``)."""
 
@@ -84,12 +84,19 @@ def _power(a, b):
     return out
 
 
-def test_float32_power_special_values_match_numpy():
+POWER_EXTREMES = {
+    np.float32: [1e-40, -1e-45, 3e38, -3e38, 16777217.0, -16777215.0],
+    np.float64: [5e-324, -1e-310, 1.7e308, -1.7e308, 9007199254740993.0, -9007199254740991.0],
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_power_special_values_match_numpy(dtype):
     # every pair of the C99 / array API table's values: zeros, infinities, NaN, +-1, odd and
     # even integers, fractions, subnormals and the extremes
     values = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0]
-    values += [2.5, -2.5, 1e-40, -1e-45, 3e38, -3e38, 16777217.0, -16777215.0]
-    a, b = (v.astype(np.float32).ravel() for v in np.meshgrid(values, values))
+    values += [2.5, -2.5, *POWER_EXTREMES[dtype]]
+    a, b = (v.astype(dtype).ravel() for v in np.meshgrid(values, values))
     actual = _power(a, b)
     with np.errstate(all="ignore"):
         expected = np.power(a, b)
@@ -97,9 +104,7 @@ def test_float32_power_special_values_match_numpy():
     same |= np.isnan(actual) & np.isnan(expected)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        close = np.isfinite(expected) & (
-            _ulps(actual, expected.astype(np.float64), np.float32) <= 1
-        )
+        close = np.isfinite(expected) & (_ulps(actual, expected.astype(np.longdouble), dtype) <= 1)
     assert np.all(same | close), list(zip(a[~(same | close)], b[~(same | close)]))
 
 
@@ -158,3 +163,62 @@ def test_float32_power_is_within_half_an_ulp_plus_a_hundredth_over_the_range():
     tiny = finite & ~normal
     assert np.abs(actual[tiny] - reference[tiny]).max() <= 2.0**-149
     np.testing.assert_array_equal(np.isinf(actual), ~finite)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63, reason="needs an extended long double")
+def test_float64_power_is_within_0_61_ulp_over_the_range_and_broadcasts():
+    # exp(b ln a) with ln a and the product in double-double: 0.52 ulp for ordinary arguments,
+    # up to 0.61 where |b ln a| nears 700 (measured); one rounding more for subnormal results
+    rng = np.random.default_rng(3)
+    n = 1 << 15
+    near_one = 1 + rng.uniform(-1e-6, 1e-6, n)
+    a = np.concatenate([10 ** rng.uniform(-300, 300, n), rng.uniform(0.5, 2, n), near_one])
+    a[: n // 8] = rng.uniform(1e-320, 1e-308, n // 8)  # subnormal bases
+    b = np.concatenate(
+        [rng.uniform(-1, 1, n), rng.uniform(-700, 700, n), rng.uniform(-1e8, 1e8, n)]
+    )
+    b[n : 2 * n] /= np.log(a[n : 2 * n])  # |b ln a| up to 700: results over the whole range
+    negative = rng.random(3 * n) < 0.25
+    a[negative], b[negative] = -a[negative], np.round(b[negative])  # negative bases, integer b
+    actual = _power(a, b)
+    with np.errstate(all="ignore"):
+        reference = np.power(a.astype(np.longdouble), b.astype(np.longdouble))
+    finite = np.abs(reference) < np.finfo(np.float64).max
+    normal = finite & (np.abs(reference) >= np.finfo(np.float64).tiny)
+    assert normal.sum() > 2 * n
+    ulps = _ulps(actual[normal], reference[normal], np.float64)
+    assert ulps.max() <= 0.61, (a[normal][ulps.argmax()], b[normal][ulps.argmax()], ulps.max())
+    assert np.median(ulps) < 0.3
+    tiny = finite & ~normal  # subnormal results: within one subnormal spacing
+    assert tiny.sum() > 100
+    assert np.abs(actual[tiny] - reference[tiny]).max() <= 2.0**-1074
+    np.testing.assert_array_equal(np.isinf(actual), ~finite)
+    for x, y in [
+        (a[n : n + 64].reshape(8, 8), np.float64(2.5).reshape(1, 1)),
+        (a[n : n + 8, None], b[None, :8]),
+    ]:
+        with np.errstate(all="ignore"):  # a scalar exponent, a column against a row (strided)
+            expected = np.power(x.astype(np.longdouble), y.astype(np.longdouble))
+        ok = np.isfinite(expected) & (np.abs(expected) >= np.finfo(np.float64).tiny)
+        assert _ulps(_power(x, y)[ok], expected[ok], np.float64).max() <= 0.61
+
+
+def test_float32_exp_is_within_one_ulp_over_the_range():
+    # Cephes' polynomial with FMA reduction and Horner: 0.98 ulp measured over 5M arguments
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(-104, 89, 1 << 18), rng.uniform(-1, 1, 1 << 16)])
+    x = np.concatenate([x, [0.0, -0.0, 88.72, 88.73, -87.3, -103.9, -104.0, 1e-30, -1e-40]])
+    x = np.concatenate([x, [np.inf, -np.inf, np.nan, -np.nan, 1e30, -1e30]]).astype(np.float32)
+    actual = _unary("exp", x)
+    with np.errstate(over="ignore"):
+        reference = np.exp(x.astype(np.float64))
+    finite = np.isfinite(reference) & (reference < np.finfo(np.float32).max)
+    normal = finite & (reference >= np.finfo(np.float32).tiny)
+    ulps = _ulps(actual[normal], reference[normal], np.float32)
+    assert ulps.max() <= 1.0, (x[normal][ulps.argmax()], ulps.max())
+    assert np.median(ulps) < 0.3
+    tiny = finite & ~normal  # subnormal results: the second factor of 2**k rounds once more
+    assert np.abs(actual[tiny] - reference[tiny]).max() <= 2.0**-149
+    with np.errstate(all="ignore"):
+        expected = np.exp(x[~finite | (x == 0)])
+    np.testing.assert_array_equal(actual[~finite | (x == 0)], expected)  # 0, inf and NaN
