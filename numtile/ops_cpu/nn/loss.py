@@ -17,7 +17,7 @@ from numba.core import types
 from numba.extending import overload
 
 from numtile.ops_cpu.bf16_kernels import bf16_value, rounded
-from numtile.ops_cpu.helpers import widen
+from numtile.ops_cpu.helpers import wide_vectors, widen
 from numtile.ops_cpu.scalar_math import _maximum, softmax_exp
 
 _BLOCK = 512  # exponentials computed a block at a time, then summed (see _exp_sum)
@@ -80,6 +80,7 @@ def _exponent_block(logits, size):
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
 def _wide_sum(values, count):
     """Sum of values[:count] in float64."""
+    wide_vectors()
     total = 0.0
     for j in range(count):
         total += widen(values[j])
@@ -91,6 +92,7 @@ def _wide_sum(values, count):
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"nnan", "reassoc"})
 def _row_max(row):
     """The largest logit of ``row`` (not empty)."""
+    wide_vectors()
     peak = logit(row[0])
     for j in range(1, row.size):
         peak = _maximum(peak, logit(row[j]))
@@ -101,6 +103,7 @@ def _row_max(row):
 def _exp_sum(row, shift, block):
     """Sum in float64 of exp(logit - shift) over ``row``, ``block`` (a scratch vector of the
     exponentials' type) holding a block of exponentials at a time."""
+    wide_vectors()
     total = 0.0
     for start in range(0, row.size, block.size):
         # a slice, so the loop's indices are known non-negative: contiguous loads, no gather
@@ -145,6 +148,7 @@ def cross_entropy_pick(logits, targets, v_start, picked):
 def cross_entropy_backward(logits, targets, m, s, v_start, grad_scale, dlogits):
     """dlogits = grad_scale * (softmax - onehot(target)) on this tile, the softmax from the
     row's m and s; rows with a negative (ignored) target get 0."""
+    wide_vectors()
     for i in range(logits.shape[0]):
         row = dlogits[i]
         if targets[i] < 0:
