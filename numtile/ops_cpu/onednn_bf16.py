@@ -2,12 +2,14 @@
 AVX512-BF16 and the optional ``onednn-cpu-gomp`` wheel is installed (``pip install
 numtile[onednn]``).
 
-Why oneDNN first and oneMKL second: on a Sapphire Rapids core oneDNN's AMX kernels (brgemm)
-ran the GEMMs of GPT training tiles, whose inner dimension is the model width (256-768), at
-1.2-1.8x oneMKL's ``cblas_gemm_bf16bf16f32`` (CPU time, one thread), and the whole bf16-mixed
-step of gpt2-mini in 0.81x the time; oneDNN also writes a bfloat16 output with the bias added
-in the same pass (``linear_bf16_onednn``), so a linear layer's float32 product never exists.
-oneMKL stays the second choice (``precision.bf16_gemm``), as one flat call with no primitive.
+Why oneDNN, and why oneMKL too: on a Sapphire Rapids core (one thread, thread CPU time)
+oneDNN's AMX kernels (brgemm) ran GEMMs whose inner dimension is at most 768, such as the linear
+layers of GPT models of width 256-768, at 1.1-2.0x oneMKL's ``cblas_gemm_bf16bf16f32`` rate;
+they were level at 1024, and from 1536 on oneMKL ran at 1.1-1.5x oneDNN's (0.66-0.92 the other
+way). Where both are installed each GEMM goes to the faster one (``precision.bf16_gemm``). The
+whole bf16-mixed step of gpt2-mini took 0.81x the time it took on oneMKL alone. oneDNN also
+writes a bfloat16 output with the bias added in the same pass (``linear_bf16_onednn``), so a
+linear layer's float32 product never exists.
 
 A primitive is built once per shape, layout and flags, per worker thread (with its own stream
 and scratchpad, so threads never share mutable state), and run on the tiles' own buffers. The

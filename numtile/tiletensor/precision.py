@@ -99,24 +99,61 @@ def cpu_has_bf16_gemm() -> bool:
     return bool({"avx512bf16", "amx-bf16"} & cpu_features())
 
 
+# oneDNN's AMX matmul against oneMKL's bf16 GEMM, one thread (thread CPU time, Sapphire Rapids):
+# 1.1-2.0x oneMKL's rate for inner dimensions up to 768, level at 1024, 0.66-0.92x from 1536
+# on (M, N of 512-4096); so each GEMM goes to the faster of the two where both are installed
+ONEDNN_INNER_LIMIT = 1024
+
+
 def bf16_gemm_library(ops) -> str | None:
-    """The library behind the bf16 GEMM of a CPU worker (``ops``: ``numtile.ops_cpu``):
-    ``"oneDNN"`` or ``"oneMKL"`` where the CPU has bf16 units and its wheel is installed
-    (oneDNN first: ``ops_cpu.onednn_bf16`` says why), else None (widen + sgemm)."""
+    """The libraries behind the bf16 GEMM of a CPU worker (``ops``: ``numtile.ops_cpu``) where
+    the CPU has bf16 units and their wheels are installed: ``"oneDNN"``, ``"oneMKL"``, or both
+    (``"oneDNN + oneMKL"``: oneDNN for inner dimensions under ``ONEDNN_INNER_LIMIT``, oneMKL
+    from there); None: widen + sgemm."""
     if not cpu_has_bf16_gemm():
         return None
-    if ops.onednn_bf16_available():
-        return "oneDNN"
-    return "oneMKL" if ops.mkl_bf16_available() else None
+    found = [
+        name
+        for name, available in (
+            ("oneDNN", ops.onednn_bf16_available),
+            ("oneMKL", ops.mkl_bf16_available),
+        )
+        if available()
+    ]
+    return " + ".join(found) or None
 
 
 def bf16_gemm(ops):
     """The bf16 x bf16 -> float32 GEMM kernel of a CPU worker (``bf16_gemm_library``'s, or
     the exact widen-and-sgemm fallback)."""
     library = bf16_gemm_library(ops)
+    if library == "oneDNN + oneMKL":
+        return _by_inner(ops.gemm_bf16_onednn, ops.gemm_bf16_mkl)
     if library == "oneDNN":
         return ops.gemm_bf16_onednn
     return ops.gemm_bf16_mkl if library == "oneMKL" else ops.gemm_bf16
+
+
+@functools.cache
+def _by_inner(small, large):
+    """A GEMM calling ``small`` for inner dimensions under ``ONEDNN_INNER_LIMIT``, else
+    ``large``."""
+
+    def gemm(a, b, c, trans_a, trans_b, alpha, beta):
+        inner = a.shape[0] if trans_a else a.shape[1]
+        kernel = small if inner < ONEDNN_INNER_LIMIT else large
+        kernel(a, b, c, trans_a, trans_b, alpha, beta)
+
+    return gemm
+
+
+def fused_bf16_linear(ops, inner: int):
+    """oneDNN's matmul writing a bfloat16 output with its bias (``linear_bf16_onednn``) for a
+    CPU worker's GEMM of ``inner`` products, where that GEMM is oneDNN's; else None."""
+    library = bf16_gemm_library(ops) or ""
+    if library == "oneDNN" or (library.startswith("oneDNN") and inner < ONEDNN_INNER_LIMIT):
+        return ops.linear_bf16_onednn
+    return None
 
 
 def cpu_fallback(mode: str) -> str | None:

@@ -307,6 +307,38 @@ def test_onednn_loads_once_when_workers_start_together():
     assert [x for x in found if isinstance(x, float)] == [8.0] * 8
 
 
+def test_bf16_gemm_goes_to_the_library_measured_faster_for_its_inner_dimension(monkeypatch):
+    """With oneDNN and oneMKL both installed, GEMMs under 1024 inner products run on oneDNN
+    (and a bfloat16 output is fused there), the others on oneMKL."""
+    from types import SimpleNamespace
+
+    from numtile.tiletensor import precision
+
+    calls = []
+    ops = SimpleNamespace(
+        onednn_bf16_available=lambda: True,
+        mkl_bf16_available=lambda: True,
+        gemm_bf16_onednn=lambda *args: calls.append("oneDNN"),
+        gemm_bf16_mkl=lambda *args: calls.append("oneMKL"),
+        linear_bf16_onednn="fused",
+        gemm_bf16="widen",
+    )
+    monkeypatch.setattr(precision, "cpu_has_bf16_gemm", lambda: True)
+    assert precision.bf16_gemm_library(ops) == "oneDNN + oneMKL"
+    gemm = precision.bf16_gemm(ops)
+    for inner, trans_a in ((1023, False), (1024, False), (768, True), (4096, True)):
+        a = np.empty((inner, 8) if trans_a else (8, inner), np.uint16)
+        gemm(a, None, None, trans_a, False, 1.0, 0.0)
+    assert calls == ["oneDNN", "oneMKL", "oneDNN", "oneMKL"]
+    assert precision.fused_bf16_linear(ops, 768) == "fused"
+    assert precision.fused_bf16_linear(ops, 1024) is None
+    ops.mkl_bf16_available = lambda: False  # oneDNN alone takes every size
+    assert precision.bf16_gemm(ops) is ops.gemm_bf16_onednn
+    assert precision.fused_bf16_linear(ops, 4096) == "fused"
+    monkeypatch.setattr(precision, "cpu_has_bf16_gemm", lambda: False)
+    assert precision.bf16_gemm(ops) == "widen" and precision.fused_bf16_linear(ops, 8) is None
+
+
 def test_bf16_flash_attention_is_the_float32_one_rounded_once():
     from numtile.tiletensor.fused.attention import attention_backward, attention_forward
 

@@ -6,6 +6,7 @@ the leading (batch, sequence) axes works, leftovers included.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -20,7 +21,7 @@ from numtile.tiletensor.codelets.narrow import (
     widen,
 )
 from numtile.tiletensor.codelets.views import flat, rows
-from numtile.tiletensor.precision import bf16_gemm, bf16_gemm_library
+from numtile.tiletensor.precision import bf16_gemm, fused_bf16_linear
 
 # -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
 
@@ -108,12 +109,13 @@ def _linear_bf16_out(gemm2d, fused, ops, a, b, *tiles_then_args):
     # matmul) adds the bias and rounds as it writes, with no float32 tile at all
     *tiles, trans_a, trans_b, has_partial, has_bias = tiles_then_args
     out = rows(tiles[-1])
-    if fused is not None and not has_partial:
-        bias = flat(tiles[0]) if has_bias else None
-        fused(rows(bits(a)), rows(bits(b)), bias, bits(out), trans_a, trans_b)
+    a, b = rows(bits(a)), rows(bits(b))
+    fused = fused and fused(a.shape[0] if trans_a else a.shape[1])
+    if fused and not has_partial:
+        fused(a, b, flat(tiles[0]) if has_bias else None, bits(out), trans_a, trans_b)
         return
     acc = ops.empty(tuple(out.shape), np.float32)
-    gemm2d(rows(bits(a)), rows(bits(b)), acc, trans_a, trans_b, 1.0, 0.0)
+    gemm2d(a, b, acc, trans_a, trans_b, 1.0, 0.0)
     partial = rows(tiles[0]) if has_partial else acc
     bias = flat(tiles[int(has_partial)]) if has_bias else acc[0]
     ops.bf16_narrow_sum(acc, partial, bias, bits(out), has_partial, has_bias)
@@ -124,15 +126,12 @@ def _linear_bf16_flops(a, b, *shapes_then_args) -> float:
     return 2.0 * math.prod(out) * (math.prod(a[:-1]) if trans_a else a[-1])
 
 
-def _fused_linear(ops):
-    """oneDNN's bf16 matmul with a bfloat16 output, where a CPU worker's GEMM is oneDNN's."""
-    return ops.linear_bf16_onednn if bf16_gemm_library(ops) == "oneDNN" else None
-
-
 def _bf16_codelet(name, body, flops):
     """A codelet running ``body(gemm2d, fused, ops, ...)`` with the worker kind's bf16 GEMM
-    (and a CPU worker's fused linear, or None)."""
-    cpu = lambda ops, *rest: body(bf16_gemm(ops), _fused_linear(ops), ops, *rest)  # noqa: E731
+    (and, on a CPU worker, ``fused(inner)``: the fused linear of a GEMM of ``inner`` products
+    where oneDNN runs it, else None; None on other workers)."""
+    fused = lambda ops: functools.partial(fused_bf16_linear, ops)  # noqa: E731
+    cpu = lambda ops, *rest: body(bf16_gemm(ops), fused(ops), ops, *rest)  # noqa: E731
     return Codelet(
         name,
         kernel=lambda ops, *rest: body(ops.gemm_bf16, None, ops, *rest),
