@@ -26,6 +26,8 @@ import threading
 
 import numpy as np
 
+from numtile.ops_cpu.bf16 import bf16_narrow
+
 _CPU, _IN_ORDER, _USER_SCRATCHPAD = 1, 1, 1
 _BF16, _F32 = 2, 3
 _SRC, _WEIGHTS, _BIAS, _DST, _SCRATCHPAD, _SCALES = 1, 33, 41, 17, 80, 4096
@@ -227,8 +229,10 @@ def linear_bf16_onednn(a, b, bias, out, trans_a, trans_b) -> None:
     nearest even; ``bias`` a float32 vector of out's columns, or None."""
     if out.size == 0:
         return
-    if (a.shape[0] if trans_a else a.shape[1]) == 0:
-        raise ValueError("linear_bf16_onednn: empty inner dimension")
+    if (a.shape[0] if trans_a else a.shape[1]) == 0:  # no products: the bias alone, rounded
+        sums = np.zeros(out.shape, np.float32) + (0 if bias is None else bias)
+        bf16_narrow(sums.reshape(-1).view(np.uint32), out.reshape(-1))
+        return
     _matmul(a, b, out, trans_a, trans_b, bias, 1.0, 0.0)
 
 

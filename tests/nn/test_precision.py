@@ -276,6 +276,15 @@ def test_onednn_bf16_gemm_and_linear_match_the_fallback(trans_a, trans_b):
         ops_cpu.linear_bf16_onednn(a, b, with_bias, out, trans_a, trans_b)
         expected = exact + (bias if with_bias is not None else 0)
         np.testing.assert_array_equal(out, expected.astype(ml_dtypes.bfloat16).view(np.uint16))
+    # no inner products: the bias alone, rounded
+    out = np.zeros((5, 4), np.uint16)
+    empty = np.zeros((0, 5) if trans_a else (5, 0), np.uint16)
+    ops_cpu.linear_bf16_onednn(
+        empty, b[:0] if not trans_b else b[:, :0], bias, out, trans_a, trans_b
+    )
+    np.testing.assert_array_equal(
+        out, np.broadcast_to(bias, (5, 4)).astype(ml_dtypes.bfloat16).view(np.uint16)
+    )
 
 
 @pytest.mark.skipif(not ops_cpu.onednn_bf16_available(), reason="the onednn wheel is missing")

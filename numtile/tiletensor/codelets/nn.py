@@ -110,9 +110,9 @@ def _linear_bf16_out(gemm2d, fused, ops, a, b, *tiles_then_args):
     *tiles, trans_a, trans_b, has_partial, has_bias = tiles_then_args
     out = rows(tiles[-1])
     a, b = rows(bits(a)), rows(bits(b))
-    fused = fused and fused(a.shape[0] if trans_a else a.shape[1])
-    if fused and not has_partial:
-        fused(a, b, flat(tiles[0]) if has_bias else None, bits(out), trans_a, trans_b)
+    linear = fused(a.shape[0] if trans_a else a.shape[1]) if fused else None
+    if linear is not None and not has_partial:
+        linear(a, b, flat(tiles[0]) if has_bias else None, bits(out), trans_a, trans_b)
         return
     acc = ops.empty(tuple(out.shape), np.float32)
     gemm2d(a, b, acc, trans_a, trans_b, 1.0, 0.0)
