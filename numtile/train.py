@@ -53,6 +53,7 @@ __all__ = [
     "load_model",
     "save_model",
     "model_config",
+    "bf16_gemm_description",
     "gemm_peak",
     "sgemm_peak",
 ]
@@ -111,6 +112,19 @@ def gemm_peak(workers: int, precision: str = "fp32") -> float:
             calls += 1
         seconds = time.perf_counter() - start
     return workers * 2.0 * n**3 * calls / seconds
+
+
+def bf16_gemm_description() -> str:
+    """The CPU's bf16 GEMM: its libraries, or the fallback and why (``numtile info``)."""
+    from numtile import ops_cpu
+    from numtile.tiletensor.precision import bf16_gemm_library, cpu_has_bf16_gemm
+
+    library = bf16_gemm_library(ops_cpu)
+    if library is not None:
+        return f"{library} (the CPU has bf16 units)"
+    if cpu_has_bf16_gemm():
+        return "widen + sgemm (pip install numtile[onednn] for the CPU's bf16 units)"
+    return "widen + sgemm (the CPU has no AVX512-BF16 or AMX-BF16 units)"
 
 
 def sgemm_peak(workers: int) -> float:

@@ -38,20 +38,6 @@ def _cuda_line() -> str:
         return f"not available ({type(exc).__name__}: {exc})"
 
 
-def _bf16_line() -> str:
-    """The CPU's bf16 GEMM: its library, or the fallback and why."""
-    from numtile import ops_cpu
-    from numtile.tiletensor.precision import bf16_gemm_library, cpu_fallback
-
-    library = bf16_gemm_library(ops_cpu)
-    if library is not None:
-        return f"{library} (the CPU has bf16 units)"
-    reason = cpu_fallback("bf16-mixed")
-    if reason is None:  # bf16 units, no library
-        return "widen + sgemm (pip install numtile[onednn] for the CPU's bf16 units)"
-    return "widen + sgemm (the CPU has no AVX512-BF16 or AMX-BF16 units)"
-
-
 def _mpi_line(runtime) -> str:
     """Ranks and their hosts under mpiexec; else whether mpi4py is there (not importing it)."""
     front = runtime.distributed
@@ -101,7 +87,9 @@ def info(args: argparse.Namespace) -> int:
     print(f"performance models: {runtime.models.path}")
     print("BLAS (kernels run it at 1 thread per worker while the runtime is up):")
     print("\n".join(_blas_lines()))
-    print(f"bf16 GEMM: {_bf16_line()}")
+    from numtile.train import bf16_gemm_description
+
+    print(f"bf16 GEMM: {bf16_gemm_description()}")
     print(f"CUDA: {_cuda_line()}")
     print(f"MPI: {_mpi_line(runtime)}")
     if args.warmup:
