@@ -52,7 +52,7 @@ def library():
     return None
 
 
-def _leading(matrix) -> int:
+def leading(matrix) -> int:
     """The leading dimension of a row-major matrix view (its rows may be strided, its
     elements not)."""
     rows, columns = matrix.shape
@@ -81,12 +81,12 @@ def gemm_bf16_mkl(a, b, c, trans_a, trans_b, alpha, beta) -> None:
         k,
         float(alpha),
         a.ctypes.data,
-        _leading(a),
+        leading(a),
         b.ctypes.data,
-        _leading(b),
+        leading(b),
         float(beta),
         c.ctypes.data,
-        _leading(c),
+        leading(c),
     )
 
 
@@ -95,4 +95,4 @@ def available() -> bool:
     return library() is not None
 
 
-__all__ = ["available", "gemm_bf16_mkl", "library"]
+__all__ = ["available", "gemm_bf16_mkl", "leading", "library"]

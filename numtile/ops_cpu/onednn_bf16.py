@@ -27,6 +27,7 @@ import threading
 import numpy as np
 
 from numtile.ops_cpu.bf16 import bf16_narrow
+from numtile.ops_cpu.mkl_bf16 import leading as _leading
 
 _CPU, _IN_ORDER, _USER_SCRATCHPAD = 1, 1, 1
 _BF16, _F32 = 2, 3
@@ -181,13 +182,6 @@ def _thread_state(dnnl: _Library):
         stream = dnnl.new(dnnl.lib.dnnl_stream_create, dnnl.engine, ctypes.c_uint(_IN_ORDER))
         state = _local.state = (dnnl, stream, {})
     return state
-
-
-def _leading(matrix) -> int:
-    """The leading dimension of a row-major matrix view (contiguous rows, any row stride)."""
-    rows, columns = matrix.shape
-    assert columns <= 1 or matrix.strides[1] == matrix.itemsize, "matmul: strided columns"
-    return max(matrix.strides[0] // matrix.itemsize if rows > 1 else columns, columns, 1)
 
 
 def _matmul(a, b, c, trans_a, trans_b, bias, alpha, beta) -> None:
