@@ -65,6 +65,8 @@ from numtile.ops_cpu.scalar_math import (
     _negative,
     _not_equal,
     _power,
+    _power_is_ordinary,
+    _power_ordinary,
     _reciprocal,
     _relu,
     _relu_backward,
@@ -258,7 +260,8 @@ def _binary(op):
         elif op == "minimum":
             _broadcast(_minimum, a, a_strides, b, b_strides, out, shape)
         elif op == "power":
-            broadcast_gathered(_power, a, a_strides, b, b_strides, out, shape)
+            fast, ordinary = _power_ordinary, _power_is_ordinary
+            broadcast_gathered(fast, ordinary, _power, a, a_strides, b, b_strides, out, shape)
         elif op == "floor_divide":
             _broadcast(_floor_divide, a, a_strides, b, b_strides, out, shape)
         elif op == "remainder":

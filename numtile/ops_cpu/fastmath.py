@@ -203,31 +203,58 @@ def _log_of(v):
 
 
 def pow_of(a, b):
-    """a ** b, vectorisable for two float32 (Numba-only); other types use ``**``."""
+    """a ** b, vectorisable for two float32 or two float64 (Numba-only); other types use
+    ``**``."""
     raise NotImplementedError("pow_of is only callable from numba-compiled code")
 
 
-@overload(pow_of, inline="always")
-def _pow_of(a, b):
-    # imported here: fastmath_pow builds on this module's select and bit casts
-    from numtile.ops_cpu.fastmath_pow import pow_f32, pow_f64
+def pow_ordinary_of(a, b):
+    """a ** b where ``pow_is_ordinary(a, b)`` (Numba-only): for floats, positive normal finite
+    bases and finite exponents, with none of the selects of the special values."""
+    raise NotImplementedError("pow_ordinary_of is only callable from numba-compiled code")
 
-    if a == b == types.float32:
-        return lambda a, b: pow_f32(a, b)
-    if a == b == types.float64:
-        return lambda a, b: pow_f64(a, b)
-    return lambda a, b: a**b
+
+def pow_is_ordinary(a, b):
+    """True where ``pow_ordinary_of(a, b)`` equals ``pow_of(a, b)`` (Numba-only)."""
+    raise NotImplementedError("pow_is_ordinary is only callable from numba-compiled code")
+
+
+def _overload_for_floats(function, float32_name, float64_name, other):
+    """Overloads ``function(a, b)`` by ``fastmath_pow``'s functions of those names for two
+    float32 or two float64, by ``other`` for the rest."""
+
+    @overload(function, inline="always")
+    def chosen(a, b):
+        # imported here: fastmath_pow builds on this module's select and bit casts
+        from numtile.ops_cpu import fastmath_pow
+
+        names = {types.float32: float32_name, types.float64: float64_name}
+        if a == b and a in names:
+            kernel = getattr(fastmath_pow, names[a])
+            return lambda a, b: kernel(a, b)
+        return other
+
+    return chosen
+
+
+_overload_for_floats(pow_of, "pow_f32", "pow_f64", lambda a, b: a**b)
+_overload_for_floats(
+    pow_ordinary_of, "pow_f32_ordinary", "pow_f64_ordinary", lambda a, b: pow_of(a, b)
+)
+_overload_for_floats(pow_is_ordinary, "ordinary_f32", "ordinary_f64", lambda a, b: True)
 
 
 _BLOCK = 512  # elements gathered per block: they stay in L1 between the two loops
 
 
 @inlined
-def broadcast_gathered(function, a, a_strides, b, b_strides, out, shape):
-    """out = function(a, b) over C-ordered ``shape`` (element strides, as ``_broadcast`` of
-    ``elementwise``) with ONE inlined copy of ``function``: the operands of a block of outputs
-    are gathered into two small buffers first, and one loop, which vectorises, maps them. For a
-    long function (pow) four broadcast loops cost four times its compile time."""
+def broadcast_gathered(fast, ordinary, exact, a, a_strides, b, b_strides, out, shape):
+    """out = exact(a, b) over C-ordered ``shape`` (element strides, as ``_broadcast`` of
+    ``elementwise``) with ONE inlined copy of ``fast``: the operands of a block of outputs are
+    gathered into two small buffers first, and one loop, which vectorises, maps them by
+    ``fast``; the elements of the block where ``ordinary`` is false (if any) then go through
+    ``exact`` one by one. For a long function (pow) four broadcast loops cost four times its
+    compile time."""
     size = out.size
     if size == 0:
         return
@@ -252,5 +279,12 @@ def broadcast_gathered(function, a, a_strides, b, b_strides, out, shape):
                 a_block[j] = a[unsigned(a_start + (chunk + j) * a_step)]
                 b_block[j] = b[unsigned(b_start + (chunk + j) * b_step)]
             start = row * extent + chunk
+            special = False
             for j in range(count):
-                out[unsigned(start + j)] = function(a_block[j], b_block[j])
+                x, y = a_block[j], b_block[j]
+                out[unsigned(start + j)] = fast(x, y)
+                special |= not ordinary(x, y)
+            if special:
+                for j in range(count):
+                    if not ordinary(a_block[j], b_block[j]):
+                        out[unsigned(start + j)] = exact(a_block[j], b_block[j])

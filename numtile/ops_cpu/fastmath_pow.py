@@ -1,15 +1,21 @@
 """float32 and float64 pow, vectorisable (libm's ``pow``/``powf`` are one call per element).
 
-float32: 2**(b log2|a|) in float64 with no table, one division and no int64 to float64
+float32: 2**(b log2|a|) in float64 with no table, no float64 division and no int64 to float64
 conversion (AVX2 has none: such a conversion is done one lane at a time).
 
 - log2|a|: a float32 is m 2**e with m in [sqrt(1/2), sqrt(2)) read from its bits (subnormals
   scaled by 2**23 first); log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716, by the
-  Taylor series of atanh to s**13 (relative error 2**-39.5);
+  Taylor series of atanh to s**13 (relative error 2**-39.5); 1 / (m + 1) is a float32 division
+  (a float64 one costs about three times as long a lane) refined by one Newton step in float64;
 - 2**y: y = n + f, n = rint(y), |f| <= 1/2, 2**f by a degree-7 polynomial fitted here (relative
-  error 2**-34.1), 2**n put into the exponent field as two factors (no overflow of the field);
+  error 2**-34.1), n added to its exponent field (y is clamped to +-300: no overflow);
 - every step is exact or within 2**-34 relative, so the float32 result is rounded once from a
   value within 0.002 float32 ulp of the exact one (0.5 ulp after the rounding, as before).
+
+The binary kernel runs ``pow_f32_ordinary`` / ``pow_f64_ordinary`` (positive normal bases,
+finite exponents: no selects for the special values) over a block and ``pow_f32`` / ``pow_f64``
+again on the elements of the block where ``ordinary_f32`` / ``ordinary_f64`` is false
+(``fastmath.broadcast_gathered``).
 
 float64: exp(b ln|a|), where ``b ln|a|`` must hold about 66 bits (|b ln|a|| reaches 745), so
 ln|a| and the product are double-doubles, with one division and no table:
@@ -37,9 +43,11 @@ from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, _f64_bits, _f64_from,
 from numtile.ops_cpu.fastmath_f32 import fma
 from numtile.ops_cpu.helpers import inlined
 
-_TINY = np.float32(np.finfo(np.float32).tiny)
-_SCALE_UP = np.float32(2.0**23)
-_SQRT2_MANTISSA = 0x3504F3  # the mantissa bits of sqrt(2): m above it is halved
+_f = np.float32
+_TINY = _f(np.finfo(np.float32).tiny)
+_SCALE_UP = _f(2.0**23)
+_SQRT_HALF_BITS = np.int32(0x3F3504F3)  # float32(sqrt(1/2))
+_EXPONENT_FIELD = np.int32(-(1 << 23))  # 0xFF800000: sign and exponent bits
 _LOG2_E = 1.4426950408889634
 _ATANH = (2.0 / 3.0, 2.0 / 5.0, 2.0 / 7.0, 2.0 / 9.0, 2.0 / 11.0, 2.0 / 13.0)
 _EXP2 = (0.6931471807889886, 0.2402265107197922, 0.055504101578502746, 0.009618037520310714)
@@ -49,40 +57,65 @@ _Y_LIMIT = 300.0  # 2**300 overflows float32 and 2**-300 underflows it: clamp th
 
 
 @inlined
-def _log2_f32(magnitude):
-    """log2(magnitude) in float64 for a finite float32 magnitude > 0."""
-    subnormal = magnitude < _TINY
-    x = select(subnormal, magnitude * _SCALE_UP, magnitude)
+def _log2_normal_f32(x):
+    """log2(x) in float64 for a normal positive finite float32 x."""
     bits = _f32_bits(x)
-    mantissa = bits & 0x7FFFFF
-    high = mantissa > _SQRT2_MANTISSA
-    exponent = ((bits >> 23) & 0xFF) - select(high, 126, 127) - select(subnormal, 23, 0)
-    m = np.float64(_f32_from(mantissa | select(high, 0x3F000000, 0x3F800000)))
-    s = (m - 1.0) / (m + 1.0)
+    # x = 2**e m, m in [sqrt(1/2), sqrt(2)): e in the top bits of ``shifted`` (int32 all along:
+    # Numba's int64 arithmetic would take two vectors a lane's worth)
+    shifted = np.int32(bits - _SQRT_HALF_BITS)
+    m32 = _f32_from(np.int32(bits - (shifted & _EXPONENT_FIELD)))
+    # 1 / (m + 1) to 2**-24 by a float32 division (16 lanes; float64's takes 3x as long a lane),
+    # one Newton step in float64 (2**-46)
+    inverse32 = _f(1) / (m32 + _f(1))
+    m, inverse = np.float64(m32), np.float64(inverse32)
+    inverse = fma(inverse, fma(-(m + 1.0), inverse, 1.0), inverse)
+    s = (m - 1.0) * inverse
     z = s * s
     a0, a1, a2, a3, a4, a5 = _ATANH
     p = fma(z, fma(z, fma(z, fma(z, fma(z, a5, a4), a3), a2), a1), a0)
     log_m = fma(s * z, p, s + s)
-    return fma(log_m, _LOG2_E, np.float64(np.int32(exponent)))
+    # int32: the conversion vectorises without AVX-512
+    return fma(log_m, _LOG2_E, np.float64(np.int32(shifted >> np.int32(23))))
 
 
 @inlined
-def _exp2_f64(y):
-    """2**y in float64 for |y| <= _Y_LIMIT (to 2**-34 relative)."""
-    n = (y + _ROUNDER) - _ROUNDER
-    f = y - n
+def _log2_f32(magnitude):
+    """log2(magnitude) in float64 for a finite float32 magnitude > 0 (subnormals too)."""
+    subnormal = magnitude < _TINY
+    x = select(subnormal, magnitude * _SCALE_UP, magnitude)
+    return _log2_normal_f32(x) - select(subnormal, 23.0, 0.0)
+
+
+@inlined
+def _exp2_f32(y):
+    """2**y rounded once to float32, for y in float64 (clamped to +-_Y_LIMIT; NaN to the low
+    end): n = rint(y), 2**(y - n) to 2**-34 relative, n added to the exponent field (the
+    float64 holds every 2**n of the clamped range)."""
+    clamped = select(y > -_Y_LIMIT, select(y < _Y_LIMIT, y, _Y_LIMIT), -_Y_LIMIT)
+    shifted = clamped + _ROUNDER  # n in the low bits of the mantissa
+    f = clamped - (shifted - _ROUNDER)
     c1, c2, c3, c4, c5, c6, c7 = _EXP2
-    p = fma(f, fma(f, fma(f, fma(f, fma(f, fma(f, c7, c6), c5), c4), c3), c2), c1)
-    k = np.int64(np.int32(n))  # int32: the conversion vectorises without AVX-512
-    h = k >> 1
-    scale = _f64_from((h + 1023) << 52) * _f64_from((k - h + 1023) << 52)
-    return fma(f, p, 1.0) * scale
+    p = fma(f, fma(f, fma(f, fma(f, fma(f, fma(f, fma(f, c7, c6), c5), c4), c3), c2), c1), 1.0)
+    return _f(_f64_from(_f64_bits(p) + (_f64_bits(shifted) << 52)))
+
+
+@inlined
+def pow_f32_ordinary(a, b):
+    """a ** b for a normal positive finite float32 a and a finite b (``ordinary_f32``): no
+    selects for the special values, which ``pow_f32`` handles."""
+    return _exp2_f32(np.float64(b) * _log2_normal_f32(a))
+
+
+@inlined
+def ordinary_f32(a, b):
+    """True where ``pow_f32_ordinary(a, b)`` is ``pow_f32(a, b)``."""
+    return (a >= _TINY) & (a < _f(np.inf)) & (abs(b) < _f(np.inf))
 
 
 @inlined
 def pow_f32(a, b):
     """a ** b for two float32 with C99's special values (within 0.5 ulp plus 0.002)."""
-    f = np.float32
+    f = _f
     magnitude = abs(a)
     finite_positive = (magnitude > f(0)) & (magnitude < f(np.inf))
     log2_a = _log2_f32(select(finite_positive, magnitude, f(1)))
@@ -90,9 +123,7 @@ def pow_f32(a, b):
     special = select(magnitude == f(0), -np.inf, np.float64(magnitude))
     log2_a = select(finite_positive, log2_a, special)
     y = np.float64(b) * log2_a  # NaN for a or b NaN, and for 0 * inf (b = 0: the unit select)
-    clamped = select(y > -_Y_LIMIT, select(y < _Y_LIMIT, y, _Y_LIMIT), -_Y_LIMIT)
-    value = f(_exp2_f64(clamped))
-    value = select(y == y, value, f(np.nan))
+    value = select(y == y, _exp2_f32(y), f(np.nan))
     integer = np.floor(b) == b  # infinities count as even integers
     odd = integer & (np.floor(b * f(0.5)) != b * f(0.5))
     value = select((_f32_bits(a) < 0) & odd, -value, value)  # -0 and -inf too
@@ -132,17 +163,24 @@ def _horner(x, coefficients):
 
 @inlined
 def _ln_f64(magnitude):
-    """(high, low): ln(magnitude) as a double-double to about 2**-66 relative, for a finite
-    float64 magnitude > 0: magnitude = 2**e m, m in [sqrt(1/2), sqrt(2)) against a centre c of
-    0.75, 1 or 1.5 (ln m and ln c of one sign), s = (m - c) / (m + c) as a pair from one
-    division (|s| <= 0.102), and ln m = ln c + 2s + (2/3) s**3 + ..., the first three terms in
-    double-double."""
+    """(high, low): ln(magnitude) as a double-double for a finite float64 magnitude > 0
+    (subnormals scaled by 2**54 first)."""
     subnormal = magnitude < _TINY_F64
     x = select(subnormal, magnitude * 18014398509481984.0, magnitude)  # 2**54
+    return _ln_scaled_f64(x, select(subnormal, 54, 0))
+
+
+@inlined
+def _ln_scaled_f64(x, scale):
+    """(high, low): ln(x 2**-scale) as a double-double to about 2**-66 relative, for a normal
+    positive finite float64 x: x = 2**e m, m in [sqrt(1/2), sqrt(2)) against a centre c of
+    0.75, 1 or 1.5 (ln m and ln c of one sign), s = (m - c) / (m + c) as a pair from one
+    reciprocal (|s| <= 0.102), and ln m = ln c + 2s + (2/3) s**3 + ..., the first three terms
+    in double-double."""
     bits = _f64_bits(x)
     mantissa = bits & _MANTISSA_F64
     high = mantissa > _SQRT2_MANTISSA_F64
-    exponent = ((bits >> 52) & 0x7FF) - select(high, 1022, 1023) - select(subnormal, 54, 0)
+    exponent = ((bits >> 52) & 0x7FF) - select(high, 1022, 1023) - scale
     m = _f64_from(mantissa | select(high, 0x3FE0000000000000, 0x3FF0000000000000))
     below, above = m < _SQRT0P75, m >= _SQRT1P5
     centre = select(below, 0.75, select(above, 1.5, 1.0))
@@ -203,6 +241,31 @@ def _exp_f64(y, y_low):
 
 
 @inlined
+def _exp_product_f64(b, ln_high, ln_low):
+    """exp(b (ln_high + ln_low)): the product as a pair (an FMA gives its error), clamped to
+    +-_Y_LIMIT_F64 (NaN to the low end)."""
+    y = b * ln_high
+    y_low = fma(b, ln_high, -y) + b * ln_low
+    inside = (y > -_Y_LIMIT_F64) & (y < _Y_LIMIT_F64)
+    clamped = select(y > -_Y_LIMIT_F64, select(y < _Y_LIMIT_F64, y, _Y_LIMIT_F64), -_Y_LIMIT_F64)
+    return _exp_f64(clamped, select(inside, y_low, 0.0))
+
+
+@inlined
+def pow_f64_ordinary(a, b):
+    """a ** b for a normal positive finite float64 a and a finite b (``ordinary_f64``): no
+    selects for the special values, which ``pow_f64`` handles."""
+    ln_high, ln_low = _ln_scaled_f64(a, 0)
+    return _exp_product_f64(b, ln_high, ln_low)
+
+
+@inlined
+def ordinary_f64(a, b):
+    """True where ``pow_f64_ordinary(a, b)`` is ``pow_f64(a, b)``."""
+    return (a >= _TINY_F64) & (a < np.inf) & (abs(b) < np.inf)
+
+
+@inlined
 def pow_f64(a, b):
     """a ** b for two float64 with C99's special values (within 0.52 ulp measured, see the
     module's tests; subnormal results within one ulp of the subnormal spacing)."""
@@ -212,11 +275,7 @@ def pow_f64(a, b):
     special = select(magnitude == 0.0, -np.inf, magnitude)  # ln 0 = -inf; inf and NaN stay
     ln_high = select(finite_positive, ln_high, special)
     y = b * ln_high  # NaN for a or b NaN, and for 0 * inf (b = 0: the unit select)
-    y_low = fma(b, ln_high, -y) + b * ln_low
-    inside = (y > -_Y_LIMIT_F64) & (y < _Y_LIMIT_F64)
-    clamped = select(y > -_Y_LIMIT_F64, select(y < _Y_LIMIT_F64, y, _Y_LIMIT_F64), -_Y_LIMIT_F64)
-    value = _exp_f64(clamped, select(inside, y_low, 0.0))
-    value = select(y == y, value, np.nan)
+    value = select(y == y, _exp_product_f64(b, ln_high, ln_low), np.nan)
     integer = np.floor(b) == b  # infinities count as even integers
     odd = integer & (np.floor(b * 0.5) != b * 0.5)
     value = select((_f64_bits(a) < 0) & odd, -value, value)  # -0 and -inf too

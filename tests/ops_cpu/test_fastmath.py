@@ -108,6 +108,39 @@ def test_power_special_values_match_numpy(dtype):
     assert np.all(same | close), list(zip(a[~(same | close)], b[~(same | close)]))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_power_redoes_exactly_the_special_elements_of_a_block(dtype):
+    # the kernel maps a block by the fast path (positive normal bases, finite exponents) and
+    # redoes only its other elements: special values sprinkled over ordinary ones (blocks of
+    # one, some and no special elements, a tail block) give NumPy's results there and the
+    # same bits as a tensor without them everywhere else
+    rng = np.random.default_rng(5)
+    n = 5000
+    a = rng.uniform(0.1, 8, n).astype(dtype)
+    b = rng.uniform(-20, 20, n).astype(dtype)
+    tiny = np.finfo(dtype).tiny
+    specials_a = [0.0, -0.0, np.inf, -np.inf, np.nan, -2.0, -0.5, 1.0, tiny / 4, -tiny / 8]
+    specials_b = [np.inf, -np.inf, np.nan, 0.0, -0.0, 3.0, 2.0, -1.0, 0.5, 7.0]
+    where = np.sort(rng.choice(np.arange(600, n), 40, replace=False))
+    a_special, b_special = a.copy(), b.copy()
+    a_special[where] = np.resize(specials_a, where.size)
+    b_special[where[::3]] = np.resize(specials_b, where[::3].size)
+    actual = _power(a_special, b_special)
+    ordinary = np.ones(n, bool)
+    ordinary[where] = False
+    np.testing.assert_array_equal(
+        actual[ordinary].view(np.uint8), _power(a, b)[ordinary].view(np.uint8)
+    )
+    with np.errstate(all="ignore"):
+        expected = np.power(a_special[where], b_special[where])
+    got = actual[where]
+    same = (got == expected) & (np.signbit(got) == np.signbit(expected))
+    same |= np.isnan(got) & np.isnan(expected)
+    finite = np.isfinite(expected) & ~same
+    ulps = _ulps(got[finite], expected[finite].astype(np.longdouble), dtype)
+    assert np.all(same | finite) and np.all(ulps <= 1), list(zip(a_special[where], got))
+
+
 def test_float32_power_is_correctly_rounded_nearly_and_broadcasts():
     rng = np.random.default_rng(1)
     a = (rng.standard_normal((64, 48)) * 4).astype(np.float32)
