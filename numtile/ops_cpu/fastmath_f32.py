@@ -76,7 +76,7 @@ def _reduce_f32(x):
 def _sin_pair(r, low):
     """(r, tail): sin(r + low) = r + tail to float32 precision plus about 2**-30 relative."""
     z = r * r
-    poly = _S1 + z * (_S2 + z * (_S3 + z * _S4))
+    poly = fma(z, fma(z, fma(z, _S4, _S3), _S2), _S1)  # Horner's rule with fused steps
     return r, fma(r * z, poly, fma(-_HALF * z, low, low))
 
 
@@ -87,7 +87,7 @@ def _cos_pair(r, low):
     z_low = fma(r, r, -z)  # r * r = z + z_low exactly
     half_z = _HALF * z
     w = _ONE - half_z
-    poly = _C1 + z * (_C2 + z * _C3)
+    poly = fma(z, fma(z, _C3, _C2), _C1)
     tail = ((_ONE - w) - half_z) + (fma(z * z, poly, -_HALF * z_low) - r * low)
     return w, tail
 
