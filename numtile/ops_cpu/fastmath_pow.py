@@ -12,10 +12,10 @@ conversion (AVX2 has none: such a conversion is done one lane at a time).
 - every step is exact or within 2**-34 relative, so the float32 result is rounded once from a
   value within 0.002 float32 ulp of the exact one (0.5 ulp after the rounding, as before).
 
-The binary kernel runs ``pow_f32_ordinary`` / ``pow_f64_ordinary`` (positive normal bases,
-finite exponents: no selects for the special values) over a block and ``pow_f32`` / ``pow_f64``
-again on the elements of the block where ``ordinary_f32`` / ``ordinary_f64`` is false
-(``fastmath.broadcast_gathered``).
+The binary kernel runs ``pow_f32_ordinary`` / ``pow_f64_ordinary`` (normal finite bases,
+finite exponents: no selects for zeros, infinities, NaN and +-1) over a block and ``pow_f32``
+/ ``pow_f64`` again on the elements of the block where ``ordinary_f32`` / ``ordinary_f64`` is
+false (``fastmath.broadcast_gathered``).
 
 float64: exp(b ln|a|), where ``b ln|a|`` must hold about 66 bits (|b ln|a|| reaches 745), so
 ln|a| and the product are double-doubles, with one division and no table:
@@ -41,7 +41,7 @@ import numpy as np
 
 from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, _f64_bits, _f64_from, select
 from numtile.ops_cpu.fastmath_f32 import fma
-from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.helpers import as_type_of, inlined
 
 _f = np.float32
 _TINY = _f(np.finfo(np.float32).tiny)
@@ -100,16 +100,30 @@ def _exp2_f32(y):
 
 
 @inlined
+def _signed(negative, a, b, value):
+    """|a| ** b = ``value`` made a ** b: negated where a is negative (``negative``: its sign
+    bit, so -0 and -inf too) and b an odd integer, NaN where a is finite and negative and b not
+    an integer (infinities count as even integers)."""
+    half = b * as_type_of(0.5, b)
+    integer = np.floor(b) == b
+    value = select(negative & integer & (np.floor(half) != half), -value, value)
+    finite_negative = (a < as_type_of(0, a)) & (a > -as_type_of(np.inf, a))
+    fraction = np.floor(b) != b
+    return select(finite_negative & fraction, as_type_of(np.nan, value), value)
+
+
+@inlined
 def pow_f32_ordinary(a, b):
-    """a ** b for a normal positive finite float32 a and a finite b (``ordinary_f32``): no
-    selects for the special values, which ``pow_f32`` handles."""
-    return _exp2_f32(np.float64(b) * _log2_normal_f32(a))
+    """a ** b for a normal finite float32 a and a finite b (``ordinary_f32``): no selects for
+    zeros, infinities, NaN and +-1, which ``pow_f32`` handles."""
+    value = _exp2_f32(np.float64(b) * _log2_normal_f32(abs(a)))
+    return _signed(_f32_bits(a) < 0, a, b, value)
 
 
 @inlined
 def ordinary_f32(a, b):
     """True where ``pow_f32_ordinary(a, b)`` is ``pow_f32(a, b)``."""
-    return (a >= _TINY) & (a < _f(np.inf)) & (abs(b) < _f(np.inf))
+    return (abs(a) >= _TINY) & (abs(a) < _f(np.inf)) & (abs(b) < _f(np.inf))
 
 
 @inlined
@@ -123,12 +137,7 @@ def pow_f32(a, b):
     special = select(magnitude == f(0), -np.inf, np.float64(magnitude))
     log2_a = select(finite_positive, log2_a, special)
     y = np.float64(b) * log2_a  # NaN for a or b NaN, and for 0 * inf (b = 0: the unit select)
-    value = select(y == y, _exp2_f32(y), f(np.nan))
-    integer = np.floor(b) == b  # infinities count as even integers
-    odd = integer & (np.floor(b * f(0.5)) != b * f(0.5))
-    value = select((_f32_bits(a) < 0) & odd, -value, value)  # -0 and -inf too
-    fraction = np.floor(b) != b
-    value = select((a < f(0)) & (a > -f(np.inf)) & fraction, f(np.nan), value)  # finite a < 0
+    value = _signed(_f32_bits(a) < 0, a, b, select(y == y, _exp2_f32(y), f(np.nan)))
     # pow(+1, b) = 1 and pow(a, +-0) = 1 even for NaN; pow(-1, +-inf) = 1
     unit = (a == f(1)) | (b == f(0)) | ((a == -f(1)) & (abs(b) == f(np.inf)))
     return select(unit, f(1), value)
@@ -253,16 +262,16 @@ def _exp_product_f64(b, ln_high, ln_low):
 
 @inlined
 def pow_f64_ordinary(a, b):
-    """a ** b for a normal positive finite float64 a and a finite b (``ordinary_f64``): no
-    selects for the special values, which ``pow_f64`` handles."""
-    ln_high, ln_low = _ln_scaled_f64(a, 0)
-    return _exp_product_f64(b, ln_high, ln_low)
+    """a ** b for a normal finite float64 a and a finite b (``ordinary_f64``): no selects for
+    zeros, infinities, NaN and +-1, which ``pow_f64`` handles."""
+    ln_high, ln_low = _ln_scaled_f64(abs(a), 0)
+    return _signed(_f64_bits(a) < 0, a, b, _exp_product_f64(b, ln_high, ln_low))
 
 
 @inlined
 def ordinary_f64(a, b):
     """True where ``pow_f64_ordinary(a, b)`` is ``pow_f64(a, b)``."""
-    return (a >= _TINY_F64) & (a < np.inf) & (abs(b) < np.inf)
+    return (abs(a) >= _TINY_F64) & (abs(a) < np.inf) & (abs(b) < np.inf)
 
 
 @inlined
@@ -276,11 +285,7 @@ def pow_f64(a, b):
     ln_high = select(finite_positive, ln_high, special)
     y = b * ln_high  # NaN for a or b NaN, and for 0 * inf (b = 0: the unit select)
     value = select(y == y, _exp_product_f64(b, ln_high, ln_low), np.nan)
-    integer = np.floor(b) == b  # infinities count as even integers
-    odd = integer & (np.floor(b * 0.5) != b * 0.5)
-    value = select((_f64_bits(a) < 0) & odd, -value, value)  # -0 and -inf too
-    fraction = np.floor(b) != b
-    value = select((a < 0.0) & (a > -np.inf) & fraction, np.nan, value)  # finite a < 0
+    value = _signed(_f64_bits(a) < 0, a, b, value)
     # pow(+1, b) = 1 and pow(a, +-0) = 1 even for NaN; pow(-1, +-inf) = 1
     unit = (a == 1.0) | (b == 0.0) | ((a == -1.0) & (abs(b) == np.inf))
     return select(unit, 1.0, value)
