@@ -204,17 +204,18 @@ def count_before(run, needles, counts, kind, right):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def split_by_keys(x, splitters, out, counts, kind):
+def split_by_keys(x, splitters, out, out_indices, index_offset, counts, kind):
     """Stable partition of flat ``x`` (the unsigned bits of its dtype) by the sorted
     ``splitters`` (bits too) into ``counts.size`` buckets (at most 256; each splitter costs a
     pass over a block of keys): an
     element goes to the bucket of how many splitters order before or with it. ``out`` gets
     bucket 0's elements, then bucket 1's..., each in the order of ``x``; ``counts[b]`` their
-    number."""
+    number; ``out_indices`` (unless empty) their positions in ``x`` plus ``index_offset``."""
     wide_vectors()
     n = x.size
     width = x.itemsize * 8
     buckets = counts.size
+    with_indices = out_indices.size == n
     keys = np.empty(buckets - 1, np.uint64)
     for k in range(buckets - 1):
         keys[k] = sort_key(splitters[k], kind, width, False)
@@ -243,8 +244,11 @@ def split_by_keys(x, splitters, out, counts, kind):
         total += counts[b]
     for i in range(n):
         b = ids[i]
-        out[offsets[b]] = x[i]
-        offsets[b] += 1
+        at = offsets[b]
+        out[at] = x[i]
+        if with_indices:
+            out_indices[at] = index_offset + i
+        offsets[b] = at + 1
 
 
 @inlined
