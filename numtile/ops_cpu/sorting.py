@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 from numtile.opcodes import SORT_BFLOAT16, SORT_FLOAT, SORT_SIGNED
-from numtile.ops_cpu.helpers import inlined, wide_vectors
+from numtile.ops_cpu.helpers import inlined, unsigned, wide_vectors
 
 _DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
 _RADIX = 1 << _DIGIT
@@ -221,19 +221,26 @@ def split_by_keys(x, splitters, out, out_indices, index_offset, counts, kind):
         keys[k] = sort_key(splitters[k], kind, width, False)
     ids = np.empty(n, np.uint8)
     block, below = np.empty(_BLOCK, np.uint64), np.empty(_BLOCK, np.uint64)
+    fours = (buckets - 1) // 4 * 4
     for start in range(0, n, _BLOCK):
-        # a block's keys, then a pass per splitter adding whether it orders before or with
+        # a block's keys, then a pass per four splitters adding how many order before or with
         # each key: loops without jumps, vectorised across the block
         m = min(_BLOCK, n - start)
         for i in range(m):
-            block[i] = sort_key(x[start + i], kind, width, False)
+            block[i] = sort_key(x[unsigned(start + i)], kind, width, False)
             below[i] = 0
-        for k in range(buckets - 1):
+        for k in range(0, fours, 4):
+            s0, s1, s2, s3 = keys[k], keys[k + 1], keys[k + 2], keys[k + 3]
+            for i in range(m):
+                key = block[i]
+                low = np.uint64(s0 <= key) + np.uint64(s1 <= key)
+                below[i] += low + (np.uint64(s2 <= key) + np.uint64(s3 <= key))
+        for k in range(fours, buckets - 1):
             split = keys[k]
             for i in range(m):
-                below[i] += np.uint64(1) if split <= block[i] else np.uint64(0)
+                below[i] += np.uint64(split <= block[i])
         for i in range(m):
-            ids[start + i] = below[i]
+            ids[unsigned(start + i)] = below[i]
     counts[:] = 0
     for i in range(n):
         counts[ids[i]] += 1
