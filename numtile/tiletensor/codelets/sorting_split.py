@@ -63,8 +63,9 @@ def stable_order(values, order, descending: bool) -> np.ndarray:
     """The stable (ascending, or descending with equal elements in their original order)
     sorting order of ``values`` from ``order``, an unstable ascending one (NumPy's: NaNs last):
     reversed when ``descending``, then each run of equal elements (NaNs equal to each other,
-    -0.0 to +0.0) put in increasing position."""
-    order = order[::-1] if descending else order
+    -0.0 to +0.0) put in increasing position. ``order`` may be reordered in place."""
+    # reversed as a copy: a gather by a reversed view takes NumPy's slow path (4x slower)
+    order = np.ascontiguousarray(order[::-1]) if descending else order
     ordered = values[order]
     tied = ordered[1:] == ordered[:-1]
     if ordered.dtype.kind == "f":
@@ -72,7 +73,6 @@ def stable_order(values, order, descending: bool) -> np.ndarray:
         tied |= nans[1:] & nans[:-1]
     if not tied.any():
         return order
-    order = order.copy()
     in_run = np.zeros(order.size, np.bool_)
     in_run[1:] = tied
     in_run[:-1] |= tied
