@@ -1,5 +1,6 @@
 """Sorting kernels on tiles read as rows: a stable sort of each row, the stable merge of two
-sorted runs, binary searches into a sorted run, and argmax/argmin partials.
+sorted runs, binary searches into a sorted run, the value-split sort's partition, counts of
+the values of a small integer range, and argmax/argmin partials.
 
 The sort, merge and search kernels take tiles as unsigned integers of their width (a codelet
 views float64 as uint64, int8 as uint8...) with a ``kind`` (``opcodes.SORT_KEYS``), so four
@@ -256,6 +257,16 @@ def split_by_keys(x, splitters, out, out_indices, index_offset, counts, kind):
         if with_indices:
             out_indices[at] = index_offset + i
         offsets[b] = at + 1
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def count_values(x, counts, low):
+    """counts[v] += how many elements of flat ``x`` (the unsigned bits of an integer dtype)
+    equal ``low + v`` (``low``: bits too; sums modulo the width, every element lies in
+    [low, low + counts.size))."""
+    mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - x.itemsize * 8)
+    for i in range(x.size):
+        counts[(np.uint64(x[i]) - np.uint64(low)) & mask] += 1
 
 
 @inlined
