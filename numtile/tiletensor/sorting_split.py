@@ -96,13 +96,12 @@ def split_sort(
     runtime.wait_handles(counted)
     counts = np.stack([c.host_array().reshape(-1) for c in counted])  # (tiles, buckets)
     begins = np.cumsum(counts, axis=1) - counts  # of each bucket in each part
-    order = range(buckets - 1, -1, -1) if descending else range(buckets)
-    sorted_buckets = []  # (values or None, indices or None, first output position, size)
-    position = 0
-    for b in order:
-        size = int(counts[:, b].sum())
-        if not size:
-            continue
+    sizes = counts.sum(axis=0)
+    order = np.flatnonzero(sizes)[::-1] if descending else np.flatnonzero(sizes)
+    firsts = dict(zip(order.tolist(), (np.cumsum(sizes[order]) - sizes[order]).tolist()))
+    sorted_buckets = {}  # bucket: (values or None, indices or None, first output position, size)
+    for b in sorted(firsts, key=lambda b: -sizes[b]):  # largest first: the last tasks short
+        size = int(sizes[b])
         has = np.flatnonzero(counts[:, b])
         bucket = DataHandle((size,), x.dtype) if values else None
         bucket_indices = DataHandle((size,), int64) if indices else None
@@ -111,8 +110,8 @@ def split_sort(
         accesses += [(h, W) for h in (bucket, bucket_indices) if h is not None]
         codelet = codelets.argsort_bucket if indices else codelets.sort_bucket
         runtime.submit(codelet, accesses, (begins[has, b], counts[has, b], descending))
-        sorted_buckets.append((bucket, bucket_indices, position, size))
-        position += size
+        sorted_buckets[b] = (bucket, bucket_indices, firsts[b], size)
+    sorted_buckets = [sorted_buckets[b] for b in order]  # in output order
     values_out = _placed(x, [(v, p, n) for v, _, p, n in sorted_buckets], x.dtype)
     return values_out, _placed(x, [(i, p, n) for _, i, p, n in sorted_buckets], int64)
 
