@@ -145,16 +145,20 @@ def _stable_descending_argsort(data):
     return data.size - 1 - np.flip(np.argsort(np.flip(data), kind="stable"))
 
 
+@pytest.mark.parametrize("sub_bucket", [16, 1 << 16])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.uint8])
-def test_value_split_argsort_is_numpy_stable_argsort(dtype, monkeypatch):
+def test_value_split_argsort_is_numpy_stable_argsort(dtype, sub_bucket, monkeypatch):
     # the sample sort carrying positions (its size threshold lowered), over tiles of 400 that
-    # do not divide 3000: many ties (a value every 7th element, 256 values of uint8), NaNs of
-    # two payloads and signed zeros, ascending and descending; the values it sorts along with
-    # the indices (unique's path) keep the payloads and signs in the order of the indices
+    # do not divide 3000, each bucket argsorted whole or in pieces of about 16: many ties (a
+    # value every 7th element, 256 values of uint8), NaNs of two payloads and signed zeros,
+    # ascending and descending; the values it sorts along with the indices (unique's path)
+    # keep the payloads and signs in the order of the indices
     from numtile.tiletensor import sorting_split
+    from numtile.tiletensor.codelets import sorting_split as split_codelets
     from numtile.tiletensor.sorting import sorted_with_indices
 
     monkeypatch.setattr(sorting_split, "MIN_SIZE", 100)
+    monkeypatch.setattr(split_codelets, "SUB_BUCKET", sub_bucket)
     nt.init(ncpu=2)
     rng = np.random.default_rng(4)
     data = (rng.standard_normal(3000) * 1000).astype(dtype)

@@ -10,6 +10,8 @@ import numpy as np
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.sorting import key_kind
 
+SUB_BUCKET = 1 << 16  # elements of the pieces an argsort bucket is sorted in (tests lower it)
+
 
 def _as_bits(array):
     return array.reshape(-1).view(np.dtype(f"u{array.dtype.itemsize}"))
@@ -86,16 +88,38 @@ def stable_order(values, order, descending: bool) -> np.ndarray:
 
 def _argsort_bucket(ops, *buffers):
     """One bucket of an argsort: its pieces of the tiles' parts and of their positions
-    gathered, ordered by NumPy's (SIMD, unstable) argsort made stable (``stable_order``); the
-    bucket's positions in that order, and its values (when a values output is given)."""
+    gathered, partitioned again by value into pieces of about ``SUB_BUCKET`` elements (their
+    argsorts and gathers then work in a core's cache), each ordered by NumPy's (SIMD, unstable)
+    argsort made stable (``stable_order``); the bucket's positions in that order, and its
+    values (when a values output is given). Equal elements share a piece: the partition puts
+    them in one (ties with a split point too), in their order."""
     *handles, begins, lengths, descending = buffers
     count = len(begins)
     parts, positions, outs = handles[:count], handles[count : 2 * count], handles[2 * count :]
     values = np.concatenate(_pieces(parts, begins, lengths))
-    order = stable_order(values, np.argsort(values), descending)
-    np.take(np.concatenate(_pieces(positions, begins, lengths)), order, out=outs[-1].reshape(-1))
-    if len(outs) == 2:
-        np.take(values, order, out=outs[0].reshape(-1))
+    where = np.concatenate(_pieces(positions, begins, lengths))
+    out_positions = outs[-1].reshape(-1)
+    out_values = outs[0].reshape(-1) if len(outs) == 2 else None
+    n = values.size
+    pieces = min(64, -(-n // SUB_BUCKET))
+    sample = np.sort(values[np.random.default_rng(n).integers(0, n, 64 * pieces)])
+    splitters = np.ascontiguousarray(sample[np.arange(1, pieces) * 64])
+    grouped, local = np.empty_like(values), np.empty(n, np.int64)
+    counts = np.empty(pieces, np.int64)
+    bits = np.dtype(f"u{values.itemsize}")
+    kind = key_kind(values.dtype)
+    ops.split_by_keys(
+        values.view(bits), splitters.view(bits), grouped.view(bits), local, 0, counts, kind
+    )
+    begin = 0
+    for size in counts:
+        piece = grouped[begin : begin + size]
+        order = stable_order(piece, np.argsort(piece), descending)
+        at = slice(n - begin - size, n - begin) if descending else slice(begin, begin + size)
+        np.take(where, local[begin : begin + size][order], out=out_positions[at])
+        if out_values is not None:
+            np.take(piece, order, out=out_values[at])
+        begin += size
 
 
 def _place_buckets(ops, *buffers):
