@@ -1,17 +1,17 @@
 """``sort`` and ``argsort`` of a long 1-D tensor on CPUs as a value-split (sample) sort: no
 merge pass.
 
-Split points are quantiles of a sample of the data (NumPy's order: NaNs above every number,
--0.0 equal to +0.0); each tile is partitioned into buckets of value ranges, stably, as one
-task per tile; each bucket, gathered from every tile's part in tile order, is sorted by
-NumPy's (SIMD) sort as one task (its zeros and NaNs put back in their original order, as a
-stable sort leaves them), or for an argsort (the partition then carries each element's
-position) in cache-sized pieces of value ranges by NumPy's (SIMD, unstable) argsort, its runs
-of equal elements put back in position order; the sorted buckets are copied in order into the output tiles (in
-reverse order, each reversed, when ``descending``). The host waits for the input (to sample
-it) and for one count per (tile, bucket). Where the sample shows buckets badly unbalanced
-(many equal values), the input is small or the workers few, ``split_sort`` returns None
-and the caller runs the merge sort.
+Split points are quantiles of a sample of the data (NumPy's order: NaNs above every number, -0.0
+equal to +0.0); each tile is partitioned into buckets of value ranges, stably, as one task per
+tile; each bucket, gathered from every tile's part in tile order, is sorted by NumPy's (SIMD)
+sort as one task (its zeros and NaNs put back in their original order, as a stable sort leaves
+them), or for an argsort (the partition then carries each element's position) in cache-sized
+pieces of value ranges by NumPy's (SIMD, unstable) argsort, its runs of equal elements put back
+in position order; the sorted buckets are copied in order into the output tiles (in reverse
+order, each reversed, when ``descending``). The host waits for the input (to sample it) and for
+one count per (tile, bucket). Where the sample shows buckets badly unbalanced (many equal
+values), the input is small or the workers few, ``split_sort`` returns None and the caller runs
+the merge sort.
 """
 
 from __future__ import annotations
