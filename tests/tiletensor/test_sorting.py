@@ -181,16 +181,20 @@ def test_value_split_argsort_is_numpy_stable_argsort(dtype, sub_bucket, monkeypa
     nt.init()
 
 
+@pytest.mark.parametrize("many_ties", [False, True])
 @pytest.mark.parametrize("descending", [False, True])
-def test_stable_order_puts_ties_in_position_order(descending):
-    # an unstable ascending order (runs of equal values, NaNs and zeros shuffled) made stable
+def test_stable_order_puts_ties_in_position_order(descending, many_ties):
+    # an unstable ascending order (runs of equal values, NaNs and zeros shuffled) made stable:
+    # a few ties (runs reordered) or many (NumPy's stable argsort instead)
     from numtile.tiletensor.codelets.sorting_split import stable_order
 
     rng = np.random.default_rng(5)
-    values = rng.integers(0, 5, 200).astype(np.float64)
-    values[::9], values[::13], values[::11] = np.nan, -0.0, 0.0
+    values = rng.integers(0, 5, 2000) if many_ties else rng.permutation(4000)[:2000]
+    values = values.astype(np.float64)
+    values[::290], values[::310], values[::370] = np.nan, -0.0, 0.0
+    values[::410] = values[1]
     order = np.argsort(values, kind="stable")
-    key = np.where(np.isnan(values), 9.0, values)[order]  # runs of equal keys, NaNs as one run
+    key = np.where(np.isnan(values), np.inf, values)[order]  # runs of equal keys, NaNs one run
     for value in np.unique(key):  # each run shuffled: an unstable sort's possible output
         run = np.flatnonzero(key == value)
         order[run] = rng.permutation(order[run])
