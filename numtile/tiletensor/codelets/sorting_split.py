@@ -11,7 +11,7 @@ from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.sorting import key_kind
 
 SUB_BUCKET = 1 << 16  # elements of the pieces an argsort bucket is sorted in (tests lower it)
-_MANY_TIES = 16  # elements per tie above which stable_order runs NumPy's stable argsort instead
+_MANY_TIES = 16  # stable_order runs NumPy's stable argsort when over 1 in this many elements tie
 
 
 def _as_bits(array):
