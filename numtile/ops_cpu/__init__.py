@@ -20,7 +20,8 @@ widened in registers, rounded once on write; ``f16_kernels``: float16 conversion
 ``matmul`` (gemm),
 ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
-linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, arg_reduce); ``indexing``
+linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, count_values, split_by_keys,
+arg_reduce); ``indexing``
 (take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
 ``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
 eye_fill) over ``scipy_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
@@ -104,6 +105,7 @@ from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.sorting import (
     arg_reduce,
     count_before,
+    count_values,
     merge_runs,
     sort_rows,
     split_by_keys,
@@ -159,6 +161,7 @@ __all__ = [
     "copy_strided",
     "cross",
     "count_before",
+    "count_values",
     "count_nonzero",
     "cumulative_sum",
     "cumulative_sum_from",

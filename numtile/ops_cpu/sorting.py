@@ -1,5 +1,6 @@
 """Sorting kernels on tiles read as rows: a stable sort of each row, the stable merge of two
-sorted runs, binary searches into a sorted run, and argmax/argmin partials.
+sorted runs, binary searches into a sorted run, the value-split sort's partition, counts of
+the values of a small integer range, and argmax/argmin partials.
 
 The sort, merge and search kernels take tiles as unsigned integers of their width (a codelet
 views float64 as uint64, int8 as uint8...) with a ``kind`` (``opcodes.SORT_KEYS``), so four
@@ -12,7 +13,7 @@ import numba
 import numpy as np
 
 from numtile.opcodes import SORT_BFLOAT16, SORT_FLOAT, SORT_SIGNED
-from numtile.ops_cpu.helpers import inlined, wide_vectors
+from numtile.ops_cpu.helpers import inlined, unsigned, wide_vectors
 
 _DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
 _RADIX = 1 << _DIGIT
@@ -204,35 +205,43 @@ def count_before(run, needles, counts, kind, right):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def split_by_keys(x, splitters, out, counts, kind):
+def split_by_keys(x, splitters, out, out_indices, index_offset, counts, kind):
     """Stable partition of flat ``x`` (the unsigned bits of its dtype) by the sorted
     ``splitters`` (bits too) into ``counts.size`` buckets (at most 256; each splitter costs a
     pass over a block of keys): an
     element goes to the bucket of how many splitters order before or with it. ``out`` gets
     bucket 0's elements, then bucket 1's..., each in the order of ``x``; ``counts[b]`` their
-    number."""
+    number; ``out_indices`` (unless empty) their positions in ``x`` plus ``index_offset``."""
     wide_vectors()
     n = x.size
     width = x.itemsize * 8
     buckets = counts.size
+    with_indices = out_indices.size == n
     keys = np.empty(buckets - 1, np.uint64)
     for k in range(buckets - 1):
         keys[k] = sort_key(splitters[k], kind, width, False)
     ids = np.empty(n, np.uint8)
     block, below = np.empty(_BLOCK, np.uint64), np.empty(_BLOCK, np.uint64)
+    fours = (buckets - 1) // 4 * 4
     for start in range(0, n, _BLOCK):
-        # a block's keys, then a pass per splitter adding whether it orders before or with
+        # a block's keys, then a pass per four splitters adding how many order before or with
         # each key: loops without jumps, vectorised across the block
         m = min(_BLOCK, n - start)
         for i in range(m):
-            block[i] = sort_key(x[start + i], kind, width, False)
+            block[i] = sort_key(x[unsigned(start + i)], kind, width, False)
             below[i] = 0
-        for k in range(buckets - 1):
+        for k in range(0, fours, 4):
+            s0, s1, s2, s3 = keys[k], keys[k + 1], keys[k + 2], keys[k + 3]
+            for i in range(m):
+                key = block[i]
+                low = np.uint64(s0 <= key) + np.uint64(s1 <= key)
+                below[i] += low + (np.uint64(s2 <= key) + np.uint64(s3 <= key))
+        for k in range(fours, buckets - 1):
             split = keys[k]
             for i in range(m):
-                below[i] += np.uint64(1) if split <= block[i] else np.uint64(0)
+                below[i] += np.uint64(split <= block[i])
         for i in range(m):
-            ids[start + i] = below[i]
+            ids[unsigned(start + i)] = below[i]
     counts[:] = 0
     for i in range(n):
         counts[ids[i]] += 1
@@ -243,8 +252,21 @@ def split_by_keys(x, splitters, out, counts, kind):
         total += counts[b]
     for i in range(n):
         b = ids[i]
-        out[offsets[b]] = x[i]
-        offsets[b] += 1
+        at = offsets[b]
+        out[at] = x[i]
+        if with_indices:
+            out_indices[at] = index_offset + i
+        offsets[b] = at + 1
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def count_values(x, counts, low):
+    """counts[v] += how many elements of flat ``x`` (the unsigned bits of an integer dtype)
+    equal ``low + v`` (``low``: bits too; sums modulo the width, every element lies in
+    [low, low + counts.size))."""
+    mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - x.itemsize * 8)
+    for i in range(x.size):
+        counts[(np.uint64(x[i]) - np.uint64(low)) & mask] += 1
 
 
 @inlined

@@ -98,7 +98,13 @@ from numtile.ops_cuda.reduction import (
     softmax_backward,
 )
 from numtile.ops_cuda.scan import cumulative_sum, cumulative_sum_from, scan_carry
-from numtile.ops_cuda.sorting import arg_reduce, count_before, merge_runs, sort_rows
+from numtile.ops_cuda.sorting import (
+    arg_reduce,
+    count_before,
+    count_values,
+    merge_runs,
+    sort_rows,
+)
 from numtile.ops_cuda.structured import band, linspace_fill
 
 __all__ = [
@@ -136,6 +142,7 @@ __all__ = [
     "copy_strided",
     "cross",
     "count_before",
+    "count_values",
     "count_nonzero",
     "cumulative_sum",
     "cumulative_sum_from",

@@ -16,7 +16,7 @@ from numba import cuda, uint64
 from numtile.opcodes import SORT_BFLOAT16, SORT_FLOAT, SORT_SIGNED
 from numtile.ops_cuda.launch import DeviceArray, host_ints, launch
 
-__all__ = ["arg_reduce", "count_before", "merge_runs", "sort_rows"]
+__all__ = ["arg_reduce", "count_before", "count_values", "merge_runs", "sort_rows"]
 
 
 @cuda.jit(device=True)
@@ -210,6 +210,22 @@ def count_before(run: DeviceArray, needles, counts, kind, right, *, stream=0):
     before or with it when ``right``)."""
     width = run.dtype.itemsize * 8
     launch(_count_before_kernel, needles.size, stream, run, needles, counts, kind, width, right)
+
+
+@cuda.jit
+def _count_values_kernel(x, counts, low, mask):
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        value = uint64(x[i])
+        # the difference modulo the width, with no step that wraps (the simulator would warn)
+        offset = value - low if value >= low else value + ((mask - low) + uint64(1))
+        cuda.atomic.add(counts, offset, 1)
+
+
+def count_values(x: DeviceArray, counts, low, *, stream=0):
+    """counts[v] += how many elements of flat ``x`` (the unsigned bits of an integer dtype)
+    equal ``low + v`` (``low``: bits too; sums modulo the width)."""
+    mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - x.dtype.itemsize * 8)
+    launch(_count_values_kernel, x.size, stream, x, counts, np.uint64(low), mask)
 
 
 @cuda.jit(device=True)

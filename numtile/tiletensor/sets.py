@@ -4,9 +4,11 @@ Through the tiled sort: the flattened tensor is sorted (with its sorting indices
 result needs them), a task per tile flags where a group of equal values starts (each NaN is
 a group of its own, as the array API says), and the flagged values, positions and indices
 are compacted. A complex tensor is sorted in NumPy's complex order by stable sorts of real keys
-(``sets_complex.py``). ``unique_values`` and ``unique_counts`` first try each tile on its own (a
-sort and group starts per tile): when the tiles hold few distinct values, their groups are
-combined on the host and the sort of the whole tensor is skipped. The number of unique
+(``sets_complex.py``). ``unique_values`` and ``unique_counts`` first count integers of a span
+at most a quarter of a tile (a count per value in each tile, after a wait for the minimum and
+maximum), then try each tile on its own (a sort and group starts per tile): when the tiles
+hold few distinct values, their groups are combined on the host; both skip the sort of the
+whole tensor. The number of unique
 values depends on the data: every function waits for one count per tile.
 """
 
@@ -16,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from numtile.runtime import Access, get_runtime
+from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.dispatch import dispatched
@@ -30,6 +32,8 @@ from numtile.tiletensor.indexing import (
     tile_counts,
 )
 from numtile.tiletensor.manipulation import reshape
+from numtile.tiletensor.reduction import max as maximum_of
+from numtile.tiletensor.reduction import min as minimum_of
 from numtile.tiletensor.sets_complex import sorted_complex
 from numtile.tiletensor.sorting import check_sortable, sorted_with_indices
 from numtile.tiletensor.tensor import TileTensor
@@ -67,7 +71,7 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
         return astype(unique, x.dtype), first, inverted, counted
     flat = flatten(x)
     if flat.size and not (indices or inverse) and flat.dtype.kind != "c":
-        by_tile = _unique_by_tile(flat)
+        by_tile = _unique_by_histogram(flat) or _unique_by_tile(flat)
         if by_tile is not None:
             unique, counted = by_tile
             return unique, None, None, counted if counts else None
@@ -110,6 +114,30 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
     return unique, first, inverted, counted
 
 
+def _unique_by_histogram(flat: TileTensor):
+    """(values, counts) of 1-D integer ``flat`` whose values span at most a quarter of a
+    tile: a count of each value of the span in every tile (a task per tile), summed on the
+    host; no sort. Waits for the minimum and maximum first. None for other data."""
+    if flat.dtype.kind not in "iu":
+        return None
+    extremes = minimum_of(flat), maximum_of(flat)  # both submitted, then waited for
+    low, high = (int(extreme.to_numpy()) for extreme in extremes)
+    span = high - low + 1
+    if span > flat.layout.tile_shape[0] // 4:
+        return None
+    runtime = get_runtime()
+    counted = []
+    for tile in flat.handles:
+        counted.append(DataHandle((span,), int64))
+        runtime.submit(codelets.sorting.count_values, [(tile, R), (counted[-1], W)], (low,))
+    runtime.wait_handles(counted)
+    counts = np.add.reduce([handle.host_array() for handle in counted])
+    present = np.flatnonzero(counts)
+    # back from offsets, modular in the dtype: exact, as the values fit it
+    values = present.astype(flat.dtype) + np.array(low).astype(flat.dtype)
+    return from_numpy(values), from_numpy(counts[present])
+
+
 def _unique_by_tile(flat: TileTensor):
     """(values, counts) of 1-D ``flat`` from each tile's own groups of equal values (a sort, or
     on a CPU a count of integers of a small range, and group starts per tile, all at once),
@@ -143,7 +171,8 @@ def _unique_by_tile(flat: TileTensor):
 def unique_values(x: TileTensor, /) -> TileTensor:
     """The sorted distinct values of ``x`` (flattened; every NaN is distinct).
 
-    Waits for one count per tile (the output's size depends on the data).
+    Waits for one count per tile, for integers also for their minimum and maximum (the
+    output's size depends on the data).
 
     >>> import numtile as nt
     >>> nt.unique_values(nt.from_numpy([3, 1, 3, 2, 1], tile_shape=2)).to_numpy().tolist()
@@ -154,7 +183,8 @@ def unique_values(x: TileTensor, /) -> TileTensor:
 
 @dispatched
 def unique_counts(x: TileTensor, /) -> UniqueCountsResult:
-    """The distinct values of ``x`` and how often each occurs (waits for one count per tile).
+    """The distinct values of ``x`` and how often each occurs (waits for one count per tile;
+    for integers also for their minimum and maximum).
 
     >>> import numtile as nt
     >>> result = nt.unique_counts(nt.from_numpy([3, 1, 3, 2, 3], tile_shape=2))

@@ -7,8 +7,8 @@ two runs are left; the last merge runs as one task per output tile, each
 finding where its slice of the merged order starts (a binary search, the "merge path") and
 merging only that slice, so the widest level is as parallel as the first. Merges are stable
 (ties: the earlier run first) and NaNs sort last (first when ``descending``), as NumPy and the
-array API order them. ``sort`` of a long 1-D tensor on CPUs runs a value-split (sample) sort
-instead (``sorting_split.py``): no merge pass.
+array API order them. ``sort`` and ``argsort`` of a long 1-D tensor on CPUs run a value-split
+(sample) sort instead (``sorting_split.py``): no merge pass.
 """
 
 from __future__ import annotations
@@ -147,8 +147,11 @@ def _copy_columns(runtime, run: DataHandle, tile: DataHandle, first: int) -> Non
     runtime.submit(codelets.copy.copy_strided, [(run, R), (tile, W)], args)
 
 
-def sorted_with_indices(x: TileTensor, axis: int = -1, descending: bool = False, indices=True):
-    """(values, indices) of ``x`` stably sorted along ``axis`` (indices None unless asked)."""
+def sorted_with_indices(
+    x: TileTensor, axis: int = -1, descending: bool = False, indices=True, values=True
+):
+    """(values, indices) of ``x`` stably sorted along ``axis`` (indices None unless asked;
+    values may be None when not asked)."""
     if x.dtype in NARROW_FLOATING and not indices:
         # values alone: float32 copies sorted by NumPy's SIMD sort take a fifth of the time of
         # the radix sort of 16-bit keys here; with indices, the keys are the tiles' own bits
@@ -159,15 +162,14 @@ def sorted_with_indices(x: TileTensor, axis: int = -1, descending: bool = False,
     if axis != last:
         order = [a for a in range(x.ndim) if a != axis] + [axis]
         back = tuple(int(i) for i in np.argsort(order))
-        values, positions = sorted_with_indices(permute_dims(x, order), -1, descending, indices)
-        values = permute_dims(values, back)
-        return values, (permute_dims(positions, back) if indices else None)
+        ordered, positions = sorted_with_indices(permute_dims(x, order), -1, descending, indices)
+        ordered = permute_dims(ordered, back)
+        return ordered, (permute_dims(positions, back) if indices else None)
     if x.size == 0:
         return TileTensor(x.layout, x.dtype), (TileTensor(x.layout, int64) if indices else None)
-    if not indices:
-        split = split_sort(x, bool(descending))
-        if split is not None:
-            return split, None
+    split = split_sort(x, bool(descending), values, indices)
+    if split is not None:
+        return split
     return _sort_last_axis(x, bool(descending), indices)
 
 
@@ -198,9 +200,12 @@ def argsort(
     """The int64 indices that sort ``x`` along ``axis`` (always stable: equal elements keep
     their order, also when ``descending``).
 
+    Tiled as ``sort`` is: a merge sort, or for a long 1-D tensor on 2 or more CPU workers a
+    sample sort (waits for ``x`` and for one count per tile and bucket).
+
     >>> import numtile as nt
     >>> nt.argsort(nt.from_numpy([2, 1, 2, 0], tile_shape=3)).to_numpy().tolist()
     [3, 1, 0, 2]
     """
     check_sortable(x, "argsort")
-    return sorted_with_indices(x, axis, descending, indices=True)[1]
+    return sorted_with_indices(x, axis, descending, indices=True, values=False)[1]

@@ -1,14 +1,17 @@
-"""``sort`` of a long 1-D tensor on CPUs as a value-split (sample) sort: no merge pass.
+"""``sort`` and ``argsort`` of a long 1-D tensor on CPUs as a value-split (sample) sort: no
+merge pass.
 
-Split points are quantiles of a sample of the data (NumPy's order: NaNs above every number,
--0.0 equal to +0.0); each tile is partitioned into buckets of value ranges, stably, as one
-task per tile; each bucket, gathered from every tile's part in tile order, is sorted by
-NumPy's (SIMD) sort as one task (its zeros and NaNs put back in their original order, as a
-stable sort leaves them); the sorted buckets are copied in order into the output tiles (in
-reverse order, each reversed, when ``descending``). The host waits for the input (to sample
-it) and for one count per (tile, bucket). Where the sample shows buckets badly unbalanced
-(many equal values), the input is small or the workers few, ``split_sort`` returns None
-and the caller runs the merge sort.
+Split points are quantiles of a sample of the data (NumPy's order: NaNs above every number, -0.0
+equal to +0.0); each tile is partitioned into buckets of value ranges, stably, as one task per
+tile; each bucket, gathered from every tile's part in tile order, is sorted by NumPy's (SIMD)
+sort as one task (its zeros and NaNs put back in their original order, as a stable sort leaves
+them), or for an argsort (the partition then carries each element's position) in cache-sized
+pieces of value ranges by NumPy's (SIMD, unstable) argsort, its runs of equal elements put back
+in position order; the sorted buckets are copied in order into the output tiles (in reverse
+order, each reversed, when ``descending``). The host waits for the input (to sample it) and for
+one count per (tile, bucket). Where the sample shows buckets badly unbalanced (many equal
+values), the input is small or the workers few, ``split_sort`` returns None and the caller runs
+the merge sort.
 """
 
 from __future__ import annotations
@@ -57,8 +60,11 @@ def _splitters(x: TileTensor, buckets: int) -> np.ndarray | None:
     return np.ascontiguousarray(splitters)
 
 
-def split_sort(x: TileTensor, descending: bool) -> TileTensor | None:
-    """``x`` (1-D, real) sorted by value ranges, tiled like ``x``; None where not worth it."""
+def split_sort(
+    x: TileTensor, descending: bool, values: bool = True, indices: bool = False
+) -> tuple[TileTensor | None, TileTensor | None] | None:
+    """(values, indices) of ``x`` (1-D, real) sorted by value ranges, tiled like ``x``, the
+    unasked one None; None where not worth it."""
     runtime = get_runtime()
     workers = runtime.config.ncpu
     tiles = x.handles
@@ -75,30 +81,48 @@ def split_sort(x: TileTensor, descending: bool) -> TileTensor | None:
     splitters = _splitters(x, buckets)
     if splitters is None:
         return None
-    parts, counted = [], []
-    for tile in tiles:
+    parts, positions, counted = [], [], []
+    starts = x.layout.starts[0]
+    for k, tile in enumerate(tiles):
         part, counts = DataHandle(tile.shape, x.dtype), DataHandle((buckets,), int64)
-        runtime.submit(codelets.split_tile, [(tile, R), (part, W), (counts, W)], (splitters,))
+        accesses = [(tile, R), (part, W)]
+        if indices:
+            positions.append(DataHandle(tile.shape, int64))
+            accesses.append((positions[-1], W))
+        accesses.append((counts, W))
+        runtime.submit(codelets.split_tile, accesses, (splitters, starts[k]))
         parts.append(part)
         counted.append(counts)
     runtime.wait_handles(counted)
     counts = np.stack([c.host_array().reshape(-1) for c in counted])  # (tiles, buckets)
     begins = np.cumsum(counts, axis=1) - counts  # of each bucket in each part
-    order = range(buckets - 1, -1, -1) if descending else range(buckets)
-    sorted_buckets = []  # (handle, first output position, size), in output order
-    position = 0
-    for b in order:
-        size = int(counts[:, b].sum())
-        if not size:
-            continue
+    sizes = counts.sum(axis=0)
+    order = np.flatnonzero(sizes)[::-1] if descending else np.flatnonzero(sizes)
+    firsts = dict(zip(order.tolist(), (np.cumsum(sizes[order]) - sizes[order]).tolist()))
+    sorted_buckets = {}  # bucket: (values or None, indices or None, first output position, size)
+    for b in sorted(firsts, key=lambda b: -sizes[b]):  # largest first: the last tasks short
+        size = int(sizes[b])
         has = np.flatnonzero(counts[:, b])
-        bucket = DataHandle((size,), x.dtype)
-        accesses = [(parts[i], R) for i in has] + [(bucket, W)]
-        args = (begins[has, b], counts[has, b], descending)
-        runtime.submit(codelets.sort_bucket, accesses, args)
-        sorted_buckets.append((bucket, position, size))
-        position += size
-    out = TileTensor(x.layout, x.dtype)
+        bucket = DataHandle((size,), x.dtype) if values else None
+        bucket_indices = DataHandle((size,), int64) if indices else None
+        accesses = [(parts[i], R) for i in has]
+        accesses += [(positions[i], R) for i in has] if indices else []
+        accesses += [(h, W) for h in (bucket, bucket_indices) if h is not None]
+        codelet = codelets.argsort_bucket if indices else codelets.sort_bucket
+        runtime.submit(codelet, accesses, (begins[has, b], counts[has, b], descending))
+        sorted_buckets[b] = (bucket, bucket_indices, firsts[b], size)
+    sorted_buckets = [sorted_buckets[b] for b in order]  # in output order
+    values_out = _placed(x, [(v, p, n) for v, _, p, n in sorted_buckets], x.dtype)
+    return values_out, _placed(x, [(i, p, n) for _, i, p, n in sorted_buckets], int64)
+
+
+def _placed(x: TileTensor, sorted_buckets: list, dtype) -> TileTensor | None:
+    """A tensor tiled like ``x`` holding the (handle, first position, size) buckets in turn
+    (None where the handles are None: not asked for)."""
+    if sorted_buckets and sorted_buckets[0][0] is None:  # not asked for
+        return None
+    runtime = get_runtime()
+    out = TileTensor(x.layout, dtype)
     starts = x.layout.starts[0]
     for k, tile in enumerate(out.handles):
         lo, hi = starts[k], starts[k + 1]

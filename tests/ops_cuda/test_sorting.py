@@ -74,6 +74,18 @@ def test_count_before(backend, right):
     np.testing.assert_array_equal(counts, 2 + np.searchsorted(run, needles, side))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.uint64])
+def test_count_values(backend, dtype):
+    # values of a span of 9 from the dtype's lowest, or around zero, counted on top of 2 each
+    info = np.iinfo(dtype)
+    for low in (int(info.min), -4 if info.min else 0):
+        offsets = np.random.default_rng(low % 7).integers(0, 9, 53)
+        x = (offsets.astype(object) + low).astype(dtype)  # in [low, low + 8]
+        counts = np.full(9, 2, np.int64)
+        backend.run("count_values", _bits(x), counts, np.uint64(low % (1 << 8 * x.itemsize)))
+        np.testing.assert_array_equal(counts, 2 + np.bincount(offsets, minlength=9))
+
+
 @pytest.mark.parametrize("find_max", [False, True])
 def test_arg_reduce(backend, find_max):
     x = _values(np.float64, (3, 11, 5))

@@ -95,11 +95,12 @@ def test_nonzero_of_0d_raises():
 @pytest.mark.parametrize(
     "data",
     [
-        np.arange(1000) % 7,  # few values: each tile's groups, combined on the host
+        np.arange(1000) % 7,  # few integers of a small span: counted per tile
+        np.arange(1000) % 7 * 10**6,  # few values, a wide span: each tile's groups combined
         np.array([np.nan, 1.0, np.nan, -0.0, 0.0, 1.0, 2.5] * 40),  # NaNs distinct, 0 == -0
         np.random.default_rng(0).standard_normal(400),  # all distinct: the sort of everything
     ],
-    ids=["few", "nans", "distinct"],
+    ids=["few", "few-wide", "nans", "distinct"],
 )
 def test_unique_counts_and_values_from_each_tile_match_numpy(data):
     x = nt.from_numpy(data, tile_shape=(37,))
@@ -108,3 +109,27 @@ def test_unique_counts_and_values_from_each_tile_match_numpy(data):
     np.testing.assert_array_equal(values.to_numpy(), expected_values)
     np.testing.assert_array_equal(counts.to_numpy(), expected_counts)
     np.testing.assert_array_equal(nt.unique_values(x).to_numpy(), expected_values)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int64, np.uint64])
+@pytest.mark.parametrize("where", ["lowest", "zero", "highest"])
+def test_unique_counts_of_a_small_span_counts_each_value(dtype, where):
+    # integers spanning at most a quarter of a tile (300, which divides nothing of 1000) are
+    # counted per tile, at the dtype's extremes too (offsets taken modulo the width)
+    from numtile.tiletensor import sets
+
+    info = np.iinfo(dtype)
+    low = {"lowest": int(info.min), "zero": 0, "highest": int(info.max) - 60}[where]
+    offsets = np.random.default_rng(1).integers(0, 61, 1000)
+    offsets[offsets == 30] = 31  # a value of the span missing
+    data = (offsets.astype(object) + low).astype(dtype)
+    x = nt.from_numpy(data, tile_shape=300)
+    assert sets._unique_by_histogram(x) is not None
+    values, counts = nt.unique_counts(x)
+    expected_values, expected_counts = np.unique(data, return_counts=True)
+    np.testing.assert_array_equal(values.to_numpy(), expected_values)
+    assert values.dtype == dtype
+    np.testing.assert_array_equal(counts.to_numpy(), expected_counts)
+    np.testing.assert_array_equal(nt.unique_values(x).to_numpy(), expected_values)
+    wide = nt.from_numpy(data, tile_shape=200)  # a span over a quarter of a tile: not counted
+    assert sets._unique_by_histogram(wide) is None

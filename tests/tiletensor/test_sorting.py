@@ -138,3 +138,68 @@ def test_value_split_sort_is_numpy_stable_sort(dtype, monkeypatch):
     bits = f"u{got.itemsize}"
     np.testing.assert_array_equal(got.view(bits), np.sort(data[:99], kind="stable").view(bits))
     nt.init()
+
+
+def _stable_descending_argsort(data):
+    """NumPy's stable argsort, descending with equal elements in their original order."""
+    return data.size - 1 - np.flip(np.argsort(np.flip(data), kind="stable"))
+
+
+@pytest.mark.parametrize("sub_bucket", [16, 1 << 16])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.uint8])
+def test_value_split_argsort_is_numpy_stable_argsort(dtype, sub_bucket, monkeypatch):
+    # the sample sort carrying positions (its size threshold lowered), over tiles of 400 that
+    # do not divide 3000, each bucket argsorted whole or in pieces of about 16: many ties (a
+    # value every 7th element, 256 values of uint8), NaNs of two payloads and signed zeros,
+    # ascending and descending; the values it sorts along with the indices (unique's path)
+    # keep the payloads and signs in the order of the indices
+    from numtile.tiletensor import sorting_split
+    from numtile.tiletensor.codelets import sorting_split as split_codelets
+    from numtile.tiletensor.sorting import sorted_with_indices
+
+    monkeypatch.setattr(sorting_split, "MIN_SIZE", 100)
+    monkeypatch.setattr(split_codelets, "SUB_BUCKET", sub_bucket)
+    nt.init(ncpu=2)
+    rng = np.random.default_rng(4)
+    data = (rng.standard_normal(3000) * 1000).astype(dtype)
+    data[::7] = data[3]
+    if dtype in (np.float64, np.float32):
+        data[::29] = np.nan
+        data[::58] = -np.float64(np.nan)
+        data[::17], data[::23] = -0.0, 0.0
+    x = nt.from_numpy(data, tile_shape=400)
+    assert sorting_split.split_sort(x, False, False, True) is not None
+    bits = f"u{data.itemsize}"
+    for descending in (False, True):
+        expected = (
+            _stable_descending_argsort(data) if descending else np.argsort(data, kind="stable")
+        )
+        np.testing.assert_array_equal(nt.argsort(x, descending=descending).to_numpy(), expected)
+        values, indices = sorted_with_indices(x, 0, descending)
+        np.testing.assert_array_equal(indices.to_numpy(), expected)
+        np.testing.assert_array_equal(values.to_numpy().view(bits), data[expected].view(bits))
+    nt.init()
+
+
+@pytest.mark.parametrize("many_ties", [False, True])
+@pytest.mark.parametrize("descending", [False, True])
+def test_stable_order_puts_ties_in_position_order(descending, many_ties):
+    # an unstable ascending order (runs of equal values, NaNs and zeros shuffled) made stable:
+    # a few ties (runs reordered) or many (NumPy's stable argsort instead)
+    from numtile.tiletensor.codelets.sorting_split import stable_order
+
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 5, 2000) if many_ties else rng.permutation(4000)[:2000]
+    values = values.astype(np.float64)
+    values[::290], values[::310], values[::370] = np.nan, -0.0, 0.0
+    values[::410] = values[1]
+    order = np.argsort(values, kind="stable")
+    key = np.where(np.isnan(values), np.inf, values)[order]  # runs of equal keys, NaNs one run
+    for value in np.unique(key):  # each run shuffled: an unstable sort's possible output
+        run = np.flatnonzero(key == value)
+        order[run] = rng.permutation(order[run])
+    assert not np.array_equal(order, np.argsort(values, kind="stable"))
+    expected = (
+        _stable_descending_argsort(values) if descending else np.argsort(values, kind="stable")
+    )
+    np.testing.assert_array_equal(stable_order(values, order, descending), expected)

@@ -67,3 +67,16 @@ def test_one_pass_statistics_tile_groups_and_mask_assignment_on_a_gpu(gpu):
     np.testing.assert_array_equal(counts.to_numpy(), expected_counts)
     x[x > 1e3] = 0.0
     np.testing.assert_array_equal(x.to_numpy(), np.where(a > 1e3, 0.0, a))
+
+
+def test_unique_counts_of_a_small_span_on_a_gpu(gpu):
+    # integers of a span at most a quarter of a tile: counted per tile by count_values' twin
+    from numtile.tiletensor import sets
+
+    data = np.random.default_rng(3).integers(-3, 2, 50).astype(np.int16)
+    x = nt.from_numpy(data, tile_shape=23)
+    assert sets._unique_by_histogram(x) is not None
+    values, counts = nt.unique_counts(x)
+    expected_values, expected_counts = np.unique(data, return_counts=True)
+    np.testing.assert_array_equal(values.to_numpy(), expected_values)
+    np.testing.assert_array_equal(counts.to_numpy(), expected_counts)

@@ -158,6 +158,15 @@ def _tile_groups_numpy(ops, x, out, flags):
     np.not_equal(out[1:], out[:-1], out=flags[1:])
 
 
+def _count_values(ops, x, counts, low):
+    """``counts[v]``: how many elements of the integer tile equal ``low + v`` (every element
+    lies in [low, low + counts' size))."""
+    flat = x.reshape(-1).view(np.dtype(f"u{x.dtype.itemsize}"))
+    ops.fill(counts, 0)
+    bits = np.uint64(low % (1 << (8 * x.dtype.itemsize)))
+    ops.count_values(flat, counts.reshape(-1), bits)
+
+
 def _merge_runs(ops, a, a_indices, b, b_indices, out, out_indices, begin, descending):
     kind = key_kind(a.dtype)
     a_indices, b_indices, out_indices = rows(a_indices), rows(b_indices), rows(out_indices)
@@ -202,5 +211,6 @@ tile_groups = Codelet(
     "tile_groups", kernel=_tile_groups, implementations={"cpu": _tile_groups_numpy}
 )
 merge_values = Codelet("merge_values", kernel=_merge_values)
+count_values = Codelet("count_values", kernel=_count_values)
 count_before = Codelet("count_before", kernel=_count_before)
 arg_reduce = Codelet("arg_reduce", kernel=_arg_reduce)
