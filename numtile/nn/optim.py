@@ -88,8 +88,8 @@ class AdamW(Optimizer):
 
     def step(self) -> None:
         self.step_count += 1
-        # under a host memory limit the moments, read once a step, go to their spill files
-        # right after their update (and leave RAM first), not when evicting them for room
+        # under a host memory limit the moments, read once a step, are the first tiles to
+        # leave RAM after their update (before the weights the next forward reads)
         spill_moments = host_memory_limited()
         for group in self.param_groups:
             for p in group["params"]:

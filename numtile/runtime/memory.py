@@ -406,8 +406,9 @@ class MemoryManager(SpillTraffic):
                 self._drop(handle, node)
 
     def evict_early(self, handle: DataHandle) -> None:
-        """``wont_use``: move ``handle`` off the GPUs now (to host), and first in line on host;
-        on a limited host its spill file is written now, so that evicting it later is free."""
+        """``wont_use``: move ``handle`` off the GPUs now (to host), and first in line on host
+        (not written to its spill file before it must leave: writing the AdamW moments of
+        gpt2-small ahead doubled the bytes written, most of which were never read back)."""
         with self.lock:
             self._reap()
             for node in [n for n in handle.replicas if n > HOST]:
@@ -416,9 +417,6 @@ class MemoryManager(SpillTraffic):
             host = self.nodes[HOST]
             if handle.id in host.lru:
                 host.lru.move_to_end(handle.id, last=False)
-                dirty = set(handle.replicas) == {HOST} and handle.id not in self.writing
-                if self.io is not None and dirty and not host.pins[handle.id]:
-                    self._start_write(handle, drop=False)
 
     def close(self, bring_home: bool = True) -> None:
         """Shut down: tiles still alive come back to host RAM (from the GPUs and the spill

@@ -158,6 +158,8 @@ class SpillTraffic:
                 continue
             failed = next((job for job in started if job.error is not None), None)
             if failed is not None:
+                while not all(job.done for job in started):  # no file half written after it
+                    self.freed.wait(timeout=1.0)
                 raise failed.error
             if not self.writing:
                 return False

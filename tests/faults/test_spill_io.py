@@ -69,6 +69,13 @@ def _settled(manager) -> None:
         time.sleep(0.01)
 
 
+def _write_back(manager, handle) -> None:
+    """Start writing ``handle``'s spill file, as an eviction for room does (its host copy
+    stays until the write ends)."""
+    with manager.lock:
+        manager._start_write(handle, drop=False)
+
+
 _ADD_ONE = Codelet("test_spill_io_add_one", kernel=lambda ops, x: np.add(x, 1.0, out=x))
 
 
@@ -80,8 +87,8 @@ def test_a_tile_is_read_and_written_while_its_file_is_written(
     gate = Gate(monkeypatch, "write")
     a, x = _tensor(0, 2)
     first, second = x.handles
-    manager.evict_early(first)  # its file is written now: held at the gate
-    manager.evict_early(second)
+    _write_back(manager, first)  # held at the gate
+    _write_back(manager, second)
     assert gate.entered.wait(10) and set(manager.writing) == {first.id, second.id}
     # the host copy stays valid and nothing waits for the file
     np.testing.assert_array_equal(within_deadline(x.to_numpy), a)
@@ -153,7 +160,7 @@ def test_shutdown_with_writes_in_flight(limited, tmp_path, monkeypatch, within_d
     gate = Gate(monkeypatch, "write")
     a, x = _tensor(0, 4)
     for handle in x.handles:
-        runtime.manager.evict_early(handle)  # four writes queued, the first held
+        _write_back(runtime.manager, handle)  # four writes queued, the first held
     assert gate.entered.wait(10)
     threading.Timer(0.2, gate.open).start()
     within_deadline(nt.shutdown, wait)
