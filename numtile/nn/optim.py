@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from numtile.tiletensor.creation import zeros
 from numtile.tiletensor.elementwise import multiply
 from numtile.tiletensor.fused.optim import adamw_step, sgd_step
-from numtile.tiletensor.placement import wait_tensors
+from numtile.tiletensor.placement import host_memory_limited, wait_tensors
 from numtile.tiletensor.reduction import sum_of_squares
 from numtile.tiletensor.tensor import TileTensor
 
@@ -88,6 +88,9 @@ class AdamW(Optimizer):
 
     def step(self) -> None:
         self.step_count += 1
+        # under a host memory limit the moments, read once a step, are the first tiles to
+        # leave RAM after their update (before the weights the next forward reads)
+        spill_moments = host_memory_limited()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -104,6 +107,9 @@ class AdamW(Optimizer):
                     weight_decay=group["weight_decay"],
                     step=self.step_count,
                 )
+                if spill_moments:
+                    exp_avg.wont_use()
+                    exp_avg_sq.wont_use()
 
 
 class SGD(Optimizer):

@@ -12,76 +12,40 @@ allocates beside its tiles (``Codelet.scratch``: a gathered matrix, LAPACK's wor
 many bytes are reserved on the task's node, evicting other tiles as for a tile, from before
 the task starts until it ends, and count in ``used`` and ``peak``. A task fails only when
 its own tiles and scratch exceed the node's capacity. Everything here runs under one
-re-entrant lock; the runtime uses the manager only when some node is limited or a GPU is in
-use, so the CPU-only default pays nothing.
+re-entrant lock, released only to wait for a spill file's transfer, which I/O threads run
+(``spill_io.py``, with the reuse of evicted buffers and the prefetch of the next tasks'
+tiles); the runtime uses the manager only when some node is limited or a GPU is in use, so
+the CPU-only default pays nothing.
 """
 
 from __future__ import annotations
 
 import collections
-import math
 import threading
 import time
 import weakref
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from numtile.runtime.access import READS, WRITES
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
 from numtile.runtime.host_malloc import unmap_freed_tiles
-from numtile.runtime.room import OutOfMemoryError, scratch_text, tile_bytes
-from numtile.runtime.spill import Spill, SpillError, format_bytes
+from numtile.runtime.memory_nodes import HostNode, NodeState, Pins
+from numtile.runtime.room import OutOfMemoryError, no_room, tile_bytes
+from numtile.runtime.spill import Spill, SpillError
+from numtile.runtime.spill_io import SpillIO, SpillTraffic
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from numtile.runtime.task import Task
     from numtile.runtime.trace import Tracer
 
 
+POOL_FRACTION = 8  # a limited host keeps up to 1/8 of its limit in free buffers for reuse
 _REGISTER_WAIT_SECONDS = 60.0  # a user tile waits this long for running tasks to free room
 
 
-class HostNode:
-    """Host RAM: NumPy buffers, page-locked for the ones GPUs write back into."""
-
-    def __init__(self, capacity: int | None, pinned: bool) -> None:
-        self.id = HOST
-        self.name = "host"
-        self.capacity = capacity
-        self.pinned = pinned
-
-    def allocate(self, shape: tuple[int, ...], dtype: np.dtype, gpu=None):
-        """A host buffer; page-locked (under ``gpu``'s context) when that GPU copies into it
-        (write-backs and downloads: pinning every tile would cost more than it saves)."""
-        if gpu is not None and self.pinned and math.prod(shape):
-            return gpu.pinned_array(shape, dtype)
-        return np.empty(shape, dtype)
-
-
-class Pins(list):
-    """The (handle, node) pairs a task holds, plus the host buffers its asynchronous uploads
-    read (``keep``): alive until the task is released, even if a write drops the replica."""
-
-    def __init__(self, pairs) -> None:
-        super().__init__(pairs)
-        self.keep: list = []
-        self.scratch: tuple[int, int] | None = None  # (node, bytes) reserved for the task
-
-
-class NodeState:
-    """Accounting of one node: bytes used, peak, LRU order of resident tiles, pins."""
-
-    def __init__(self, node) -> None:
-        self.node = node
-        self.used = 0
-        self.peak = 0
-        self.lru: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
-        self.pins: collections.Counter[int] = collections.Counter()  # handle id -> tasks
-        self.pinned_bytes = 0
-        self.evictions = 0
-
-
-class MemoryManager:
+class MemoryManager(SpillTraffic):
     """Capacity, eviction and transfers for every memory node of one runtime."""
 
     def __init__(self, host_limit: int | None, spill_dir: str | None, gpus: list) -> None:
@@ -92,9 +56,16 @@ class MemoryManager:
         for gpu in gpus:
             self.nodes[gpu.id] = NodeState(gpu)
         self.spill = None
+        self.io: SpillIO | None = None
+        self.writing: dict[int, object] = {}  # handle id -> its SpillJob (spill_io.py)
+        self.reading: dict[int, object] = {}
+        self.leaving = 0  # bytes being written to spill files
+        self.prefetches = 0
         if host_limit is not None:
             self.spill = Spill(spill_dir, host_limit)
             unmap_freed_tiles()  # an evicted tile must leave resident memory, not just the count
+            self.io = SpillIO(self.spill, self._finish)
+            self.nodes[HOST].pool_limit = host_limit // POOL_FRACTION
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles
@@ -110,8 +81,9 @@ class MemoryManager:
             for node, data in replicas:
                 if node == DISK:
                     Spill.remove(data)
-                else:
-                    self._untrack(handle_id, nbytes, node)
+                elif self._untrack(handle_id, nbytes, node) and node == HOST:
+                    self._recycle(data, holders=2)  # ``data`` and the pair in ``replicas``
+            del replicas, data
 
     def note_dead(self, handle: DataHandle) -> None:
         """Called from ``DataHandle.__del__`` in any thread: lock-free, processed later."""
@@ -125,12 +97,14 @@ class MemoryManager:
             return
         state.lru[handle.id] = weakref.ref(handle)
         state.used += handle.nbytes
-        state.peak = max(state.peak, state.used)
+        state.note_peak()
 
-    def _untrack(self, handle_id: int, nbytes: int, node: int) -> None:
+    def _untrack(self, handle_id: int, nbytes: int, node: int) -> bool:
         state = self.nodes.get(node)
         if state is not None and state.lru.pop(handle_id, None) is not None:
             state.used -= nbytes
+            return True
+        return False
 
     def register(self, handle: DataHandle) -> None:
         """Account for replicas made outside the manager (a tile built from user data)."""
@@ -142,7 +116,7 @@ class MemoryManager:
                     if capacity is not None and handle.nbytes > capacity:
                         handle.replicas.clear()
                         raise OutOfMemoryError(
-                            self._no_room(handle.nbytes, node, handle, held=False)
+                            no_room(self.nodes[node], handle.nbytes, handle, held=False)
                             + ": use smaller tiles"
                         )
                     try:
@@ -183,23 +157,29 @@ class MemoryManager:
         if node == DISK:
             if data is not None:
                 Spill.remove(data)
-        else:
-            self._untrack(handle.id, handle.nbytes, node)
+        elif self._untrack(handle.id, handle.nbytes, node) and node == HOST:
+            self._recycle(data, holders=1)
 
     def _set_written(self, handle: DataHandle, node: int) -> None:
         """The replica on ``node`` is being written: every other one is stale, drop it."""
+        job = self.writing.get(handle.id)
+        if job is not None:
+            job.stale = True  # its file is removed when the write ends
         for other in list(handle.replicas):
             if other != node:
                 self._drop(handle, other)
 
     # -- eviction -----------------------------------------------------------------------------
 
-    def _make_room(self, node: int, nbytes: int, exclude=()) -> bool:
-        """Evict unpinned LRU replicas until ``nbytes`` more fit on ``node``; False if not."""
+    def _make_room(self, node: int, nbytes: int, exclude=(), keep=None) -> bool:
+        """Evict unpinned LRU replicas until ``nbytes`` more fit on ``node``; False if not
+        (a limited host: ``_make_host_room``, which keeps pooled buffers of kind ``keep``)."""
         state = self.nodes[node]
         capacity = state.node.capacity
         if capacity is None:
             return True
+        if node == HOST and self.io is not None:
+            return self._make_host_room(nbytes, exclude, keep)
         skip = {h.id for h in exclude}
         while state.used + nbytes > capacity:
             victim = None
@@ -216,69 +196,56 @@ class MemoryManager:
         return True
 
     def _evict(self, handle: DataHandle, node: int) -> None:
-        """Drop ``handle``'s replica on ``node``, writing it back first if it is the only one."""
-        data = handle.replicas[node]
-        sole = len(handle.replicas) == 1
-        if sole and node != HOST:  # GPU -> host
-            self._fetch(handle, HOST, True, False, None, Pins([]))
-        elif sole:  # host -> disk
-            if self.spill is None:  # cannot happen: only a limited host evicts
-                raise RuntimeError("host eviction without a spill directory")
-            start = time.perf_counter()
-            handle.replicas[DISK] = self.spill.write(handle, data)
-            self.spilled[handle.id] = handle
-            self._count("host->disk", handle.nbytes, start)
+        """Drop ``handle``'s GPU replica on ``node``, written back to host first if it is the
+        only one (a limited host's evictions go to disk in ``_make_host_room``)."""
+        if len(handle.replicas) == 1:
+            pins = Pins([(handle, node)])  # chosen by no other eviction while host makes room
+            self._pin(handle, node)
+            try:
+                self._fetch(handle, HOST, True, False, None, pins)
+            finally:
+                self._unpin(pins)
+            if HOST not in handle.replicas or self.nodes[node].pins[handle.id]:
+                return  # written on the GPU meanwhile: it stays
         self._drop(handle, node)
         self.nodes[node].evictions += 1
 
     def _allocate(self, handle, node: int, exclude=(), task=None, gpu=None):
         state = self.nodes[node]
+        reuse = node == HOST and gpu is None
+        if reuse and state.free:
+            data = state.take(handle.shape, handle.dtype)  # counted already: no room to make
+            if data is not None:
+                return data
         try:
-            room = self._make_room(node, handle.nbytes, exclude)
+            room = self._make_room(node, handle.nbytes, exclude, keep=handle.nbytes)
         except SpillError as exc:
             who = task.describe() if task is not None else "a read"
             exc.add_note(f"while making room on {state.node.name} for {handle!r} ({who})")
             raise
         if not room:
-            raise OutOfMemoryError(self._no_room(handle.nbytes, node, task))
+            raise OutOfMemoryError(no_room(self.nodes[node], handle.nbytes, task))
+        if reuse and state.free:  # an evicted tile's buffer, kept for this one
+            data = state.take(handle.shape, handle.dtype)
+            if data is not None:
+                return data
         if node == HOST:
             return state.node.allocate(handle.shape, handle.dtype, gpu)
         return state.node.allocate(handle.shape, handle.dtype)
 
-    def _no_room(self, nbytes: int, node: int, who, held: bool = True, scratch: int = 0) -> str:
-        """``who`` (a task, a handle or None) needs ``nbytes`` (``scratch`` of them for its
-        working memory) that ``node`` cannot give."""
-        state = self.nodes[node]
-        if who is None:
-            who = "a tile"
-        elif not isinstance(who, DataHandle):
-            who = who.describe()
-        text = (
-            f"{who} needs {format_bytes(nbytes)}{scratch_text(scratch)} on {state.node.name} "
-            f"but its limit is {format_bytes(state.node.capacity)}"
-        )
-        if held:
-            text += f" ({format_bytes(state.pinned_bytes)} held by running tasks)"
-        return text
-
     # -- transfers ----------------------------------------------------------------------------
 
-    def _count(self, route: str, nbytes: int, start: float) -> None:
-        end = time.perf_counter()
+    def _count(self, route: str, nbytes: int, start: float, end: float | None = None) -> None:
+        end = time.perf_counter() if end is None else end
         self.transfers[route] += nbytes
         self.transfer_seconds[route] += end - start
         if self.tracer is not None:
             self.tracer.record_transfer(route, start, end, nbytes)
 
     def _copy(self, handle, src: int, src_data, dst: int, dst_data, sync: bool):
-        """Copy one valid replica to another node (host in between for disk and GPU pairs)."""
+        """Copy one valid replica between host and a GPU (disk reads are ``spill_io``'s)."""
         start = time.perf_counter()
-        if src == DISK:
-            if dst != HOST:
-                raise AssertionError("disk data goes to host first")
-            self.spill.read(src_data, dst_data)
-            self._count("disk->host", handle.nbytes, start)
-        elif src == HOST:
+        if src == HOST:
             gpu = self.nodes[dst].node
             gpu.upload(src_data, dst_data, sync)
             self._count(f"host->{gpu.name}", handle.nbytes, start)
@@ -290,7 +257,10 @@ class MemoryManager:
             raise AssertionError("GPU to GPU copies go through host")
 
     def _fetch(self, handle: DataHandle, node: int, reads: bool, writes: bool, task, pins):
-        """A valid replica of ``handle`` on ``node`` (lock held; ``handle`` pinned there)."""
+        """A valid replica of ``handle`` on ``node`` (lock held, released while a spill file
+        is read; ``handle`` pinned there)."""
+        while handle.id in self.reading:  # its read-back is in flight: that is the host copy
+            self._wait_read(handle)
         data = handle.replicas.get(node)
         if data is not None:
             if handle.id not in self.nodes[node].lru:  # made before this manager: count it
@@ -303,12 +273,15 @@ class MemoryManager:
                     if candidate in handle.replicas:
                         source = candidate
                         break
-                if node != HOST and source != HOST:  # disk or another GPU: through host
-                    self._fetch(handle, HOST, True, False, task, pins)
-                    source = HOST
-            if source == HOST and node != HOST:  # the upload reads host: hold it till done
-                pins.append((handle, HOST))
-                self._pin(handle, HOST)
+                if source == DISK and node == HOST:  # by the reader thread, lock released
+                    self._start_read(handle, task)
+                    return self._fetch(handle, node, reads, writes, task, pins)
+                if node != HOST:  # the upload reads host: hold it till done
+                    pins.append((handle, HOST))
+                    self._pin(handle, HOST)
+                    if source != HOST:  # disk or another GPU: through host
+                        self._fetch(handle, HOST, True, False, task, pins)
+                        source = HOST
             gpu = self.nodes[source].node if source is not None and source > HOST else None
             data = self._allocate(handle, node, exclude=(handle,), task=task, gpu=gpu)
             if source is not None:
@@ -336,7 +309,9 @@ class MemoryManager:
         need = tile_bytes(task) + scratch
         capacity = state.node.capacity
         if capacity is not None and need > capacity:
-            raise OutOfMemoryError(self._no_room(need, node, task, held=False, scratch=scratch))
+            raise OutOfMemoryError(
+                no_room(self.nodes[node], need, task, held=False, scratch=scratch)
+            )
         with self.lock:
             self._reap()
             while capacity is not None:
@@ -352,12 +327,16 @@ class MemoryManager:
             for h in distinct.values():
                 self._pin(h, node)
             try:
+                if scratch:  # first: its tiles' reads may wait, and others' admission count it
+                    self._reserve(task, node, scratch, distinct.values(), pins)
+                if node == HOST and self.io is not None:  # start every read before waiting
+                    for h, mode in zip(task.handles, task.modes):
+                        if READS[mode] and set(h.replicas) == {DISK} and h.id not in self.reading:
+                            self._start_read(h, task)
                 buffers = [
                     self._fetch(h, node, READS[m], WRITES[m], task, pins)
                     for h, m in zip(task.handles, task.modes)
                 ]
-                if scratch:
-                    self._reserve(task, node, scratch, distinct.values(), pins)
             except BaseException:
                 self._unpin(pins)
                 raise
@@ -367,17 +346,18 @@ class MemoryManager:
         """Hold ``nbytes`` of scratch on ``node`` for ``task`` (its tiles are pinned there):
         evict other tiles to make room; counted as used and held until ``_unpin``."""
         state = self.nodes[node]
+        state.pinned_bytes += nbytes  # held from now on; used once there is room
+        pins.scratch = (node, nbytes, 0)
         try:
             room = self._make_room(node, nbytes, exclude=tiles)
         except SpillError as exc:
             exc.add_note(f"while making room for the scratch of {task.describe()}")
             raise
         if not room:
-            raise OutOfMemoryError(self._no_room(nbytes, node, task, scratch=nbytes))
+            raise OutOfMemoryError(no_room(self.nodes[node], nbytes, task, scratch=nbytes))
         state.used += nbytes
-        state.pinned_bytes += nbytes
-        state.peak = max(state.peak, state.used)
-        pins.scratch = (node, nbytes)
+        state.note_peak()
+        pins.scratch = (node, nbytes, nbytes)
 
     def _pin(self, handle: DataHandle, node: int) -> None:
         state = self.nodes[node]
@@ -393,10 +373,10 @@ class MemoryManager:
                 del state.pins[handle.id]
                 state.pinned_bytes -= handle.nbytes
         if getattr(pins, "scratch", None) is not None:
-            node, nbytes = pins.scratch
+            node, pinned, used = pins.scratch
             pins.scratch = None
-            self.nodes[node].used -= nbytes
-            self.nodes[node].pinned_bytes -= nbytes
+            self.nodes[node].used -= used
+            self.nodes[node].pinned_bytes -= pinned
         self.freed.notify_all()
 
     def release(self, pins: list, failed_writes: list | None = None) -> None:
@@ -421,11 +401,14 @@ class MemoryManager:
     def drop_all(self, handle: DataHandle) -> None:
         """``invalidate``: forget every replica, nothing written back."""
         with self.lock:
+            self._settle(handle)
             for node in list(handle.replicas):
                 self._drop(handle, node)
 
     def evict_early(self, handle: DataHandle) -> None:
-        """``wont_use``: move ``handle`` off the GPUs now (to host), and first in line on host."""
+        """``wont_use``: move ``handle`` off the GPUs now (to host), and first in line on host
+        (not written to its spill file before it must leave: writing the AdamW moments of
+        gpt2-small ahead doubled the bytes written, most of which were never read back)."""
         with self.lock:
             self._reap()
             for node in [n for n in handle.replicas if n > HOST]:
@@ -438,11 +421,19 @@ class MemoryManager:
     def close(self, bring_home: bool = True) -> None:
         """Shut down: tiles still alive come back to host RAM (from the GPUs and the spill
         files, which are removed), so tensors outlive the runtime; ``bring_home=False`` (at
-        interpreter exit) skips that work."""
+        interpreter exit) skips that work. Spill transfers in flight end first (at exit,
+        the queued ones are dropped)."""
+        if self.io is not None and not bring_home:
+            self.io.closing = True
+            self.io.stop(timeout=5.0)
         with self.lock:
             self._reap()
             if bring_home:
                 self.host.capacity = None  # no limit any more: nothing is evicted now
+                self.nodes[HOST].free.clear()
+                self.nodes[HOST].pooled = 0
+                while self.writing or self.reading:
+                    self.freed.wait(timeout=1.0)
                 for node, state in self.nodes.items():
                     if node == HOST:
                         continue
@@ -460,6 +451,8 @@ class MemoryManager:
                     handle = ref()
                     if handle is not None:
                         track_without_manager(handle)
+        if self.io is not None and bring_home:
+            self.io.stop()
         if self.spill is not None:
             self.spill.close()
 
@@ -478,6 +471,8 @@ class MemoryManager:
                         "used": s.used,
                         "peak": s.peak,
                         "evictions": s.evictions,
+                        "pooled": s.pooled,
+                        "reused": s.reused,
                     }
                     for s in self.nodes.values()
                 },
@@ -489,5 +484,6 @@ class MemoryManager:
                     "bytes_written": self.transfers["host->disk"],
                     "reads": self.spill.reads,
                     "bytes_read": self.transfers["disk->host"],
+                    "prefetched": self.prefetches,
                 }
             return out

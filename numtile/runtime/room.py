@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from numtile.runtime.handle import DataHandle
 from numtile.runtime.spill import format_bytes
 
 if TYPE_CHECKING:
@@ -25,6 +26,22 @@ def tile_bytes(task: Task) -> int:
 def scratch_text(scratch: int) -> str:
     """How a message names the scratch part of the bytes a task needs."""
     return f" ({format_bytes(scratch)} of it scratch)" if scratch else ""
+
+
+def no_room(state, nbytes: int, who, held: bool = True, scratch: int = 0) -> str:
+    """The message: ``who`` (a task, a handle or None) needs ``nbytes`` (``scratch`` of them
+    for its working memory) that the node of ``state`` (a ``NodeState``) cannot give."""
+    if who is None:
+        who = "a tile"
+    elif not isinstance(who, DataHandle):
+        who = who.describe()
+    text = (
+        f"{who} needs {format_bytes(nbytes)}{scratch_text(scratch)} on {state.node.name} "
+        f"but its limit is {format_bytes(state.node.capacity)}"
+    )
+    if held:
+        text += f" ({format_bytes(state.pinned_bytes)} held by running tasks)"
+    return text
 
 
 def check_fits(task: Task, limits: list) -> None:

@@ -97,6 +97,14 @@ class EagerScheduler:
                 task = None if self._stopping else self._take(worker)
             return task
 
+    def peek(self, worker: int) -> list[Task]:
+        """The tasks likely to run next (the best ones of the shared queue; none when
+        workers of several kinds share it)."""
+        if self._mixed:
+            return []
+        with self._lock:
+            return _best(self._heaps.get(None))
+
     def finished(self, task: Task, worker: int) -> None:
         pass
 
@@ -205,6 +213,11 @@ class DmdaScheduler:
                 return None
             return heapq.heappop(self._heaps[worker])[2]
 
+    def peek(self, worker: int) -> list[Task]:
+        """The tasks ``worker`` is likely to run next (the best of its queue)."""
+        with self._lock:
+            return _best(self._heaps[worker])
+
     def finished(self, task: Task, worker: int) -> None:
         with self._lock:
             self._expected[worker] = max(
@@ -251,11 +264,21 @@ class SyncScheduler:
     def try_pop(self, worker: int, timeout: float = 0.0) -> Task | None:
         return None
 
+    def peek(self, worker: int) -> list[Task]:
+        return []
+
     def finished(self, task: Task, worker: int) -> None:
         pass
 
     def stop(self) -> list[Task]:
         return []
+
+
+def _best(heap: list | None) -> list[Task]:
+    """The best task of a priority heap and the better of its two children (the next best)."""
+    if not heap:
+        return []
+    return [heap[0][2]] + ([min(heap[1:3])[2]] if len(heap) > 1 else [])
 
 
 SCHEDULER_CLASSES = {cls.name: cls for cls in (EagerScheduler, DmdaScheduler, SyncScheduler)}

@@ -125,6 +125,17 @@ def wait_tensors(tensors) -> None:
     get_runtime().wait_handles([handle for tensor in tensors for handle in tensor.handles])
 
 
+def host_memory_limited() -> bool:
+    """True when the running runtime limits host memory (tiles beyond the limit wait in
+    spill files, ``NUMTILE_HOST_MEM_LIMIT``).
+
+    >>> import numtile as nt
+    >>> host_memory_limited() == (nt.get_runtime().config.host_mem_limit is not None)
+    True
+    """
+    return get_runtime().config.host_mem_limit is not None
+
+
 def follow_owners(grad, leaf):
     """Under MPI, give ``grad``'s tiles the owners of ``leaf``'s (same layout) where those
     are ranks (a sharded parameter's: ``train_distributed.shard``), and return ``grad``:

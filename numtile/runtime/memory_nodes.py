@@ -1,0 +1,124 @@
+"""The memory manager's per-node state: host RAM as a node, the pins a task holds, and the
+accounting of one node (bytes used, LRU order, pins, and on a limited host the free tile
+buffers kept for reuse)."""
+
+from __future__ import annotations
+
+import collections
+import math
+import sys
+import weakref
+
+import numpy as np
+
+
+class HostNode:
+    """Host RAM: NumPy buffers, page-locked for the ones GPUs write back into."""
+
+    def __init__(self, capacity: int | None, pinned: bool) -> None:
+        self.id = 0  # handle.HOST
+        self.name = "host"
+        self.capacity = capacity
+        self.pinned = pinned
+
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype, gpu=None):
+        """A host buffer; page-locked (under ``gpu``'s context) when that GPU copies into it
+        (write-backs and downloads: pinning every tile would cost more than it saves)."""
+        if gpu is not None and self.pinned and math.prod(shape):
+            return gpu.pinned_array(shape, dtype)
+        return np.empty(shape, dtype)
+
+
+class Pins(list):
+    """The (handle, node) pairs a task holds, plus the host buffers its asynchronous uploads
+    read (``keep``): alive until the task is released, even if a write drops the replica."""
+
+    def __init__(self, pairs) -> None:
+        super().__init__(pairs)
+        self.keep: list = []
+        # (node, bytes held, bytes counted as used) of scratch reserved for the task
+        self.scratch: tuple[int, int, int] | None = None
+
+
+class NodeState:
+    """Accounting of one node: bytes used, peak, LRU order of resident tiles, pins.
+
+    On a limited host, the buffers of evicted and dead tiles are kept for reuse (``free``,
+    ``pooled`` bytes), keyed by size so that a buffer serves any shape and dtype of its byte
+    count: fresh memory costs a page fault per 4 KiB on first touch, which under a limit
+    (where every tile is its own mapping, ``host_malloc``) cost gpt2-small training 2 GB of
+    page faults a step. They count against the limit like tiles, and are the first memory
+    given back when room is needed, and at most ``pool_limit`` bytes of them are kept.
+    """
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.used = 0  # tiles (and reserved scratch), not the pooled buffers
+        self.peak = 0  # of used + pooled
+        self.lru: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
+        self.pins: collections.Counter[int] = collections.Counter()  # handle id -> tasks
+        self.pinned_bytes = 0
+        self.evictions = 0
+        self.free: collections.OrderedDict[int, list[np.ndarray]] = collections.OrderedDict()
+        self.pooled = 0
+        self.pool_limit = 0
+        self.reused = 0  # allocations served from ``free``
+
+    @property
+    def resident(self) -> int:
+        return self.used + self.pooled
+
+    def note_peak(self) -> None:
+        self.peak = max(self.peak, self.used + self.pooled)
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        """A free buffer viewed as ``shape`` and ``dtype`` (no longer pooled), or None."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        free = self.free.get(nbytes)
+        if free is None:
+            return None
+        owner = free.pop()
+        if not free:
+            del self.free[nbytes]
+        self.pooled -= nbytes
+        self.reused += 1
+        return owner.reshape(-1).view(np.uint8).view(dtype).reshape(shape)
+
+    def give(self, array: np.ndarray) -> None:
+        """Keep the memory of ``array`` (from ``owner_alone``) for reuse."""
+        owner = array if array.base is None else array.base
+        self.free.setdefault(owner.nbytes, []).append(owner)
+        self.free.move_to_end(owner.nbytes)
+        self.pooled += owner.nbytes
+        while self.pooled > self.pool_limit and self.release_one():
+            pass
+
+    def release_one(self, keep: int | None = None) -> bool:
+        """Give one free buffer back to the system (of the least recently pooled size, not
+        ``keep`` bytes if another will do); False when none is left."""
+        for key in [k for k in self.free if k != keep] + ([keep] if keep in self.free else []):
+            free = self.free[key]
+            array = free.pop()
+            if not free:
+                del self.free[key]
+            self.pooled -= array.nbytes
+            return True
+        return False
+
+
+def owner_alone(array: np.ndarray, holders: int) -> bool:
+    """True if nothing but the ``holders`` known references keeps ``array``'s memory alive:
+    ``array`` owns it, or is the only view of a NumPy array that does (one ``take`` made)."""
+    # getrefcount also counts this function's parameter and its own argument
+    if sys.getrefcount(array) > holders + 2:
+        return False
+    owner = array.base
+    if owner is None:
+        return True
+    # the owner: referenced by ``array.base`` (and getrefcount's argument) only
+    return (
+        type(owner) is np.ndarray
+        and owner.base is None
+        and owner.nbytes == array.nbytes
+        and sys.getrefcount(owner) <= 3
+    )
