@@ -93,3 +93,24 @@ def test_triu_copy_and_eye_fill(backend, diagonal):
     np.testing.assert_array_equal(out, np.triu(source[:4], diagonal))
     backend.run("eye_fill", out, diagonal, exact=True)
     np.testing.assert_array_equal(out, np.eye(4, 6, diagonal))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.complex128])
+@pytest.mark.parametrize("shape", [(400, 300), (300, 400), (260, 129), (50, 50)])
+def test_qr_explicit_matches_numpy_across_geqrt_blocks(dtype, shape):
+    # wider than GEQRT_BLOCK: tau comes from the diagonals of several T blocks, and a wrong one
+    # would break orgqr's Q
+    from numtile.ops_cpu import qr
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(shape).astype(dtype)
+    if dtype == np.complex128:
+        a = a + 1j * rng.standard_normal(shape)
+    k = min(shape)
+    q, r = np.zeros((shape[0], k), dtype), np.zeros((k, shape[1]), dtype)
+    qr.qr_explicit(a, q, r, True)
+    tolerance = 50 * TOLERANCE.get(dtype, 1e-12)
+    np.testing.assert_allclose(q @ r, a, atol=tolerance * np.abs(a).max())
+    np.testing.assert_allclose(q.conj().T @ q, np.eye(k), atol=tolerance)
+    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(a)[1]), atol=tolerance * k)
+    assert np.array_equal(r, np.triu(r))

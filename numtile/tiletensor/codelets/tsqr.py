@@ -3,8 +3,9 @@ tile's QR with its Q formed (``tsqr_leaf``), the QR of a few stacked R's along a
 (``tsqr_node``), the tree's small Q factors multiplied down to each leaf (``tsqr_down``) and
 each leaf's Q times its (k, n) factor (``tsqr_apply``, one GEMM).
 
-On a CPU the QRs are LAPACK's ``geqrf`` + ``orgqr`` (``ops_cpu.qr_explicit``, blocked BLAS-3
-Householder, faster than applying ``geqrt``'s reflectors to an identity); a float64 leaf whose
+On a CPU the QRs are geqrf's factorisation (computed by LAPACK's ``geqrt`` in 128-wide blocks)
++ ``orgqr`` (``ops_cpu.qr_explicit``, blocked BLAS-3 Householder, faster than applying
+``geqrt``'s reflectors to an identity); a float64 leaf whose
 R is well conditioned skips ``orgqr`` (``ops_cpu.qr_leaf`` says so in a flag tile) and its
 ``tsqr_apply`` multiplies the leaf's input by R^-1 F instead (a triangular solve on the small
 factor F). Elsewhere (a GPU worker) the generic kernels build Q from the ``geqrt``/``gemqrt``
