@@ -24,8 +24,10 @@ ALLOWED = {
     "cuda_driver": set(),
     # complex scalar functions over real math, compiled by each kernel package for its target
     "complex_math": set(),
-    "ops_cpu": {"opcodes", "config", "complex_math"},
-    "ops_cuda": {"opcodes", "config", "cuda_driver", "complex_math"},
+    # Numba's disk cache stamped with all kernel sources at once
+    "kernel_cache": set(),
+    "ops_cpu": {"opcodes", "config", "complex_math", "kernel_cache"},
+    "ops_cuda": {"opcodes", "config", "cuda_driver", "complex_math", "kernel_cache"},
     "runtime": {"config", "cuda_driver"},
     "backends": {"runtime", "ops_cpu", "ops_cuda", "config", "cuda_driver"},
     "tiletensor": {"runtime", "opcodes", "config"},

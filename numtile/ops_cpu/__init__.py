@@ -30,6 +30,7 @@ loss, optim, embedding); ``helpers``.
 
 from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
 
+import numtile.kernel_cache  # noqa: F401  (first: one cache stamp for all kernels)
 from numtile.ops_cpu import nn
 from numtile.ops_cpu.bf16 import (
     bf16_from,

@@ -26,6 +26,7 @@ Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or
 simulator (``require()`` says which is missing).
 """
 
+import numtile.kernel_cache  # noqa: F401  (first: one cache stamp for all kernels)
 from numtile.cuda_driver import SIMULATOR, CudaUnavailableError, available, require
 from numtile.ops_cuda import nn
 from numtile.ops_cuda.bf16 import (
