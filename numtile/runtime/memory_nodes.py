@@ -11,12 +11,14 @@ import weakref
 
 import numpy as np
 
+from numtile.runtime.handle import HOST
+
 
 class HostNode:
     """Host RAM: NumPy buffers, page-locked for the ones GPUs write back into."""
 
     def __init__(self, capacity: int | None, pinned: bool) -> None:
-        self.id = 0  # handle.HOST
+        self.id = HOST
         self.name = "host"
         self.capacity = capacity
         self.pinned = pinned

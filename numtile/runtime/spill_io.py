@@ -15,11 +15,10 @@ only to change the tile states:
   needs it waits for that read only (the lock released), other workers go on.
 
 Room on the host is made in this order: free room, pooled buffers (``memory_nodes``), clean
-copies (instant), then writes of the least recently used tiles, waited for. Besides, after
-each task is given its tiles the least recently used ones are written back ahead of need
-(``_write_behind``) so that about an eighth of the limit is always free or clean, and
-``prefetch`` starts reading the tiles of the next ready tasks while there is room for them
-without waiting. An I/O error fails the task (or read) that needed that transfer, with the
+copies (instant), then writes of the least recently used tiles, waited for. Nothing is
+written ahead of need (writing the AdamW moments ahead doubled the bytes written, most never
+read back); ``prefetch`` starts reading the tiles of the next ready tasks while there is room
+for them without waiting. An I/O error fails the task (or read) that needed that transfer, with the
 exception the file operation raised; the tile keeps its other replica, so nothing is lost.
 """
 
@@ -250,8 +249,7 @@ class SpillTraffic:
                     else:
                         handle.replicas[DISK] = job.path
                         self.spilled[handle.id] = handle
-                        limited = state.node.capacity is not None
-                        if job.drop and limited and not state.pins[handle.id]:
+                        if job.drop and not state.pins[handle.id]:  # I/O: host is limited
                             job.array = None
                             self._drop(handle, HOST)
                             state.evictions += 1
