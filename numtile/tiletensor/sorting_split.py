@@ -32,7 +32,6 @@ MIN_SIZE = 1 << 21  # smaller inputs: the merge sort (tests lower it)
 # this sort takes 0.45-0.94 x the merge sort's time (median 0.84, 8 rounds, loaded); the merge
 # sort's levels grow with the workers, this sort's passes do not
 MIN_WORKERS = 2
-_PER_BUCKET = 64  # sample elements per bucket
 _UNBALANCED = 2.5  # fall back when a bucket holds this many times its share of the sample
 
 
@@ -46,18 +45,18 @@ def _splitters(x: TileTensor, buckets: int) -> np.ndarray | None:
     """``buckets - 1`` split points from a sample of ``x``, or None when unbalanced."""
     runtime = get_runtime()
     runtime.wait_handles(x.handles)
-    per_tile = -(-buckets * _PER_BUCKET // len(x.handles))
+    per_tile = -(-buckets * codelets.PER_BUCKET // len(x.handles))
     rng = np.random.default_rng(0)
     sample = []
     for handle in x.handles:
         tile = handle.host_array().reshape(-1)
         sample.append(tile[rng.integers(0, tile.size, per_tile)])
     sample = np.sort(np.concatenate(sample))
-    splitters = sample[np.arange(1, buckets) * sample.size // buckets]
+    splitters = codelets.quantile_splitters(sample, buckets)
     shares = np.bincount(np.searchsorted(splitters, sample, "right"), minlength=buckets)
     if shares.max() > _UNBALANCED * sample.size / buckets:
         return None
-    return np.ascontiguousarray(splitters)
+    return splitters
 
 
 def split_sort(

@@ -10,6 +10,7 @@ import numpy as np
 from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.sorting import key_kind
 
+PER_BUCKET = 64  # sample elements per bucket
 SUB_BUCKET = 1 << 16  # elements of the pieces an argsort bucket is sorted in (tests lower it)
 _MANY_TIES = 16  # stable_order runs NumPy's stable argsort when over 1 in this many elements tie
 
@@ -33,6 +34,11 @@ def _split_tile(ops, x, *buffers):
         counts.reshape(-1),
         key_kind(x.dtype),
     )
+
+
+def quantile_splitters(sample: np.ndarray, buckets: int) -> np.ndarray:
+    """``buckets - 1`` split points at the quantiles of the sorted ``sample``."""
+    return np.ascontiguousarray(sample[np.arange(1, buckets) * sample.size // buckets])
 
 
 def _pieces(parts, begins, lengths):
@@ -111,8 +117,8 @@ def _argsort_bucket(ops, *buffers):
     out_values = outs[0].reshape(-1) if len(outs) == 2 else None
     n = values.size
     pieces = min(64, -(-n // SUB_BUCKET))
-    sample = np.sort(values[np.random.default_rng(n).integers(0, n, 64 * pieces)])
-    splitters = np.ascontiguousarray(sample[np.arange(1, pieces) * 64])
+    sample = np.sort(values[np.random.default_rng(n).integers(0, n, PER_BUCKET * pieces)])
+    splitters = quantile_splitters(sample, pieces)
     grouped, local = np.empty_like(values), np.empty(n, np.int64)
     counts = np.empty(pieces, np.int64)
     bits = np.dtype(f"u{values.itemsize}")
