@@ -9,47 +9,31 @@ parallel. MKL is loaded with its sequential threading layer: one thread per work
 runtime's rule for BLAS), and no OpenMP runtime needed. Measured on an AMD EPYC with AVX2
 only, MKL's bf16 GEMM runs (it converts internally) at about the speed of float32 sgemm, no
 faster than the exact widen-and-sgemm fallback, so numtile uses it only where the CPU has
-bf16 units.
+bf16 units. MKL itself is loaded by ``mkl_lib``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.metadata
+
+from numtile.ops_cpu import mkl_lib
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL
-
-
-def _candidates() -> list[str]:
-    """Paths of libmkl_rt: the ``mkl`` wheel's own file, then the loader's search path."""
-    paths = []
-    try:
-        for file in importlib.metadata.files("mkl") or ():
-            if file.name.startswith("libmkl_rt.so"):
-                paths.append(str(file.locate()))
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return paths + ["libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so"]
 
 
 @functools.cache
 def library():
     """``cblas_gemm_bf16bf16f32`` of oneMKL (sequential), or None where MKL is not found."""
-    for path in _candidates():
-        try:
-            lib = ctypes.CDLL(path)
-            function = lib.cblas_gemm_bf16bf16f32
-        except (OSError, AttributeError):
-            continue
-        lib.MKL_Set_Threading_Layer(ctypes.c_int(_SEQUENTIAL))
-        integer, pointer = ctypes.c_int, ctypes.c_void_p  # MKL_INT: 32-bit (LP64 interface)
-        function.restype = None
-        function.argtypes = [integer] * 6 + [ctypes.c_float, pointer, integer, pointer, integer]
-        function.argtypes += [ctypes.c_float, pointer, integer]
-        return function
-    return None
+    lib = mkl_lib.library()
+    function = getattr(lib, "cblas_gemm_bf16bf16f32", None) if lib is not None else None
+    if function is None:
+        return None
+    integer, pointer = ctypes.c_int, ctypes.c_void_p  # MKL_INT: 32-bit (LP64 interface)
+    function.restype = None
+    function.argtypes = [integer] * 6 + [ctypes.c_float, pointer, integer, pointer, integer]
+    function.argtypes += [ctypes.c_float, pointer, integer]
+    return function
 
 
 def leading(matrix) -> int:
