@@ -28,6 +28,10 @@ if os.environ.get("NUMTILE_TEST_GPU") != "1":
     # that tests call directly
     ops_cuda.configure(block=8, gemm_tile=4)
 
+    from tests.cudasim import lock_shared_arrays
+
+    lock_shared_arrays()  # the simulator's shared arrays race between a block's threads
+
 SCHEDULERS = ("eager", "dmda", "sync")
 
 # Relative/absolute tolerance per dtype when comparing floating results with NumPy.
