@@ -1,7 +1,8 @@
 """One thread, data in cache: numtile's unary and binary kernels compiled with 512-bit vectors
 (as they ship: ``ops_cpu.helpers.wide_vectors``) and without (LLVM's 256-bit preference on
 AVX-512 CPUs), float64 pow against a loop of libm's ``pow``, and NumPy's ufuncs, in
-interleaved rounds; prints medians in ns an element and the ratios.
+interleaved rounds; prints medians in ns an element (of the thread's CPU time, so that other
+jobs on a shared machine count less) and the ratios.
 
 With ``--vml``: oneMKL's VML (``ops_cpu.mkl_vml``, HA mode) against our kernel of the same op
 and NumPy, for every op VML may take (the table of ``mkl_vml``'s docstring comes from it; run
@@ -131,12 +132,12 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, calls in cases:
             for label, call in calls.items():
-                start = time.perf_counter()
+                start = time.thread_time()  # this thread's CPU time: not the other jobs'
                 for _ in range(calls_per_round):
                     call()
-                seconds = (time.perf_counter() - start) / calls_per_round
+                seconds = (time.thread_time() - start) / calls_per_round
                 times.setdefault((name, label), []).append(seconds / args.size * 1e9)
-    print(f"load {os.getloadavg()[0]:.2f}; ns an element, medians of {args.rounds} rounds")
+    print(f"load {os.getloadavg()[0]:.2f}; CPU ns an element, medians of {args.rounds} rounds")
     for name, calls in cases:
         median = {label: float(np.median(times[(name, label)])) for label in calls}
         line = "  ".join(f"{label} {value:.2f}" for label, value in median.items())

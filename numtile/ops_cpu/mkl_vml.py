@@ -18,27 +18,31 @@ The ``_64`` entry points take the element count as a 64-bit integer, whatever MK
 layer is loaded. ctypes releases the GIL during the call, so runtime workers call VML in parallel;
 MKL runs its sequential layer (one thread per call).
 
-Routed where VML measured faster than our kernel, one thread (ns an element, medians of
-interleaved rounds, in cache: 16K elements / at tile size: 4M elements; ``bench/vector_width.py
---vml``, 2-core Xeon with AVX-512, 2026-12-06):
+Routed where VML measured faster than our kernel of the op, one thread (``python
+bench/vector_width.py --vml``: CPU ns an element, medians of 7-15 interleaved rounds, in L2 at
+64K elements / at a tile's size, 4M elements; 2-core Xeon with AVX-512, load 6.5-7,
+2026-12-06):
 
-=========== ========================== ==========================
-op          float32 VML / ours          float64 VML / ours
-=========== ========================== ==========================
-exp         0.41 / 0.41, 0.63 / 1.48    0.70 / 1.38, 3.55 / 4.81
-log         0.52 / 0.85, 0.87 / 7.28    1.03 / 1.54, 2.30 / 4.70
-sin         0.68 / 0.69, 1.76 / 2.14    1.21 / 2.39, 3.99 / 6.66
-cos         1.01 / 0.82, 2.36 / 2.47    1.15 / 2.33, 2.64 / 4.60
-tan         0.81 / 1.08, 2.29 / 3.12    1.36 / 3.79, 2.03 / 6.03
-tanh        (ours: 0.41 / 0.55)         1.69 / 20.8, 2.90 / 73.0
-power       1.14 / 1.95, 1.05 / 2.18    2.30 / 6.86, 2.48 / 8.68
-=========== ========================== ==========================
+=========== ============================= =============================
+op          float32 VML vs ours           float64 VML vs ours
+=========== ============================= =============================
+exp         0.50 vs 0.67, 0.88 vs 0.96    0.93 vs 2.12, 1.82 vs 2.46
+log         0.61 vs 1.38, 0.97 vs 3.02    1.54 vs 2.36, 1.86 vs 2.59
+sin         0.96 vs 1.06, 1.33 vs 1.50    1.65 vs 3.01, 1.98 vs 3.36
+cos         0.96 vs 0.97, 1.43 vs 1.48    1.71 vs 2.96, 2.05 vs 3.25
+tan         1.12 vs 1.55, 1.50 vs 2.14    1.89 vs 5.77, 2.09 vs 5.48
+tanh        not routed                    2.75 vs 30.8, 2.19 vs 27.6
+power       1.30 vs 2.85, 1.44 vs 2.72    2.93 vs 10.1, 2.75 vs 10.7
+=========== ============================= =============================
 
-and, 5-30x faster than our one-libm-call-an-element loops: expm1, log1p, log2, log10, asin,
-acos, atan, sinh, cosh, asinh, acosh, atanh, atan2, hypot. Not routed: sqrt and reciprocal
-(one instruction in our loops: VML no faster), tanh of float32 (ours a rational
-approximation, 0.75x VML's time), the rest (no VML function, or integer/complex/16-bit
-float dtypes).
+float32 exp, sin and cos are a wash at 1M elements (VML/ours 1.10, 1.01, 1.04: both stream
+memory there). expm1, log1p, log2, log10, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
+atan2 and hypot, whose loops here call libm once an element, take 3-50x less time through
+VML. Not routed: float32 tanh (our rational approximation, a few ulp: 0.68 vs VML's 0.75 in
+cache, though 2.43 vs 1.79 at 4M), sqrt (one instruction in our loops; float32 0.35 vs 0.54
+in cache), reciprocal and the rest (no VML function), integer, complex and 16-bit float
+dtypes (bfloat16/float16 kernels stay ours; a float32 kernel that an op widens them for may
+be VML's).
 """
 
 from __future__ import annotations
