@@ -1,9 +1,14 @@
 """One thread, data in cache: numtile's unary and binary kernels compiled with 512-bit vectors
 (as they ship: ``ops_cpu.helpers.wide_vectors``) and without (LLVM's 256-bit preference on
 AVX-512 CPUs), float64 pow against a loop of libm's ``pow``, and NumPy's ufuncs, in
-interleaved rounds; prints medians in ns an element and the ratios.
+interleaved rounds; prints medians in ns an element (of the thread's CPU time, so that other
+jobs on a shared machine count less) and the ratios.
 
-Usage: python bench/vector_width.py [--rounds 9] [--size 16384]
+With ``--vml``: oneMKL's VML (``ops_cpu.mkl_vml``, HA mode) against our kernel of the same op
+and NumPy, for every op VML may take (the table of ``mkl_vml``'s docstring comes from it; run
+it at ``--size 16384``, in cache, and at a tile's size, ``--size 4194304``).
+
+Usage: python bench/vector_width.py [--rounds 9] [--size 16384] [--vml] [--ops exp,sin]
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
 
-from numtile.ops_cpu import elementwise
+from numtile import opcodes
+from numtile.ops_cpu import elementwise, mkl_vml
 
 
 @intrinsic
@@ -74,28 +80,70 @@ def _cases(n: int) -> list[tuple[str, dict]]:
     return cases
 
 
+# what VML may take: the ops routed to it, and those measured and left on our kernels
+VML_UNARY = ["exp", "log", "sin", "cos", "tan", "tanh", "expm1", "log1p", "log2", "log10"]
+VML_UNARY += ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt"]
+VML_BINARY = ["power", "atan2", "hypot"]
+_DOMAIN = {"asin": (-1, 1), "acos": (-1, 1), "atanh": (-0.99, 0.99), "acosh": (1, 100)}
+_DOMAIN |= {"sin": (-4, 4), "cos": (-4, 4), "tan": (-1.5, 1.5), "power": (0.5, 4)}
+_DOMAIN |= dict.fromkeys(["log", "log2", "log10", "log1p", "sqrt"], (0.01, 100))
+
+
+def _vml_cases(n: int, ops: list[str]) -> list[tuple[str, dict]]:
+    """VML (``mkl_vml.unary``/``binary``), our kernel of the op and NumPy's ufunc, per op and
+    float dtype."""
+    rng = np.random.default_rng(0)
+    step, shape = np.array([1], np.int64), np.array([n], np.int64)
+    cases = []
+    for op in ops:
+        for dtype in (np.float32, np.float64):
+            low, high = _DOMAIN.get(op, (-10, 10))
+            x, y = rng.uniform(low, high, n).astype(dtype), rng.uniform(-3, 3, n).astype(dtype)
+            out, ufunc = np.empty(n, dtype), getattr(np, {"atan2": "arctan2"}.get(op, op))
+            if op in VML_BINARY:
+                code, ours = opcodes.BINARY_OPS[op], elementwise.binary_math.kernel
+                ours = elementwise.binary.kernel if code not in opcodes.BINARY_MATH else ours
+                operands = (x, step, y, step, out, shape, code)
+                calls = {"vml": partial(mkl_vml.run, mkl_vml.BINARY[code][0], x, y, out)}
+                calls |= {"ours": partial(ours, *operands), "numpy": partial(ufunc, x, y, out=out)}
+            else:
+                code = opcodes.UNARY_OPS[op]
+                name = mkl_vml.UNARY.get(code, (op.capitalize(),))[0]
+                calls = {"vml": partial(mkl_vml.run, name, x, out)}
+                calls |= {"ours": partial(elementwise.unary.kernel, x, out, code)}
+                calls["numpy"] = partial(ufunc, x, out=out)
+            cases.append((f"{op} f{np.dtype(dtype).itemsize * 8}", calls))
+    for _, calls in cases:  # compile
+        for call in calls.values():
+            call()
+    return cases
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--size", type=int, default=1 << 14)
+    parser.add_argument("--vml", action="store_true", help="VML against our kernels")
+    parser.add_argument("--ops", default=",".join(VML_UNARY + VML_BINARY), help="with --vml")
     args = parser.parse_args()
-    cases = _cases(args.size)
+    cases = _vml_cases(args.size, args.ops.split(",")) if args.vml else _cases(args.size)
     times: dict[tuple, list] = {}
     calls_per_round = max(1, (1 << 21) // args.size)
     for _ in range(args.rounds):
         for name, calls in cases:
             for label, call in calls.items():
-                start = time.perf_counter()
+                start = time.thread_time()  # this thread's CPU time: not the other jobs'
                 for _ in range(calls_per_round):
                     call()
-                seconds = (time.perf_counter() - start) / calls_per_round
+                seconds = (time.thread_time() - start) / calls_per_round
                 times.setdefault((name, label), []).append(seconds / args.size * 1e9)
-    print(f"load {os.getloadavg()[0]:.2f}; ns an element, medians of {args.rounds} rounds")
+    print(f"load {os.getloadavg()[0]:.2f}; CPU ns an element, medians of {args.rounds} rounds")
     for name, calls in cases:
         median = {label: float(np.median(times[(name, label)])) for label in calls}
         line = "  ".join(f"{label} {value:.2f}" for label, value in median.items())
-        line += f"  | 512/256 {median['512'] / median['256']:.2f}"
-        line += f"  512/numpy {median['512'] / median['numpy']:.2f}"
+        first, second = ("vml", "ours") if args.vml else ("512", "256")
+        line += f"  | {first}/{second} {median[first] / median[second]:.2f}"
+        line += f"  {first}/numpy {median[first] / median['numpy']:.2f}"
         if "libm" in median:
             line += f"  512/libm {median['512'] / median['libm']:.2f}"
         print(f"{name:8s} {line}")

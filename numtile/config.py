@@ -6,7 +6,7 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
 ``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
 ``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``, ``NUMTILE_DISTRIBUTED``,
-``NUMTILE_MPI_MAX_POLL``.
+``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``.
 """
 
 from __future__ import annotations
@@ -78,6 +78,9 @@ class Config:
     mpi_max_poll: float = field(
         default_factory=lambda: _env_number("NUMTILE_MPI_MAX_POLL", 2e-2, float)
     )
+    # element-wise maths through oneMKL's VML where MKL loads (ops_cpu.mkl_vml); 0 keeps
+    # numtile's own kernels
+    vml: bool = field(default_factory=lambda: _env_flag("NUMTILE_VML") is not False)
 
     def __post_init__(self) -> None:
         self._check_types()

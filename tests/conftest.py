@@ -149,6 +149,17 @@ def quick_thread_switches():
     sys.setswitchinterval(previous)
 
 
+@pytest.fixture(params=["vml", "ours"])
+def math_path(request):
+    """Element-wise maths through oneMKL's VML (``ops_cpu.mkl_vml``; where MKL does not load,
+    numtile's kernels again), then through numtile's own kernels."""
+    from numtile.ops_cpu import mkl_vml
+
+    previous = mkl_vml.set_enabled(request.param == "vml")
+    yield request.param
+    mkl_vml.set_enabled(previous)
+
+
 @pytest.fixture(params=SCHEDULERS)
 def scheduler(request):
     """Run the test under each scheduler; the default runtime is restored afterwards."""

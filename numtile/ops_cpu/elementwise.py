@@ -9,6 +9,7 @@ loop that is inlined, so Numba compiles (and caches) one vectorisable loop per o
 import numba
 
 from numtile import opcodes
+from numtile.ops_cpu import mkl_vml
 from numtile.ops_cpu.fastmath import broadcast_gathered
 from numtile.ops_cpu.fastmath_trig import map_reduced
 from numtile.ops_cpu.helpers import (
@@ -20,7 +21,7 @@ from numtile.ops_cpu.helpers import (
     unsigned,
     wide_vectors,
 )
-from numtile.ops_cpu.per_op import OpKernel
+from numtile.ops_cpu.per_op import LibraryFirst, OpKernel
 from numtile.ops_cpu.scalar_math import (
     _abs,
     _acos,
@@ -316,11 +317,16 @@ def _compare(op):
     return compare_op
 
 
-unary = OpKernel(
-    "unary",
-    opcodes.UNARY_OPS,
-    _unary,
-    "out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS).",
+# exp, log, sin... of dense float32/float64 operands run through oneMKL's VML where it loads
+# and beats these kernels (mkl_vml: its table of ops and timings)
+unary = LibraryFirst(
+    mkl_vml.unary,
+    OpKernel(
+        "unary",
+        opcodes.UNARY_OPS,
+        _unary,
+        "out[i] = f(x[i]) for the unary op ``op`` (a code of UNARY_OPS).",
+    ),
 )
 unary_backward = OpKernel(
     "unary_backward",
@@ -329,20 +335,27 @@ unary_backward = OpKernel(
     """grad_in[i] = grad_out[i] * f'(x[i]) for ``op`` (a code of UNARY_BACKWARD_OPS); x is the
     forward input.""",
 )
-binary = OpKernel(
-    "binary",
-    {n: c for n, c in opcodes.BINARY_OPS.items() if c not in opcodes.BINARY_MATH},
-    _binary,
-    """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS; strides 0 on broadcast
-    axes).""",
+binary = LibraryFirst(
+    mkl_vml.binary,
+    OpKernel(
+        "binary",
+        {n: c for n, c in opcodes.BINARY_OPS.items() if c not in opcodes.BINARY_MATH},
+        _binary,
+        """out = op(a, b) broadcast over ``shape`` (a code of BINARY_OPS; strides 0 on
+        broadcast axes).""",
+    ),
 )
-binary_math = OpKernel(
-    "binary_math",
-    {n: c for n, c in opcodes.BINARY_OPS.items() if c in opcodes.BINARY_MATH},
-    _binary_math,
-    """out = op(a, b) broadcast over ``shape`` for the floating-point functions of two
-    arguments (atan2, copysign, hypot, logaddexp: codes of BINARY_MATH). A kernel of its own:
-    ``binary`` compiles for every dtype, and these only for floats, when first used.""",
+binary_math = LibraryFirst(
+    mkl_vml.binary,
+    OpKernel(
+        "binary_math",
+        {n: c for n, c in opcodes.BINARY_OPS.items() if c in opcodes.BINARY_MATH},
+        _binary_math,
+        """out = op(a, b) broadcast over ``shape`` for the floating-point functions of two
+        arguments (atan2, copysign, hypot, logaddexp: codes of BINARY_MATH). A kernel of its
+        own: ``binary`` compiles for every dtype, and these only for floats, when first
+        used.""",
+    ),
 )
 compare = OpKernel(
     "compare",

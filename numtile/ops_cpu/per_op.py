@@ -50,6 +50,10 @@ class OpKernel:
         """The signatures compiled so far, over every op (as a Numba dispatcher's)."""
         return [s for kernel in self._kernels.values() for s in kernel.signatures]
 
+    def knows(self, op) -> bool:
+        """True where ``op`` is one of this family's codes."""
+        return op in self._names
+
 
 class ByNeed:
     """A kernel whose Python body ``choose`` picks, per call, one of the Numba functions
@@ -69,6 +73,26 @@ class ByNeed:
     @property
     def signatures(self) -> list:
         return [s for kernel in self._kernels for s in kernel.signatures]
+
+
+class LibraryFirst:
+    """The ``OpKernel`` ``kernel(*args, op)``, unless ``library(*args, op)``, a call of the same
+    arguments into a math library (``mkl_vml.unary``), did the work: it returns True then,
+    False where it does not take those operands or that op (our kernel runs). Ops that are not
+    the kernel's own never reach the library. Other attributes are ``kernel``'s."""
+
+    def __init__(self, library: Callable, kernel: OpKernel) -> None:
+        self.__name__ = self.__qualname__ = kernel.__name__
+        self.__doc__ = kernel.__doc__
+        self._library = library
+        self.kernel = kernel
+
+    def __call__(self, *args):
+        if not (self.kernel.knows(args[-1]) and self._library(*args)):
+            self.kernel(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
 
 
 def read_only(array):

@@ -38,7 +38,8 @@ def data():
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_every_unary_function_is_the_float32_one_rounded(data):
+@pytest.mark.parametrize("math_path", ["ours"], indirect=True)  # bfloat16 kernels are ours
+def test_every_unary_function_is_the_float32_one_rounded(data, math_path):
     a, _ = data
     x = nt.from_numpy(a, tile_shape=(4, 4))
     wide = nt.from_numpy(f32(a), tile_shape=(4, 4))

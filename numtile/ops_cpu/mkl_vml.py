@@ -1,0 +1,177 @@
+"""Element-wise maths through oneMKL's Vector Math library (VML), where it beats our kernels.
+
+Our float32/float64 kernels vectorise exp, log, sin, cos, tan and pow (``fastmath*``); the
+other functions (log1p, expm1, asin, atan2...) call libm once per element. VML computes whole
+arrays with SIMD code for every function. ``unary`` and ``binary`` below run an op through
+VML when MKL loads (``mkl_lib.library()``), the switch is on (``NUMTILE_VML``, default on;
+``set_enabled``), the op has a VML function in the tables below, the dtypes are one of
+float32/float64 throughout and the operands are dense (no broadcasting, strides or fusion:
+those stay on our kernels); they return False otherwise and the caller runs its own kernel.
+
+Every call passes its mode explicitly (the ``vm*`` functions), so no thread's global VML mode
+is read or changed: HA (high accuracy, at most 1 ulp), FTZ/DAZ off (subnormal inputs and
+results kept, whatever MXCSR holds) and ERRMODE_IGNORE (no errno, no stderr, no callback, no
+floating-point exception: C99's special values are the results and nothing else happens; the
+thread's VML error status, which IGNORE still sets, is put back as it was). ERRMODE_NOERR,
+which would skip the status, is not used: with it, vmsExp returns NaN for +inf (MKL 2026.2).
+The ``_64`` entry points take the element count as a 64-bit integer, whatever MKL interface
+layer is loaded. ctypes releases the GIL during the call, so runtime workers call VML in parallel;
+MKL runs its sequential layer (one thread per call).
+
+Routed where VML measured faster than our kernel of the op, one thread (``python
+bench/vector_width.py --vml``: CPU ns an element, medians of 7-15 interleaved rounds, in L2 at
+64K elements / at a tile's size, 4M elements; 2-core Xeon with AVX-512, load 6.5-7,
+2026-12-06):
+
+=========== ============================= =============================
+op          float32 VML vs ours           float64 VML vs ours
+=========== ============================= =============================
+exp         0.50 vs 0.67, 0.88 vs 0.96    0.93 vs 2.12, 1.82 vs 2.46
+log         0.61 vs 1.38, 0.97 vs 3.02    1.54 vs 2.36, 1.86 vs 2.59
+sin         0.96 vs 1.06, 1.33 vs 1.50    1.65 vs 3.01, 1.98 vs 3.36
+cos         0.96 vs 0.97, 1.43 vs 1.48    1.71 vs 2.96, 2.05 vs 3.25
+tan         1.12 vs 1.55, 1.50 vs 2.14    1.89 vs 5.77, 2.09 vs 5.48
+tanh        not routed                    2.75 vs 30.8, 2.19 vs 27.6
+power       1.30 vs 2.85, 1.44 vs 2.72    2.93 vs 10.1, 2.75 vs 10.7
+=========== ============================= =============================
+
+float32 exp, sin and cos are a wash at 1M elements (VML/ours 1.10, 1.01, 1.04: both stream
+memory there). expm1, log1p, log2, log10, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
+atan2 and hypot, whose loops here call libm once an element, take 3-50x less time through
+VML. Not routed: float32 tanh (our rational approximation, a few ulp: 0.68 vs VML's 0.75 in
+cache, though 2.43 vs 1.79 at 4M), sqrt (one instruction in our loops; float32 0.35 vs 0.54
+in cache), reciprocal and the rest (no VML function), integer, complex and 16-bit float
+dtypes (bfloat16/float16 kernels stay ours; a float32 kernel that an op widens them for may
+be VML's).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from numtile import opcodes
+from numtile.config import Config
+from numtile.ops_cpu.mkl_lib import library
+from numtile.ops_cpu.per_op import c_contiguous
+
+# mkl_vml_defines.h: high accuracy, FTZ/DAZ off during the call, no error handling at all
+_VML_HA = 0x2
+_VML_FTZDAZ_OFF = 0x140000
+_VML_ERRMODE_IGNORE = 0x100
+MODE = _VML_HA | _VML_FTZDAZ_OFF | _VML_ERRMODE_IGNORE
+
+# op code -> VML function name (after the vms/vmd prefix); the dtypes routed, by precision
+_BOTH, _DOUBLE = ("s", "d"), ("d",)
+UNARY = {
+    opcodes.EXP: ("Exp", _BOTH),
+    opcodes.LOG: ("Ln", _BOTH),
+    opcodes.SIN: ("Sin", _BOTH),
+    opcodes.COS: ("Cos", _BOTH),
+    opcodes.TAN: ("Tan", _BOTH),
+    opcodes.TANH: ("Tanh", _DOUBLE),
+    opcodes.EXPM1: ("Expm1", _BOTH),
+    opcodes.LOG1P: ("Log1p", _BOTH),
+    opcodes.LOG2: ("Log2", _BOTH),
+    opcodes.LOG10: ("Log10", _BOTH),
+    opcodes.ASIN: ("Asin", _BOTH),
+    opcodes.ACOS: ("Acos", _BOTH),
+    opcodes.ATAN: ("Atan", _BOTH),
+    opcodes.SINH: ("Sinh", _BOTH),
+    opcodes.COSH: ("Cosh", _BOTH),
+    opcodes.ASINH: ("Asinh", _BOTH),
+    opcodes.ACOSH: ("Acosh", _BOTH),
+    opcodes.ATANH: ("Atanh", _BOTH),
+}
+BINARY = {
+    opcodes.POWER: ("Pow", _BOTH),
+    opcodes.ATAN2: ("Atan2", _BOTH),
+    opcodes.HYPOT: ("Hypot", _BOTH),
+}
+_PRECISION = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
+_POINTER, _COUNT = ctypes.c_void_p, ctypes.c_int64
+
+_switch: dict[str, bool] = {}
+
+
+def enabled() -> bool:
+    """True where element-wise maths may go to VML: MKL loads and the switch is on."""
+    if "on" not in _switch:
+        _switch["on"] = Config.defaults().vml
+    return _switch["on"] and library() is not None
+
+
+def set_enabled(on: bool) -> bool:
+    """Turns the VML path on or off for this process (``NUMTILE_VML`` sets the default);
+    returns the previous setting."""
+    previous = enabled() if "on" not in _switch else _switch["on"]
+    _switch["on"] = bool(on)
+    return previous
+
+
+@functools.cache
+def _function(name: str, precision: str, operands: int):
+    """VML's ``vm<precision><name>_64`` with its argument types (n, operands..., r, mode)."""
+    function = getattr(library(), f"vm{precision}{name}_64")
+    function.argtypes = [_COUNT] + [_POINTER] * (operands + 1) + [_COUNT]
+    function.restype = None
+    return function
+
+
+def _routed(table, code, dtype) -> str | None:
+    """The VML function name of ``code`` for ``dtype`` (None where not routed)."""
+    entry = table.get(code)
+    if entry is None or _PRECISION.get(dtype) not in entry[1]:
+        return None
+    return entry[0]
+
+
+def _dense(array, size) -> bool:
+    return array.size == size and array.flags.c_contiguous
+
+
+def run(name: str, *arrays) -> None:
+    """VML's function ``name`` (``"Exp"``, ``"Pow"``...; single or double precision by the
+    output's dtype) over C-contiguous ``arrays`` of one float dtype and size, inputs then the
+    output, in MODE; the thread's VML error status is left as it was (ERRMODE_IGNORE still
+    records domain errors and overflows there)."""
+    lib, out = library(), arrays[-1]
+    status = lib.vmlGetErrStatus()
+    function = _function(name, _PRECISION[out.dtype], len(arrays) - 1)
+    function(out.size, *(array.__array_interface__["data"][0] for array in arrays), MODE)
+    if lib.vmlGetErrStatus() != status:
+        lib.vmlSetErrStatus(status)
+
+
+def unary(x, out, code: int) -> bool:
+    """out = op(x) through VML for the UNARY_OPS code ``code``; False (nothing done) where the
+    op, dtypes or layout are not routed."""
+    routed = _routed(UNARY, code, out.dtype)
+    if routed is None or x.dtype != out.dtype or not enabled():
+        return False
+    if not (_dense(x, out.size) and out.flags.c_contiguous):
+        return False
+    if out.size:
+        run(routed, x, out)
+    return True
+
+
+def binary(a, a_strides, b, b_strides, out, shape, code: int) -> bool:
+    """out = op(a, b) through VML for the BINARY_OPS code ``code`` where a and b both hold
+    every element of ``shape`` in C order; False (nothing done) otherwise."""
+    routed = _routed(BINARY, code, out.dtype)
+    if routed is None or not (a.dtype == b.dtype == out.dtype) or not enabled():
+        return False
+    size = out.size
+    if not (_dense(a, size) and _dense(b, size) and out.flags.c_contiguous):
+        return False
+    if not (c_contiguous(a_strides, shape) and c_contiguous(b_strides, shape)):
+        return False
+    if size:
+        run(routed, a, b, out)
+    return True
+
+
+__all__ = ["BINARY", "MODE", "UNARY", "binary", "enabled", "run", "set_enabled", "unary"]
