@@ -1,9 +1,9 @@
 """Tile kernels of the tiled LU factorisation with partial pivoting: ``getrf`` of a panel (a
-column of tiles stacked into one C-contiguous array) through scipy's LAPACK, and ``laswp``,
-the row interchanges it chose, applied to other columns. ``getrf_tiles`` and ``laswp_tiles``
-do the same on a column given as its separate tiles, with no stacked copy: the panel's tiles
-are transposed straight into LAPACK's column-major buffer and back, and the interchanges swap
-rows between the tiles in place.
+column of tiles stacked into one C-contiguous array) through LAPACK (``scipy_blas``), and
+``laswp``, the row interchanges it chose, applied to other columns. ``getrf_tiles`` and
+``laswp_tiles`` do the same on a column given as its separate tiles, with no stacked copy: the
+panel's tiles are transposed straight into LAPACK's column-major buffer and back, and the
+interchanges swap rows between the tiles in place.
 
 Pivots are 0-based and sequential, as LAPACK's ``ipiv`` less one: for i = 0, 1, ... in order,
 row i was interchanged with row ``pivots[i]`` (>= i).
