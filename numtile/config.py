@@ -6,7 +6,8 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
 ``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
 ``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``, ``NUMTILE_DISTRIBUTED``,
-``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``.
+``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``, and per process ``NUMTILE_BLAS``
+(``kernel_blas_setting``).
 """
 
 from __future__ import annotations
@@ -176,6 +177,23 @@ def _whole_number(name: str, value, expected: str = "an integer") -> int:
 
 
 SCHEDULERS = ("eager", "dmda", "sync")
+KERNEL_BLAS = ("auto", "mkl", "scipy")
+
+
+def kernel_blas_setting() -> str:
+    """``NUMTILE_BLAS``: where the CPU tile kernels take BLAS/LAPACK from, chosen once per
+    process when ``numtile.ops_cpu`` is imported: ``mkl`` (oneMKL, an error where it does not
+    load), ``scipy`` (SciPy's own OpenBLAS) or ``auto`` (unset: oneMKL where it loads).
+
+    >>> kernel_blas_setting() in KERNEL_BLAS
+    True
+    """
+    value = os.environ.get("NUMTILE_BLAS", "").strip().lower() or "auto"
+    if value not in KERNEL_BLAS:
+        raise ValueError(f"NUMTILE_BLAS must be one of {', '.join(KERNEL_BLAS)}, got {value!r}")
+    return value
+
+
 _UNITS = {
     "": 1,
     "b": 1,

@@ -54,6 +54,7 @@ __all__ = [
     "save_model",
     "model_config",
     "bf16_gemm_description",
+    "kernel_blas_description",
     "gemm_peak",
     "sgemm_peak",
 ]
@@ -125,6 +126,13 @@ def bf16_gemm_description() -> str:
     if cpu_has_bf16_gemm():
         return "widen + sgemm (pip install numtile[onednn] for the CPU's bf16 units)"
     return "widen + sgemm (the CPU has no AVX512-BF16 or AMX-BF16 units)"
+
+
+def kernel_blas_description() -> str:
+    """The BLAS/LAPACK the CPU tile kernels call, and why (``numtile info``)."""
+    from numtile.ops_cpu.scipy_blas import kernel_blas_description as description
+
+    return description()
 
 
 def sgemm_peak(workers: int) -> float:

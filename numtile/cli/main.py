@@ -87,7 +87,9 @@ def info(args: argparse.Namespace) -> int:
     print(f"performance models: {runtime.models.path}")
     print("BLAS (kernels run it at 1 thread per worker while the runtime is up):")
     print("\n".join(_blas_lines()))
-    from numtile.train import bf16_gemm_description
+    from numtile.train import bf16_gemm_description, kernel_blas_description
+
+    print(f"tile kernels' BLAS/LAPACK: {kernel_blas_description()}")
 
     print(f"bf16 GEMM: {bf16_gemm_description()}")
     print(f"CUDA: {_cuda_line()}")

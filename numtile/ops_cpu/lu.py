@@ -1,9 +1,9 @@
 """Tile kernels of the tiled LU factorisation with partial pivoting: ``getrf`` of a panel (a
-column of tiles stacked into one C-contiguous array) through scipy's LAPACK, and ``laswp``,
-the row interchanges it chose, applied to other columns. ``getrf_tiles`` and ``laswp_tiles``
-do the same on a column given as its separate tiles, with no stacked copy: the panel's tiles
-are transposed straight into LAPACK's column-major buffer and back, and the interchanges swap
-rows between the tiles in place.
+column of tiles stacked into one C-contiguous array) through LAPACK (``scipy_blas``), and
+``laswp``, the row interchanges it chose, applied to other columns. ``getrf_tiles`` and
+``laswp_tiles`` do the same on a column given as its separate tiles, with no stacked copy: the
+panel's tiles are transposed straight into LAPACK's column-major buffer and back, and the
+interchanges swap rows between the tiles in place.
 
 Pivots are 0-based and sequential, as LAPACK's ``ipiv`` less one: for i = 0, 1, ... in order,
 row i was interchanged with row ``pivots[i]`` (>= i).
@@ -29,6 +29,9 @@ from numba.extending import intrinsic
 from numtile.ops_cpu.scipy_blas import call
 
 TRANSPOSE_BLOCK = 16  # 16 x 16 blocks: a block's rows stay in L1 (the strides are powers of 2)
+# a panel's tiles to and from LAPACK's buffer: 32 x 32 blocks (on 16 tiles of 512 x 512
+# float64, 10.6 / 10.8 ms into / back against 11.6 / 21.2 with 16 x 16 and one loop order)
+COLUMN_BLOCK = 32
 
 
 @njit(nogil=True, cache=True)
@@ -79,18 +82,24 @@ def transpose_column(addresses, rows, like, buffer, into_buffer):
     the inverse, tile[i, j] = buffer[j, offset + i] (returning True)."""
     finite = True
     offset = 0
+    block = COLUMN_BLOCK
     for t in range(addresses.size):
         tile = _tile(addresses, rows, t, like)
-        for i0 in range(0, rows[t], TRANSPOSE_BLOCK):
-            i1 = min(i0 + TRANSPOSE_BLOCK, rows[t])
-            for j0 in range(0, tile.shape[1], TRANSPOSE_BLOCK):
-                for j in range(j0, min(j0 + TRANSPOSE_BLOCK, tile.shape[1])):
-                    for i in range(i0, i1):
-                        if into_buffer:
+        for i0 in range(0, rows[t], block):
+            i1 = min(i0 + block, rows[t])
+            for j0 in range(0, tile.shape[1], block):
+                j1 = min(j0 + block, tile.shape[1])
+                # each way, the inner loop runs along the rows it writes: 2x faster back into
+                # the tiles (8192 x 512 float64) than with the writes strided
+                if into_buffer:
+                    for j in range(j0, j1):
+                        for i in range(i0, i1):
                             value = tile[i, j]
                             finite &= np.isfinite(value)
                             buffer[j, offset + i] = value
-                        else:
+                else:
+                    for i in range(i0, i1):
+                        for j in range(j0, j1):
                             tile[i, j] = buffer[j, offset + i]
         offset += rows[t]
     return finite

@@ -1,5 +1,5 @@
 """GEMM tile kernels: gemm and gemm_batched on row-major tiles (float32/float64 and
-complex64/complex128 through scipy's BLAS, integers through a plain loop)."""
+complex64/complex128 through the kernels' BLAS, integers through a plain loop)."""
 
 from numba import njit, types
 from numba.extending import overload

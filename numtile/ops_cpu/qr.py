@@ -1,6 +1,6 @@
 """Tile kernels of the tiled Householder QR (PLASMA's geqrt / tsqrt / ttqrt / unmqr / tsmqr),
-through scipy's LAPACK (``geqrt``, ``tpqrt``, ``gemqrt``, ``tpmqrt``), and two helpers that
-build the results: ``triu_copy`` (R from the factored tiles) and ``eye_fill`` (Q's start);
+through LAPACK (``scipy_blas``: ``geqrt``, ``tpqrt``, ``gemqrt``, ``tpmqrt``), and two helpers
+that build the results: ``triu_copy`` (R from the factored tiles) and ``eye_fill`` (Q's start);
 ``qr_explicit`` (``geqrf`` + ``orgqr``: R and the explicit Q of one tile) for TSQR.
 
 Tiles are row-major; LAPACK reads column-major, so each kernel works on a transposed copy.
@@ -26,19 +26,9 @@ reflectors. Entries outside the ``nb x nb`` upper triangles are zero.
 """
 
 import numpy as np
-from llvmlite import binding as llvm
 from numba import njit
-from numba.extending import get_cython_function_address
 
-from numtile.ops_cpu.scipy_blas import LEFT, NO, _symbol, adjoint, call
-
-for _name in ("geqrt", "tpqrt", "gemqrt", "tpmqrt", "orgqr"):
-    for _prefix in "sdcz":
-        # complex Q is formed by c/zungqr, linked under the name orgqr so that one kernel
-        # serves every dtype
-        _routine = _prefix + ("ungqr" if _name == "orgqr" and _prefix in "cz" else _name)
-        _address = get_cython_function_address("scipy.linalg.cython_lapack", _routine)
-        llvm.add_symbol(_symbol(_prefix + _name), _address)
+from numtile.ops_cpu.scipy_blas import LEFT, NO, adjoint, call
 
 
 @njit(nogil=True, cache=True)

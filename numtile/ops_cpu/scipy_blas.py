@@ -1,19 +1,22 @@
-"""Calling scipy's OpenBLAS from nopython code: the binding the CPU BLAS/LAPACK kernels share.
+"""Calling BLAS/LAPACK from nopython code: the binding the CPU BLAS/LAPACK kernels share.
 
-The kernels call ``scipy.linalg.cython_blas`` and ``cython_lapack`` straight from compiled
-code, so they release the GIL and several worker threads run them truly in parallel; limit
-BLAS itself to one thread per worker with threadpoolctl.
+The kernels call Fortran BLAS/LAPACK straight from compiled code, so they release the GIL and
+several worker threads run them truly in parallel; BLAS itself runs one thread per worker.
 
 Fortran BLAS is column-major, and the buffer of a row-major matrix read column-major is its
 transpose. Rather than copying, each kernel swaps operands and flips lower/upper and
 left/right, so every tile stays a plain C-contiguous NumPy array.
 
-The library is whichever one SciPy's wheel links (``kernel_blas_library()`` names it; with the
-PyPI wheels SciPy's own LP64 OpenBLAS, a separate library from NumPy's ILP64 one). Called this
-way a tile's GEMM runs as fast as ``numpy.matmul`` on one thread (``bench/gemm_tile.py``).
+The library is chosen once per process, at import (``NUMTILE_BLAS``, ``config.
+kernel_blas_setting``): oneMKL where it loads (``mkl_blas``: LP64, sequential), else the one
+SciPy's wheel links, through ``scipy.linalg.cython_blas``/``cython_lapack`` (with the PyPI
+wheels SciPy's own LP64 OpenBLAS, a separate library from NumPy's ILP64 one).
+``kernel_blas_library()`` names it. The compiled kernels name each routine by a symbol that
+is bound to the chosen library's address at import, so cached kernels serve either library.
 """
 
 import ctypes
+import os
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -23,10 +26,25 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import get_cython_function_address, intrinsic, overload
 
-_ROUTINES = {"cython_blas": ("gemm", "gemv", "syrk", "trsm"), "cython_lapack": ("getrf", "potrf")}
+from numtile.config import kernel_blas_setting
+from numtile.ops_cpu import mkl_blas
+
+# every routine a kernel calls, with the dtype prefixes it is linked for (herk is syrk's
+# Hermitian twin; orgqr is c/zungqr for complex, linked under one name for one kernel)
+_BLAS = {"gemm": "sdcz", "gemv": "sdcz", "syrk": "sdcz", "trsm": "sdcz", "herk": "cz"}
+_LAPACK = {
+    "getrf": "sdcz",
+    "potrf": "sdcz",
+    "geqrt": "sdcz",
+    "tpqrt": "sdcz",
+    "gemqrt": "sdcz",
+    "tpmqrt": "sdcz",
+    "orgqr": "sdcz",
+    "trtri": "sd",
+}
+# routines the kernels keep on scipy's library even where MKL loads (measured faster there)
+_SCIPY_FASTER: frozenset[str] = frozenset()
 _PREFIXES = {types.float32: "s", types.float64: "d", types.complex64: "c", types.complex128: "z"}
-# complex-only routines (herk is syrk's Hermitian twin: C = alpha A A^H + beta C)
-_COMPLEX_ROUTINES = {"cython_blas": ("herk",)}
 # routines whose floating scalars are real whatever the matrices' dtype (herk's alpha, beta)
 _REAL_SCALARS = frozenset({"herk"})
 _REAL_OF = {
@@ -48,23 +66,44 @@ UNIT = np.uint8(ord("U"))
 
 
 def _symbol(routine: str) -> str:
-    """Name under which the LLVM linker finds scipy's `routine`."""
-    return f"numtile_scipy_{routine}"
+    """Name under which the LLVM linker finds `routine` (``dgemm``) of the chosen library."""
+    return f"numtile_blas_{routine}"
 
 
-def _register_routines() -> None:
-    """Make every routine in _ROUTINES linkable by name from compiled kernels."""
-    # A named symbol, unlike a ctypes function pointer, keeps no process-specific address
-    # in the compiled code, so `cache=True` works; re-registering at import relinks it.
-    for table, prefixes in ((_ROUTINES, "sdcz"), (_COMPLEX_ROUTINES, "cz")):
-        for module, names in table.items():
-            for name in names:
-                for prefix in prefixes:
-                    address = get_cython_function_address(f"scipy.linalg.{module}", prefix + name)
-                    llvm.add_symbol(_symbol(prefix + name), address)
+def _library_routine(prefix: str, name: str) -> str:
+    """The library's name of the kernels' routine `name` for `prefix`."""
+    return prefix + ("ungqr" if name == "orgqr" and prefix in "cz" else name)
 
 
-_register_routines()
+def _scipy_address(prefix: str, name: str) -> int:
+    module = "cython_blas" if name in _BLAS else "cython_lapack"
+    return get_cython_function_address(f"scipy.linalg.{module}", _library_routine(prefix, name))
+
+
+def _bind_routines() -> str:
+    """Link every routine of _BLAS and _LAPACK by name to the library chosen for this process
+    (``"mkl"`` or ``"scipy"``, returned)."""
+    # A named symbol, unlike a function pointer, keeps no process-specific address in the
+    # compiled code, so `cache=True` works; binding it again at import relinks it.
+    setting = kernel_blas_setting()
+    mkl = None if setting == "scipy" else mkl_blas.library()
+    if setting == "mkl" and mkl is None:
+        raise ImportError(
+            "NUMTILE_BLAS=mkl, but oneMKL's libmkl_rt was not found, or was already set up "
+            "with another interface or threading layer (pip install mkl, or unset NUMTILE_BLAS)"
+        )
+    for table in (_BLAS, _LAPACK):
+        for name, prefixes in table.items():
+            for prefix in prefixes:
+                if mkl is not None and name not in _SCIPY_FASTER:
+                    address = mkl_blas.address(mkl, _library_routine(prefix, name))
+                else:
+                    address = _scipy_address(prefix, name)
+                llvm.add_symbol(_symbol(prefix + name), address)
+    return "scipy" if mkl is None else "mkl"
+
+
+LIBRARY = _bind_routines()
 
 
 class _DlInfo(ctypes.Structure):
@@ -87,14 +126,14 @@ def kernel_blas_library() -> str | None:
     """Path of the shared library whose ``dgemm`` the kernels call (None where dladdr cannot
     tell), to find it in ``threadpoolctl.threadpool_info()``.
 
-    >>> "blas" in (kernel_blas_library() or "blas").lower()
+    >>> "blas" in (kernel_blas_library() or "blas").lower() or LIBRARY == "mkl"
     True
     """
     try:
         libc = ctypes.CDLL(None)
-        wrapper = _library_of(
-            libc, get_cython_function_address("scipy.linalg.cython_blas", "dgemm")
-        )
+        if LIBRARY == "mkl" and "gemm" not in _SCIPY_FASTER:
+            return _library_of(libc, mkl_blas.address(mkl_blas.library(), "dgemm"))
+        wrapper = _library_of(libc, _scipy_address("d", "gemm"))
         if wrapper is None:
             return None
         # cython_blas's dgemm is a wrapper: the BLAS symbol it calls, searched from its library
@@ -109,9 +148,21 @@ def kernel_blas_library() -> str | None:
     return None
 
 
+def kernel_blas_description() -> str:
+    """One line naming the kernels' BLAS/LAPACK, for ``numtile info``."""
+    path = kernel_blas_library()
+    where = os.path.realpath(path) if path else "path unknown"
+    if LIBRARY == "mkl":
+        kept = f"; {', '.join(sorted(_SCIPY_FASTER))} from scipy's" if _SCIPY_FASTER else ""
+        name = f"oneMKL {mkl_blas.version(mkl_blas.library())} (LP64, sequential{kept})"
+    else:
+        name = "scipy's (scipy.linalg.cython_blas/cython_lapack)"
+    return f"{name}: {where} (NUMTILE_BLAS={kernel_blas_setting()})"
+
+
 @intrinsic
 def call(typingctx, name, like, *arguments):
-    """Call scipy's BLAS/LAPACK `<s|d|c|z><name>` for like's dtype, every argument by reference.
+    """Call the kernels' BLAS/LAPACK `<s|d|c|z><name>` for like's dtype, each argument by reference.
 
     Arrays (of like's dtype, or int32 ones such as pivot indices) pass their data pointer;
     uint8 scalars a Fortran CHARACTER; other integers an INTEGER (int32); real and complex

@@ -22,17 +22,11 @@ forms Q with ``orgqr`` as before.
 """
 
 import numpy as np
-from llvmlite import binding as llvm
 from numba import njit
-from numba.extending import get_cython_function_address
 
 from numtile.ops_cpu.lu import transpose
 from numtile.ops_cpu.qr import _geqrf
-from numtile.ops_cpu.scipy_blas import NO, UPPER, _symbol, call
-
-for _prefix in "sd":  # geqrf and orgqr are registered by ops_cpu.qr
-    _address = get_cython_function_address("scipy.linalg.cython_lapack", _prefix + "trtri")
-    llvm.add_symbol(_symbol(_prefix + "trtri"), _address)
+from numtile.ops_cpu.scipy_blas import NO, UPPER, call
 
 
 @njit(nogil=True, cache=True)
