@@ -8,6 +8,10 @@ sequence) axes works, leftovers included.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
+
 import numpy as np
 
 from numtile.autograd.reduction import LogSoftmax, Softmax
@@ -54,7 +58,7 @@ class LinearFunction(Function):
         ctx.rounding = gemm_rounding()  # the backward GEMMs run in the forward's precision
         ctx.bf16 = ctx.rounding == BF16_MIXED and _bf16_able(x, weight, bias)
         if ctx.bf16:
-            x, weight = _to_bf16(x), _to_bf16(weight)
+            x, weight = _to_bf16(x, share=True), _to_bf16(weight)
             out_tile = (weight.tile_shape[0 if transposed else 1],)
             if bias is not None and bias.tile_shape != out_tile:
                 bias = retile(bias, out_tile)
@@ -95,8 +99,44 @@ def _bf16_able(x, weight, bias) -> bool:
     return all(t is None or t.dtype in floats for t in (x, weight, bias))
 
 
-def _to_bf16(x: TileTensor) -> TileTensor:
-    return x if x.dtype == bfloat16 else astype(x, bfloat16)
+_SHARED = threading.local()  # .copies: {id(float32 input): (input, its bfloat16 copy)}
+
+
+@contextlib.contextmanager
+def shared_bf16_casts() -> Iterator[None]:
+    """Within the block, the bf16-mixed linear layers that read one float32 activation (the
+    query/key/value projections of a normed input, the gate and up projections) cast it to
+    bfloat16 once and share the copy: one cast task per tile and one copy kept for their
+    backward, instead of one per layer. Values and gradients are unchanged (each layer still
+    gives its input a float32 gradient of its own).
+
+    >>> import numtile as nt
+    >>> from numtile.nn.layers import Linear
+    >>> a, b = Linear(4, 2), Linear(4, 3)
+    >>> x = nt.ones((2, 4), dtype="float32")
+    >>> with nt.nn.precision("bf16-mixed"), shared_bf16_casts():
+    ...     a(x).dtype == b(x).dtype == nt.bfloat16
+    True
+    """
+    outer = getattr(_SHARED, "copies", None)
+    _SHARED.copies = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _SHARED.copies = outer
+
+
+def _to_bf16(x: TileTensor, share: bool = False) -> TileTensor:
+    """``x`` as bfloat16; with ``share``, inside ``shared_bf16_casts``, one copy per tensor."""
+    if x.dtype == bfloat16:
+        return x
+    copies = getattr(_SHARED, "copies", None) if share else None
+    if copies is None:
+        return astype(x, bfloat16)
+    hit = copies.get(id(x))
+    if hit is None or hit[0] is not x:
+        hit = copies[id(x)] = (x, astype(x, bfloat16))
+    return hit[1]
 
 
 def linear(

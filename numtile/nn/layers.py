@@ -209,7 +209,9 @@ class GatedMLP(Module):
         )
 
     def forward(self, x: TileTensor) -> TileTensor:
-        return self.down_proj(functional.swiglu(self.gate_proj(x), self.up_proj(x)))
+        with functional.shared_bf16_casts():  # bf16-mixed: x cast once for gate and up
+            hidden = functional.swiglu(self.gate_proj(x), self.up_proj(x))
+        return self.down_proj(hidden)
 
 
 class TiedHead(Module):
