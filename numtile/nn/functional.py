@@ -8,6 +8,10 @@ sequence) axes works, leftovers included.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
+
 import numpy as np
 
 from numtile.autograd.reduction import LogSoftmax, Softmax
@@ -28,6 +32,7 @@ from numtile.tiletensor.fused.norm import (
 )
 from numtile.tiletensor.fused.rope import rope_forward
 from numtile.tiletensor.fused.rows import match_last_tile
+from numtile.tiletensor.fused.swiglu import swiglu_backward, swiglu_forward
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.precision import gemm_rounding
 from numtile.tiletensor.reduction import sum as tensor_sum
@@ -53,7 +58,7 @@ class LinearFunction(Function):
         ctx.rounding = gemm_rounding()  # the backward GEMMs run in the forward's precision
         ctx.bf16 = ctx.rounding == BF16_MIXED and _bf16_able(x, weight, bias)
         if ctx.bf16:
-            x, weight = _to_bf16(x), _to_bf16(weight)
+            x, weight = _to_bf16(x, share=True), _to_bf16(weight)
             out_tile = (weight.tile_shape[0 if transposed else 1],)
             if bias is not None and bias.tile_shape != out_tile:
                 bias = retile(bias, out_tile)
@@ -94,8 +99,44 @@ def _bf16_able(x, weight, bias) -> bool:
     return all(t is None or t.dtype in floats for t in (x, weight, bias))
 
 
-def _to_bf16(x: TileTensor) -> TileTensor:
-    return x if x.dtype == bfloat16 else astype(x, bfloat16)
+_SHARED = threading.local()  # .copies: {id(float32 input): (input, its bfloat16 copy)}
+
+
+@contextlib.contextmanager
+def shared_bf16_casts() -> Iterator[None]:
+    """Within the block, the bf16-mixed linear layers that read one float32 activation (the
+    query/key/value projections of a normed input, the gate and up projections) cast it to
+    bfloat16 once and share the copy: one cast task per tile and one copy kept for their
+    backward, instead of one per layer. Values and gradients are unchanged (each layer still
+    gives its input a float32 gradient of its own).
+
+    >>> import numtile as nt
+    >>> from numtile.nn.layers import Linear
+    >>> a, b = Linear(4, 2), Linear(4, 3)
+    >>> x = nt.ones((2, 4), dtype="float32")
+    >>> with nt.nn.precision("bf16-mixed"), shared_bf16_casts():
+    ...     a(x).dtype == b(x).dtype == nt.bfloat16
+    True
+    """
+    outer = getattr(_SHARED, "copies", None)
+    _SHARED.copies = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _SHARED.copies = outer
+
+
+def _to_bf16(x: TileTensor, share: bool = False) -> TileTensor:
+    """``x`` as bfloat16; with ``share``, inside ``shared_bf16_casts``, one copy per tensor."""
+    if x.dtype == bfloat16:
+        return x
+    copies = getattr(_SHARED, "copies", None) if share else None
+    if copies is None:
+        return astype(x, bfloat16)
+    hit = copies.get(id(x))
+    if hit is None or hit[0] is not x:
+        hit = copies[id(x)] = (x, astype(x, bfloat16))
+    return hit[1]
 
 
 def linear(
@@ -212,6 +253,39 @@ def rms_norm(x: TileTensor, gamma: TileTensor, eps: float = 1e-6) -> TileTensor:
             f"rms_norm: x has {x.shape[-1]} features but gamma has shape {gamma.shape}"
         )
     return RMSNormFunction.apply(x, gamma, eps)
+
+
+class SwiGLUFunction(Function):
+    """``silu(gate) * up`` in one task per tile; the backward keeps ``gate`` and ``up`` (not
+    ``silu(gate)``) and gives both gradients in one task per tile."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return swiglu_forward(gate, up)
+
+    @staticmethod
+    def backward(ctx, g):
+        gate, up = ctx.saved
+        return swiglu_backward(gate, up, g)
+
+
+def swiglu(gate: TileTensor, up: TileTensor) -> TileTensor:
+    """``silu(gate) * up`` element by element (LLaMA's gated activation; differentiable,
+    fused), in the operands' dtype. bfloat16 operands are widened in registers and the result
+    rounded once (the unfused ops round ``silu(gate)`` as well).
+
+    >>> import numtile as nt
+    >>> gate, up = nt.from_numpy([[0.0, 1.0]]), nt.from_numpy([[2.0, 3.0]])
+    >>> [round(float(v), 4) for v in swiglu(gate, up).to_numpy()[0]]
+    [0.0, 2.1932]
+    """
+    if gate.shape != up.shape or gate.dtype != up.dtype:
+        raise ValueError(
+            f"swiglu: gate {gate.shape} {gate.dtype} and up {up.shape} {up.dtype} must have one "
+            "shape and one dtype"
+        )
+    return SwiGLUFunction.apply(gate, up)
 
 
 class RotaryFunction(Function):

@@ -8,7 +8,7 @@ import numpy as np
 from numtile.nn import functional
 from numtile.nn.module import Module, parameter
 from numtile.tiletensor.creation import ones, zeros
-from numtile.tiletensor.elementwise import gelu_tanh, multiply, silu
+from numtile.tiletensor.elementwise import gelu_tanh
 from numtile.tiletensor.layout import current_config
 from numtile.tiletensor.random import normal
 from numtile.tiletensor.tensor import TileTensor
@@ -209,7 +209,9 @@ class GatedMLP(Module):
         )
 
     def forward(self, x: TileTensor) -> TileTensor:
-        return self.down_proj(multiply(silu(self.gate_proj(x)), self.up_proj(x)))
+        with functional.shared_bf16_casts():  # bf16-mixed: x cast once for gate and up
+            hidden = functional.swiglu(self.gate_proj(x), self.up_proj(x))
+        return self.down_proj(hidden)
 
 
 class TiedHead(Module):

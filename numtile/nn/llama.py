@@ -162,9 +162,10 @@ class Attention(Module):
         )
 
     def forward(self, x: TileTensor, cos: TileTensor, sin: TileTensor) -> TileTensor:
-        q = functional.rotary_embedding(self.q_proj(x), cos, sin, self.head_dim)  # (B, T, H*D)
-        k = functional.rotary_embedding(self.k_proj(x), cos, sin, self.head_dim)  # (B, T, Hkv*D)
-        v = self.v_proj(x)  # (B, T, Hkv*D)
+        with functional.shared_bf16_casts():  # bf16-mixed: x cast once for q, k and v
+            q = functional.rotary_embedding(self.q_proj(x), cos, sin, self.head_dim)  # (B,T,H*D)
+            k = functional.rotary_embedding(self.k_proj(x), cos, sin, self.head_dim)  # (B,T,Hkv*D)
+            v = self.v_proj(x)  # (B, T, Hkv*D)
         y = grouped_query_attention(q, k, v, self.n_head, self.n_kv_head, self.head_tile)
         return self.o_proj(y)  # (B, T, C)
 

@@ -111,7 +111,7 @@ def _saved_activations(loss):
     "module, pair, limit",
     [
         (test_gpt2, lambda: test_gpt2._pair("float32", test_gpt2.TILINGS[1]), 0.6),
-        (test_llama, lambda: test_llama._pair("float32", *test_llama.CASES["mqa-ragged"]), 0.75),
+        (test_llama, lambda: test_llama._pair("float32", *test_llama.CASES["mqa-ragged"]), 0.65),
     ],
     ids=["gpt2", "llama"],
 )
@@ -129,5 +129,6 @@ def test_models_keep_bf16_activations(module, pair, limit):
             assert grads == {np.dtype(np.float32)}  # master weights' gradients
     (fp32, inputs32), (mixed, inputs16) = saved["fp32"], saved["bf16-mixed"]
     assert inputs16 == {"bfloat16"} and inputs32 == {"float32"}
-    assert mixed["bfloat16"] > 2 * mixed["float32"]  # the residual stream stays float32
+    # most saved bytes are bfloat16, the rest the float32 residual stream and norm inputs
+    assert mixed["bfloat16"] > 1.5 * mixed["float32"]
     assert sum(mixed.values()) < limit * fp32["float32"], (mixed, fp32)

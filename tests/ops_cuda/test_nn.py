@@ -277,6 +277,46 @@ def test_cross_entropy_on_bfloat16_bits():
         assert not cpu[~kept].any() and not gpu[~kept].any()
 
 
+# --- SwiGLU ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_swiglu(dtype):
+    size = 41
+    gate = random(size, dtype, 0) * np.asarray(5, dtype)
+    up, grad = random(size, dtype, 1), random(size, dtype, 2)
+    forward = Twins(gate, up, np.zeros(size, dtype))
+    forward.run("swiglu_apply")
+    forward.check(dtype)
+    backward = Twins(gate, up, grad, np.zeros(size, dtype), np.zeros(size, dtype))
+    backward.run("swiglu_backward")
+    backward.check(dtype)
+
+
+def test_swiglu_on_bfloat16_bits():
+    """bfloat16 operands as uint16 bits: both twins round their float32 result once, so they
+    agree to one bfloat16 ulp (the CPU's exponential is its own vectorised one)."""
+    import ml_dtypes
+
+    size = 41
+    gate, up, grad = (
+        (random(size, np.float32, seed) * 4).astype(ml_dtypes.bfloat16).view(np.uint16)
+        for seed in range(3)
+    )
+    forward = Twins(gate, up, np.zeros(size, np.uint16))
+    forward.run("swiglu_apply")
+    backward = Twins(gate, up, grad, np.zeros(size, np.uint16), np.zeros(size, np.uint16))
+    backward.run("swiglu_backward")
+    for twins, outputs in ((forward, (2,)), (backward, (3, 4))):
+        for position in outputs:
+            cpu, gpu = (
+                np.asarray(a).view(ml_dtypes.bfloat16).astype(np.float64)
+                for a in (twins.host[position], twins.device[position].copy_to_host())
+            )
+            assert cpu.any()
+            np.testing.assert_allclose(gpu, cpu, rtol=2**-7, atol=0)
+
+
 # --- AdamW -------------------------------------------------------------------------------------
 
 
@@ -329,7 +369,7 @@ def test_embedding_scatter_add(dtype):
 
 _COMPILE_ALL = """
     from numtile.ops_cuda import launch
-    from numtile.ops_cuda.nn import attention, embedding, loss, norm, optim, rope
+    from numtile.ops_cuda.nn import attention, embedding, loss, norm, optim, rope, swiglu
 
     assert not launch.SIMULATOR
     i64, f64, flag = types.int64, types.float64, types.boolean
@@ -361,6 +401,8 @@ _COMPILE_ALL = """
             (embedding._embedding_gather, (ids, a2, i64, a2)),
             (embedding._embedding_scatter_add, (ids, a2, i64, a2)),
             (rope._rope, (a2, a2, a2, a2, i64, i64, f64)),
+            (swiglu._apply(loss._as_is, loss._as_is), (a1, a1, a1)),
+            (swiglu._backward(loss._as_is, loss._as_is), (a1,) * 5),
         ]
         for kernel, signature in kernels:
             cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
@@ -373,6 +415,8 @@ _COMPILE_ALL = """
             loss._cross_entropy_backward(loss._widened, loss._rounded_bits),
             (bits2, ids, s1, s1, i64, f64, bits2),
         ),
+        (swiglu._apply(loss._widened, loss._rounded_bits), (types.uint16[:],) * 3),
+        (swiglu._backward(loss._widened, loss._rounded_bits), (types.uint16[:],) * 5),
     ]
     for kernel, signature in bf16_loss:
         cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))

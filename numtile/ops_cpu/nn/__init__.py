@@ -1,4 +1,5 @@
-"""Neural-network CPU tile kernels, by family: attention, norm, loss, optim, embedding, rope.
+"""Neural-network CPU tile kernels, by family: attention, norm, loss, optim, embedding, rope,
+swiglu.
 
 Each kernel sees one tile of each operand. State that spans tiles (running row maxima and sums,
 moments of rows split over column tiles, gradient sums) is passed in and accumulated in place,
@@ -43,6 +44,10 @@ from numtile.ops_cpu.nn.optim import (
 from numtile.ops_cpu.nn.rope import (
     rope_apply,
 )
+from numtile.ops_cpu.nn.swiglu import (
+    swiglu_apply,
+    swiglu_backward,
+)
 
 __all__ = [
     "attention_forward_block",
@@ -68,4 +73,6 @@ __all__ = [
     "kv_cache_write",
     "embedding_scatter_add",
     "rope_apply",
+    "swiglu_apply",
+    "swiglu_backward",
 ]

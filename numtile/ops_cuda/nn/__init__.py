@@ -1,5 +1,5 @@
 """Neural-network CUDA tile kernels, by family (the twins of ``numtile.ops_cpu.nn``):
-attention, norm, loss, optim, embedding, rope.
+attention, norm, loss, optim, embedding, rope, swiglu.
 
 Each launcher has its CPU twin's name and signature plus a keyword-only ``stream``, and only
 launches work on it.
@@ -42,6 +42,10 @@ from numtile.ops_cuda.nn.optim import (
 from numtile.ops_cuda.nn.rope import (
     rope_apply,
 )
+from numtile.ops_cuda.nn.swiglu import (
+    swiglu_apply,
+    swiglu_backward,
+)
 
 __all__ = [
     "attention_forward_block",
@@ -67,4 +71,6 @@ __all__ = [
     "kv_cache_write",
     "embedding_scatter_add",
     "rope_apply",
+    "swiglu_apply",
+    "swiglu_backward",
 ]

@@ -284,6 +284,24 @@ logsumexp = Codelet("logsumexp", kernel=_logsumexp)
 cross_entropy_pick = Codelet("cross_entropy_pick", kernel=_cross_entropy_pick)
 cross_entropy_backward = Codelet("cross_entropy_backward", kernel=_cross_entropy_backward)
 
+# -- SwiGLU (LLaMA's gated activation): bfloat16 tiles read and written as their bits ---------
+
+
+@_loss_kernel(outputs=(2,))
+def _swiglu(ops, gate, up, out):
+    ops.nn.swiglu_apply(flat(gate), flat(up), flat(out))
+
+
+@_loss_kernel(outputs=(3, 4))
+def _swiglu_backward(ops, gate, up, grad, grad_gate, grad_up):
+    ops.nn.swiglu_backward(flat(gate), flat(up), flat(grad), flat(grad_gate), flat(grad_up))
+
+
+swiglu = Codelet("swiglu", kernel=_swiglu, flops=lambda g, *args: 5.0 * math.prod(g))
+swiglu_backward = Codelet(
+    "swiglu_backward", kernel=_swiglu_backward, flops=lambda g, *args: 10.0 * math.prod(g)
+)
+
 # -- optimizer steps -------------------------------------------------------------------------
 
 

@@ -4,6 +4,15 @@
 record gradients themselves.
 """
 
-from numtile.tiletensor.fused import attention, embedding, linear, loss, norm, optim, rope
+from numtile.tiletensor.fused import (
+    attention,
+    embedding,
+    linear,
+    loss,
+    norm,
+    optim,
+    rope,
+    swiglu,
+)
 
-__all__ = ["attention", "embedding", "linear", "loss", "norm", "optim", "rope"]
+__all__ = ["attention", "embedding", "linear", "loss", "norm", "optim", "rope", "swiglu"]
