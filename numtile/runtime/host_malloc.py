@@ -11,8 +11,9 @@ Setting it (``mallopt(M_MMAP_THRESHOLD)``, which also stops the adjustment) keep
 tile-sized buffer in its own mapping, so freeing it gives its pages back at once.
 
 Under a limit a tile's buffer is fresh memory whenever the pool (``memory_nodes``) has none of
-its byte size, and its first touch costs a page fault per 4 KiB: about 1.5 GB a step of
-gpt2-small's bf16-mixed training under 1800 MiB, at about 0.5 ms a MiB of CPU time. A limited host
+its byte size, and its first touch costs a page fault per 4 KiB, at about 0.5 ms of CPU a MiB
+(gpt2-small's bf16-mixed training under 1800 MiB faulted 1.5 GB a step, about 1 GB of it in
+fresh tile buffers, the rest in kernels' temporaries). A limited host
 node takes its tile buffers from ``huge_page_buffer`` instead: a private mapping
 of its own, its 2 MiB-aligned part marked for transparent huge pages (``MADV_HUGEPAGE``, for
 THP's ``madvise`` mode), so a fault brings 2 MiB at a time (64 MiB cost 32 ms of CPU
