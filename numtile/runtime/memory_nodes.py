@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 
 from numtile.runtime.handle import HOST
+from numtile.runtime.host_malloc import huge_page_buffer, is_tile_mapping
 
 
 class HostNode:
@@ -25,10 +26,13 @@ class HostNode:
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype, gpu=None):
         """A host buffer; page-locked (under ``gpu``'s context) when that GPU copies into it
-        (write-backs and downloads: pinning every tile would cost more than it saves)."""
+        (write-backs and downloads: pinning every tile would cost more than it saves); on a
+        limited host, of huge pages from 2 MiB on (``host_malloc.huge_page_buffer``)."""
         if gpu is not None and self.pinned and math.prod(shape):
             return gpu.pinned_array(shape, dtype)
-        return np.empty(shape, dtype)
+        if self.capacity is None:
+            return np.empty(shape, dtype)
+        return huge_page_buffer(math.prod(shape) * dtype.itemsize).view(dtype).reshape(shape)
 
 
 class Pins(list):
@@ -110,7 +114,8 @@ class NodeState:
 
 def owner_alone(array: np.ndarray, holders: int) -> bool:
     """True if nothing but the ``holders`` known references keeps ``array``'s memory alive:
-    ``array`` owns it, or is the only view of a NumPy array that does (one ``take`` made)."""
+    ``array`` owns it, or is the only view of a NumPy array that does (one ``take`` or
+    ``HostNode.allocate`` made; that array may view a ``huge_page_buffer`` mapping)."""
     # getrefcount also counts this function's parameter and its own argument
     if sys.getrefcount(array) > holders + 2:
         return False
@@ -120,7 +125,7 @@ def owner_alone(array: np.ndarray, holders: int) -> bool:
     # the owner: referenced by ``array.base`` (and getrefcount's argument) only
     return (
         type(owner) is np.ndarray
-        and owner.base is None
+        and (owner.base is None or is_tile_mapping(owner))
         and owner.nbytes == array.nbytes
         and sys.getrefcount(owner) <= 3
     )

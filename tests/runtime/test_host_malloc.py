@@ -1,10 +1,20 @@
 """Under a host memory limit, freed tiles leave the process's resident memory (glibc)."""
 
+import mmap
 import platform
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+
+from numtile.runtime.host_malloc import (
+    HUGE_PAGE,
+    MMAP_THRESHOLD,
+    huge_page_buffer,
+    is_tile_mapping,
+)
+from numtile.runtime.memory_nodes import HostNode, owner_alone
 
 pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's malloc"
@@ -38,3 +48,55 @@ def test_freed_tile_buffers_give_their_pages_back_under_a_limit(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert int(run.stdout.split()[-1]) >= 60 << 20  # of the 64 MiB freed
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The VmFlags of the mapping holding ``address`` (/proc/self/smaps)."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                low, high = (int(x, 16) for x in head.split("-"))
+                inside = low <= address < high
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.parametrize("nbytes", [(2 << 20) + 3 * 4096, 9 << 20])
+def test_large_tile_buffers_are_marked_for_huge_pages(nbytes):
+    buffer = huge_page_buffer(nbytes)
+    assert buffer.nbytes == nbytes and buffer.flags.writeable and is_tile_mapping(buffer)
+    start = buffer.ctypes.data
+    assert start % HUGE_PAGE == 0
+    assert "hg" in _vm_flags(start)  # MADV_HUGEPAGE on the aligned part
+    assert "hg" not in _vm_flags(start + nbytes - 1)  # not the tail under 2 MiB
+    buffer[:] = 7
+    assert int(buffer.sum(dtype=np.int64)) == 7 * nbytes
+
+
+def test_small_buffers_stay_on_the_heap_and_middle_ones_map_small_pages():
+    buffer = huge_page_buffer(MMAP_THRESHOLD - 1)
+    assert buffer.base is None and not is_tile_mapping(buffer)
+    buffer = huge_page_buffer(HUGE_PAGE - 4096)
+    assert is_tile_mapping(buffer) and "hg" not in _vm_flags(buffer.ctypes.data)
+
+
+def test_a_limited_host_recycles_its_mapped_buffers_and_no_file_mapping(tmp_path):
+    node = HostNode(64 << 20, pinned=False)
+    tile = node.allocate((768, 768), np.dtype(np.float32))  # 2.25 MiB: mapped
+    assert is_tile_mapping(tile.base)
+    alone = owner_alone(tile, 1)  # (pytest's assertion rewriting would hold references)
+    assert alone
+    view = tile[:2]
+    alone = owner_alone(tile, 1)
+    assert not alone  # another view holds the memory
+    del view
+    path = tmp_path / "user.bin"
+    path.write_bytes(bytes(4 << 20))
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mapping:
+        user = np.frombuffer(mapping, np.uint8).view(np.float32)
+        alone = owner_alone(user, 1)
+        assert not alone  # a user's file: never handed out as a tile
+        del user

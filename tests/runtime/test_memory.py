@@ -51,6 +51,29 @@ def test_working_set_four_times_the_limit_matches_numpy(limited, tmp_path, sched
     assert any(name.startswith("tile-") for name in os.listdir(tmp_path))
 
 
+def test_mapped_tile_buffers_of_many_sizes_are_reused_and_results_match_numpy(limited):
+    # tiles of 128 KiB to 2 MiB, each its own mapping under a limit (huge pages from 2 MiB),
+    # evicted, read back and their buffers reused; element-wise steps are exact
+    runtime = limited(limit=8 * MiB)
+    a = np.random.default_rng(1).standard_normal((1024, 2048)).astype(np.float32)  # 8 MiB
+    x = nt.from_numpy(a, tile_shape=(256, 512))  # 512 KiB tiles; bf16 256 KiB, float64 1 MiB
+    expected = a
+    for _ in range(3):
+        x = nt.astype(nt.astype(x * 0.5, nt.bfloat16), np.float64) + 1.0
+        x = nt.astype(x, np.float32) - nt.astype(x * 0.25, np.float32)
+        e = expected * np.float32(0.5)
+        e = e.astype(nt.bfloat16).astype(np.float64) + 1.0
+        expected = e.astype(np.float32) - (e * 0.25).astype(np.float32)
+    y = nt.from_numpy(a, tile_shape=(512, 1024))  # 2 MiB tiles: huge pages
+    z = y * 2.0 + x
+    np.testing.assert_array_equal(x.to_numpy(), expected)
+    np.testing.assert_array_equal(z.to_numpy(), a * 2.0 + expected)
+    counters = runtime.manager.counters()
+    host = counters["nodes"]["host"]
+    assert host["peak"] <= 8 * MiB and host["evictions"] > 0 and host["reused"] > 0
+    assert counters["spill"]["reads"] > 0
+
+
 @pytest.mark.parametrize("dtype", [nt.bfloat16, np.float16, np.complex64])
 def test_tiles_of_any_dtype_spill_and_come_back_bit_for_bit(limited, dtype):
     runtime = limited()
