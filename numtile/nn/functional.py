@@ -42,8 +42,8 @@ from numtile.tiletensor.tensor import TileTensor
 class LinearFunction(Function):
     """y = x @ W + b with W (in, out), or x @ W^T + b with W (out, in) when ``transposed``.
 
-    In bf16-mixed (as ``torch.autocast``): ``x`` and W are cast to bfloat16 (and kept so for
-    the backward), the GEMMs accumulate in float32 and write a bfloat16 ``y`` (the bias added
+    In bf16-mixed (as ``torch.autocast``): ``x`` and W are cast to bfloat16 (``x`` kept so for
+    the backward, W cast again there), the GEMMs accumulate in float32 and write a bfloat16 ``y`` (the bias added
     before the one rounding); the backward reads bfloat16, gives ``x`` a gradient of its own
     dtype and W and b float32 ones (sums in float32)."""
 
@@ -58,12 +58,16 @@ class LinearFunction(Function):
         ctx.rounding = gemm_rounding()  # the backward GEMMs run in the forward's precision
         ctx.bf16 = ctx.rounding == BF16_MIXED and _bf16_able(x, weight, bias)
         if ctx.bf16:
-            x, weight = _to_bf16(x, share=True), _to_bf16(weight)
-            out_tile = (weight.tile_shape[0 if transposed else 1],)
+            x, weight16 = _to_bf16(x, share=True), _to_bf16(weight)
+            out_tile = (weight16.tile_shape[0 if transposed else 1],)
             if bias is not None and bias.tile_shape != out_tile:
                 bias = retile(bias, out_tile)
+            # W itself is saved, not its bfloat16 copy: the float32 master weight stays
+            # resident anyway, while the copy would hold 2 more bytes a parameter from the
+            # forward to the backward (gpt2-small: 237 MiB, spilled under a host limit); the
+            # backward casts again, to the same bits
             ctx.save_for_backward(x, weight)
-            return linear_forward(x, weight, transposed, bias=bias)
+            return linear_forward(x, weight16, transposed, bias=bias)
         ctx.save_for_backward(x, weight)
         y = linear_forward(x, weight, transposed, ctx.rounding)
         if bias is not None:
@@ -77,6 +81,8 @@ class LinearFunction(Function):
         if ctx.bf16:
             g = _to_bf16(g)
         if ctx.x_grad:
+            if ctx.bf16:
+                weight = _to_bf16(weight)
             gx = linear_backward_input(
                 g, weight, x, ctx.transposed, ctx.rounding, dtype=ctx.x_dtype
             )
