@@ -25,6 +25,9 @@ Cases (issue targets in brackets, ratio = numtile time / peer time):
   start-up: a fresh interpreter doing a matmul and a few elementwise ops, with an empty
   Numba cache (cold) and again (warm)                                      [< 20 s, < 2 s]
 
+The tile kernels' BLAS/LAPACK is oneMKL where it loads, else SciPy's OpenBLAS (``NUMTILE_BLAS``
+forces one; the header line names it): run once with each for an A/B of the library.
+
 Usage: python bench/compare_linalg.py [--quick] [--repeat N] [--cases matmul,cholesky,lu,...]
 """
 
@@ -46,6 +49,7 @@ from lu_cases import bench_lu, bench_lu_out_of_core  # noqa: E402
 from qr_cases import bench_qr, bench_svdvals  # noqa: E402
 
 import numtile as nt  # noqa: E402
+from numtile.ops_cpu.scipy_blas import kernel_blas_description  # noqa: E402
 
 CORES = os.cpu_count() or 1
 
@@ -326,7 +330,8 @@ def main(argv=None) -> int:
     nt.init()
     print(
         f"numtile {nt.__version__}: {nt.get_runtime().ncpu} workers, "
-        f"scheduler {nt.get_runtime().scheduler.name}, {CORES} cores"
+        f"scheduler {nt.get_runtime().scheduler.name}, {CORES} cores; tile kernels' BLAS: "
+        f"{kernel_blas_description()}"
     )
     rows = []
     if "matmul" in cases:

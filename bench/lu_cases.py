@@ -6,8 +6,8 @@ LU/solve float64 n x n (b: n x 1) vs scipy.linalg.lu_factor + lu_solve, 2 thread
 Every implementation (each numtile tile, each dask chunk) runs once per round and the rounds
 alternate, so on a shared machine whose load drifts the peers see about the same load. The
 rounds also time the GEMM bound: the LU's flops done as 512 x 512 x 512 dgemms by one thread
-per worker (single-threaded BLAS), the time the factorisation would take if every flop ran at
-the machine's tile GEMM rate under the same load.
+per worker (the kernels' library, oneMKL or OpenBLAS, single-threaded), the time the
+factorisation would take if every flop ran at the machine's tile GEMM rate under the same load.
 lu_ooc: LU/solve float64 4096 with the host limit 4x below its working set, against no limit
 (fresh processes; the ratio is time, limited / unlimited)                  [<= 2.0]
 """
