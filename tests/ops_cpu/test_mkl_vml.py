@@ -45,7 +45,15 @@ ROUTED = [
     for dtype in (np.float32, np.float64)
     if (name in BINARY or name != "tanh" or dtype == np.float64)
 ]
-ONE, SIZE = np.ones(1, np.int64), np.array([0], np.int64)
+ONE = np.ones(1, np.int64)
+
+
+@pytest.fixture(autouse=True)
+def _vml_on():
+    """VML on for these tests, whatever NUMTILE_VML says."""
+    previous = mkl_vml.set_enabled(True)
+    yield
+    mkl_vml.set_enabled(previous)
 
 
 def _specials(dtype):

@@ -11,6 +11,13 @@ import pytest
 import numtile as nt
 from numtile.ops_cuda import available
 
+# fused kernels inline numtile's scalar functions: the unfused ops they equal bit for bit are
+# numtile's kernels, not oneMKL's VML (ops_cpu.mkl_vml, within 1 ulp of them)
+pytestmark = [
+    pytest.mark.usefixtures("math_path"),
+    pytest.mark.parametrize("math_path", ["ours"], indirect=True),
+]
+
 
 def _expression(x, y, n, alpha):
     """Broadcasting, a scalar argument, a captured constant, int32 promoting float32 to
