@@ -43,9 +43,9 @@ class LinearFunction(Function):
     """y = x @ W + b with W (in, out), or x @ W^T + b with W (out, in) when ``transposed``.
 
     In bf16-mixed (as ``torch.autocast``): ``x`` and W are cast to bfloat16 (``x`` kept so for
-    the backward, W cast again there), the GEMMs accumulate in float32 and write a bfloat16 ``y`` (the bias added
-    before the one rounding); the backward reads bfloat16, gives ``x`` a gradient of its own
-    dtype and W and b float32 ones (sums in float32)."""
+    the backward, W cast again there), the GEMMs accumulate in float32 and write a bfloat16
+    ``y`` (the bias added before the one rounding); the backward reads bfloat16, gives ``x`` a
+    gradient of its own dtype and W and b float32 ones (sums in float32)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, transposed=False):
