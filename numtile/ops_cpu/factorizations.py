@@ -18,6 +18,7 @@ Example (the tasks of a tiled right-looking Cholesky, on one 2 x 2 grid of tiles
 True
 """
 
+import numpy as np
 from numba import njit
 
 from numtile.ops_cpu.scipy_blas import (
@@ -39,12 +40,19 @@ from numtile.ops_cpu.scipy_blas import (
 def potrf(a):
     """Cholesky a = L @ L.T (L @ L^H for complex a) in place: L in the lower triangle, zeros
     above it; reads only the lower triangle of a. Returns LAPACK's info: 0, or the order of
-    the first leading minor that is not positive definite (a then holds a partial factor)."""
+    the first leading minor that is not positive definite or whose pivot is NaN (a then holds
+    a partial factor), whichever library runs it."""
     n = a.shape[0]
     assert a.shape[1] == n, "potrf: a must be square"
     # Row-major lower is column-major upper, and a = U^T U there means a = L L^T here (for a
     # Hermitian a the buffer is conj(a) = U^H U, so a = L L^H with L = U^T).
     info = call("potrf", a, UPPER, n, a, leading(a), 0)
+    if info == 0:
+        # a NaN pivot fails as in reference LAPACK and oneMKL; OpenBLAS lets it through
+        for j in range(n):
+            if np.isnan(a[j, j].real):
+                info = j + 1
+                break
     for i in range(n):
         a[i, i + 1 :] = 0
     return info

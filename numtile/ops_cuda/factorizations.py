@@ -47,7 +47,7 @@ def _potrf_kernel(a, info):
     for j in range(n):
         if tid == 0:
             pivot = a[j, j].real
-            if pivot <= 0:  # a NaN pivot is not caught, as OpenBLAS (the CPU twin) does not
+            if not pivot > 0:  # a NaN pivot fails too, as in LAPACK and the CPU twin
                 failed[0] = j + 1
             else:
                 a[j, j] = math.sqrt(pivot)

@@ -166,6 +166,7 @@ FUNCTIONS = {
         nt.reshape(x.retile((3, 4)), (1, 1, 12)), 1
     ),
     "nn.rms_norm": lambda x, y: F.rms_norm(x, nt.ones((4,)).requires_grad_()),
+    "nn.swiglu": lambda x, y: F.swiglu(x, y),
     "nn.rotary_embedding": lambda x, y: F.rotary_embedding(
         nt.reshape(x.retile((3, 4)), (1, 3, 4)), nt.ones((3, 2)), nt.zeros((3, 2)), 4
     ),
@@ -368,7 +369,11 @@ def _public_functions():
     names |= {
         f"nn.{name}"
         for name, value in vars(F).items()
-        if inspect.isfunction(value) and not name.startswith("_") and value.__module__ == F.__name__
+        if inspect.isfunction(value)
+        and not name.startswith("_")
+        and value.__module__ == F.__name__
+        # context managers (shared_bf16_casts) compute nothing
+        and not inspect.isgeneratorfunction(getattr(value, "__wrapped__", None))
     }
     return names
 

@@ -57,6 +57,17 @@ def test_potrf_reports_first_leading_minor_not_positive_definite(backend, dtype)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_potrf_reports_a_nan_pivot_as_lapack_does(backend, dtype):
+    # reference LAPACK fails a NaN pivot (info = its column), oneMKL too; OpenBLAS lets it
+    # through and the kernel catches it (test_blas_library runs this file on both libraries)
+    a = spd(6, dtype)
+    expected = np.linalg.cholesky(a.astype(np.float64))
+    a[3, 3] = np.nan
+    assert backend.potrf(a) == 4
+    assert_close(a[:, :3], expected[:, :3], dtype)  # the columns before it are final
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("left", BOOLS)
 @pytest.mark.parametrize("lower", BOOLS)
 @pytest.mark.parametrize("trans_a", BOOLS)
