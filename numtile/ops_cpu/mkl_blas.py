@@ -16,7 +16,6 @@ import functools
 from numtile.ops_cpu import mkl_lib
 
 _LP64, _ILP64 = 0, 1  # MKL_INTERFACE_LP64 / MKL_INTERFACE_ILP64 (the GNU flag is bit 1)
-_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL
 
 
 @functools.cache
@@ -29,7 +28,7 @@ def library() -> ctypes.CDLL | None:
     # interface or threading layer keeps it, and then the kernels keep scipy's library
     if lib.MKL_Set_Interface_Layer(ctypes.c_int(_LP64)) & _ILP64:
         return None
-    if lib.MKL_Set_Threading_Layer(ctypes.c_int(_SEQUENTIAL)) != _SEQUENTIAL:
+    if lib.MKL_Set_Threading_Layer(ctypes.c_int(mkl_lib.SEQUENTIAL)) != mkl_lib.SEQUENTIAL:
         return None
     return lib
 

@@ -13,7 +13,7 @@ import ctypes
 import functools
 import importlib.metadata
 
-_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL
+SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL
 
 
 def _candidates() -> list[str]:
@@ -34,11 +34,11 @@ def library() -> ctypes.CDLL | None:
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)
-            lib.MKL_Set_Threading_Layer(ctypes.c_int(_SEQUENTIAL))
+            lib.MKL_Set_Threading_Layer(ctypes.c_int(SEQUENTIAL))
         except (OSError, AttributeError):
             continue
         return lib
     return None
 
 
-__all__ = ["library"]
+__all__ = ["SEQUENTIAL", "library"]
