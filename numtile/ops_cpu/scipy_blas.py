@@ -42,8 +42,6 @@ _LAPACK = {
     "orgqr": "sdcz",
     "trtri": "sd",
 }
-# routines the kernels keep on scipy's library even where MKL loads (measured faster there)
-_SCIPY_FASTER: frozenset[str] = frozenset()
 _PREFIXES = {types.float32: "s", types.float64: "d", types.complex64: "c", types.complex128: "z"}
 # routines whose floating scalars are real whatever the matrices' dtype (herk's alpha, beta)
 _REAL_SCALARS = frozenset({"herk"})
@@ -95,7 +93,7 @@ def _bind_routines() -> str:
     for table in (_BLAS, _LAPACK):
         for name, prefixes in table.items():
             for prefix in prefixes:
-                if mkl is not None and name not in _SCIPY_FASTER:
+                if mkl is not None:
                     address = mkl_blas.address(mkl, _library_routine(prefix, name))
                 else:
                     address = _scipy_address(prefix, name)
@@ -131,7 +129,7 @@ def kernel_blas_library() -> str | None:
     """
     try:
         libc = ctypes.CDLL(None)
-        if LIBRARY == "mkl" and "gemm" not in _SCIPY_FASTER:
+        if LIBRARY == "mkl":
             return _library_of(libc, mkl_blas.address(mkl_blas.library(), "dgemm"))
         wrapper = _library_of(libc, _scipy_address("d", "gemm"))
         if wrapper is None:
@@ -153,8 +151,7 @@ def kernel_blas_description() -> str:
     path = kernel_blas_library()
     where = os.path.realpath(path) if path else "path unknown"
     if LIBRARY == "mkl":
-        kept = f"; {', '.join(sorted(_SCIPY_FASTER))} from scipy's" if _SCIPY_FASTER else ""
-        name = f"oneMKL {mkl_blas.version(mkl_blas.library())} (LP64, sequential{kept})"
+        name = f"oneMKL {mkl_blas.version(mkl_blas.library())} (LP64, sequential)"
     else:
         name = "scipy's (scipy.linalg.cython_blas/cython_lapack)"
     return f"{name}: {where} (NUMTILE_BLAS={kernel_blas_setting()})"
