@@ -391,6 +391,7 @@ class MemoryManager(SpillTraffic):
         """A valid host replica of ``handle`` (fetched from a GPU or disk if needed)."""
         with self.lock:
             self._reap()
+            self._admit_read(handle)
             pins = Pins([(handle, HOST)])
             self._pin(handle, HOST)
             try:

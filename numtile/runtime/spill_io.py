@@ -199,6 +199,18 @@ class SpillTraffic:
         if job.error is not None:
             raise job.error
 
+    def _admit_read(self, handle: DataHandle) -> None:
+        """Wait (lock held) until ``handle`` fits on host beside the tiles that running tasks
+        hold, as ``acquire`` admits a task: a read that pinned past them could take the room
+        an admitted task's allocation counts on, and that task would fail."""
+        state = self.nodes[HOST]
+        capacity = state.node.capacity
+        if capacity is None or state.pins[handle.id] or handle.nbytes > capacity:
+            return
+        while state.pinned_bytes + handle.nbytes > capacity:
+            self.freed.wait(timeout=1.0)
+            self._reap()
+
     def prefetch(self, tasks) -> None:
         """Start reading back the spilled tiles ``tasks`` (ready, about to run) will read,
         each only if the room for it is there without waiting for a write."""
@@ -214,6 +226,9 @@ class SpillTraffic:
                         or handle.id in self.reading
                     ):
                         continue
+                    host = self.nodes[HOST]
+                    if host.pinned_bytes + handle.nbytes > host.node.capacity:
+                        return  # the room admitted tasks hold (see ``acquire``)
                     if not self._room_now(handle.nbytes):
                         return
                     self._start_read(handle, task)

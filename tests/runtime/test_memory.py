@@ -353,3 +353,39 @@ def test_tasks_whose_scratch_cannot_fit_together_take_turns(limited):
     for i, (_, dst) in enumerate(pairs):
         np.testing.assert_array_equal(dst.host_array(), 2.0 * i)
     assert runtime.manager.nodes[HOST].pinned_bytes == 0
+
+
+def test_a_read_waits_for_the_room_a_running_task_holds(limited):
+    """A running task's two tiles fill a two-tile limit: reading back a spilled third tile
+    (``to_numpy`` while tasks run) waits for them instead of taking room the task counts on."""
+    import threading
+
+    from numtile.runtime.task import Task
+
+    runtime = limited(limit=2 * 64 * 1024)
+    values = [np.full(8192, float(i)) for i in range(3)]
+    spilled, src, other = (DataHandle((8192,), np.float64, v.copy()) for v in values)
+    dst = DataHandle((8192,), np.float64)
+    codelet = Codelet("test_read_room", implementations={"cpu": lambda ops, s, d: None})
+    task = Task(codelet, [src, dst], [Access.R, Access.W], (), 0, 1, None)
+    buffers, pins = runtime.manager.acquire(task, HOST)  # the running task's tiles, pinned
+    assert DISK in spilled.replicas and HOST not in spilled.replicas
+    read, errors = [], []
+
+    def reader():
+        try:
+            read.append(spilled.host_array().copy())
+        except Exception as exc:  # without the wait: OutOfMemoryError, nothing to evict
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    thread.join(timeout=0.5)
+    assert thread.is_alive() and not errors  # waiting for the task's room
+    buffers[1][:] = 2 * buffers[0]
+    runtime.manager.release(pins)
+    thread.join(timeout=30)
+    assert not errors and len(read) == 1
+    np.testing.assert_array_equal(read[0], values[0])
+    np.testing.assert_array_equal(dst.host_array(), 2 * values[1])
+    np.testing.assert_array_equal(other.host_array(), values[2])
