@@ -3,9 +3,11 @@ timed side by side in one run (ratio = numtile time / peer time; issue 13's targ
 NumPy, whose ufuncs use one core, and <= 0.5 x dask.array with its best chunks, on 2 cores).
 
 Cases:
-  exp, sin, cos and x ** y of 64M float32, x * y + z of 64M float32 (and as one nt.fuse
-  kernel: case fused); sin and x ** y of 16M
-  float64 (sin64, pow64: NumPy's float64 sin and pow are libm's, one call per element)
+  -x of 64M float32 (case neg: one read and one write an element and no maths, the floor that
+  memory traffic sets for every one-in-one-out op on this machine); exp, sin, cos and x ** y
+  of 64M float32; x * y + z of 64M float32 (and as one nt.fuse kernel: case fused); sin and
+  x ** y of 16M float64 (sin64, pow64: NumPy's float64 sin and pow are libm's, one call per
+  element)
   sum and var over axis 0 of an 8192 x 8192 float64 matrix
   cumulative_sum of 64M float32
   where(x > 0, x, y) of 64M float32, and the boolean-mask assignment x[x > 0] = 0 (into a
@@ -80,6 +82,7 @@ def _best_dask(da, arrays, function, chunks_list, repeat):
 
 # name -> (label, dtype, operands, function of numtile / NumPy / dask.array (module first))
 ELEMENTWISE = {
+    "neg": ("-x (streaming floor)", np.float32, 1, lambda m, x: -x),
     "exp": ("exp", np.float32, 1, lambda m, x: m.exp(x)),
     "fma": ("x * y + z", np.float32, 3, lambda m, x, y, z: x * y + z),
     "sin": ("sin", np.float32, 1, lambda m, x: m.sin(x)),
@@ -229,8 +232,8 @@ def main() -> None:
     parser.add_argument("--no-dask", action="store_true", help="NumPy as the only peer")
     parser.add_argument(
         "--cases",
-        default="exp,fma,fused,sin,cos,pow,sin64,pow64,sum,var,cumulative_sum,where,mask,sort,argsort,"
-        "unique_counts",
+        default="neg,exp,fma,fused,sin,cos,pow,sin64,pow64,sum,var,cumulative_sum,where,mask,sort,"
+        "argsort,unique_counts",
     )
     args = parser.parse_args()
     n = (64 << 20) // (16 if args.quick else 1)
