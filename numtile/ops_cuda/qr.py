@@ -67,7 +67,7 @@ def _triangular_times(t, start, j, jj, tau):
 
 
 @cuda.jit(device=True)
-def _geqrt_factors(a, t, k, nb):
+def block_factors(a, t, k, nb):
     """T's off-diagonal entries of geqrt's reflectors (unit diagonal, below it in a)."""
     tid = cuda.threadIdx.x
     threads = cuda.blockDim.x
@@ -124,7 +124,7 @@ def _geqrt_kernel(a, t, nb):
         for c in range(j + 1 + tid, n, threads):
             _reflect(a, j, j + 1, m, tau, a, a, c)
         cuda.syncthreads()
-    _geqrt_factors(a, t, k, nb)
+    block_factors(a, t, k, nb)
 
 
 def geqrt(a: Any, t: Any, *, stream: Any = 0) -> None:
