@@ -347,3 +347,25 @@ def test_tiled_factorisations_on_a_gpu_worker_through_the_libraries(gpu):
     np.testing.assert_allclose((q @ r).to_numpy(), tall, rtol=1e-10, atol=1e-12)
     used = {name for name, _ in gpu.calls}
     assert {"dpotrf", "dtrsm", "dsyrk", "dgetrf", "dgeqrf", "dormqr"} <= used
+
+
+# --- real-GPU compilation ------------------------------------------------------------------------
+
+_COMPILE_ALL = """
+    from numtile.ops_cuda import cusolver
+
+    int32 = types.int32[::1]
+    for t in (types.float32, types.float64, types.complex64, types.complex128):
+        for info in (int32, types.int64[::1]):
+            cuda.compile_ptx(cusolver._potrf_finish.py_func, (t[:, ::1], int32, info), cc=(9, 0))
+            signature = (int32, int32, info, int32)
+            cuda.compile_ptx(cusolver._getrf_finish.py_func, signature, cc=(9, 0))
+        for a in (t[:, ::1], t[::1, :]):  # row-major tiles, and geqrt(major.T, t)
+            signature = (a, t[::1], t[:, ::1], types.int64)
+            cuda.compile_ptx(cusolver._block_factors.py_func, signature, cc=(9, 0))
+        cuda.compile_ptx(cusolver._taus.py_func, (t[:, ::1], t[::1], types.int64), cc=(9, 0))
+"""
+
+
+def test_kernels_compile_for_a_real_gpu(compile_for_a_real_gpu):
+    compile_for_a_real_gpu(_COMPILE_ALL)
