@@ -15,8 +15,10 @@ small kernel then gives the result the CPU kernel's contract:
   kernel after it makes cuSOLVER's 1-based int32 pivots 0-based, in the caller's integer
   dtype, and copies devInfo (the first exactly zero pivot's column, or 0) into ``info[0]``.
 * geqrt: geqrf on the (transposed) tile gives R, the reflectors and tau, as LAPACK's geqrt
-  does; no cuSOLVER routine forms the compact-WY factors T, so a one-block kernel builds them
-  in LAPACK's blocked layout from the reflectors and tau (the twin's own T code).
+  does; no cuSOLVER routine forms the compact-WY factors T (LAPACK's larft), so they are built
+  in LAPACK's blocked layout from cuBLAS pieces: one gemm per block of nb reflectors gives
+  V^H V over the rows under the block, and a kernel (a thread block per block of reflectors)
+  adds the rows inside it and runs larft's recurrence T[:j, j] = -tau_j T[:j, :j] S[:j, j].
 * gemqrt: ormqr/unmqr with the taus read off T's diagonal and the reflectors transposed into
   a workspace. A real c is multiplied from the right on its own buffer, with no copy (row-major
   c is column-major c^T, and (Q^T c)^T = c^T Q); a complex c is transposed into a workspace
@@ -36,7 +38,7 @@ import numpy as np
 from numba import cuda
 
 from numtile.ops_cuda import factorizations, libraries, lu, qr
-from numtile.ops_cuda.launch import block, check_argument, grid
+from numtile.ops_cuda.launch import MAX_BLOCKS, block, check_argument, grid
 from numtile.ops_cuda.libraries import FLOATS, buffer_size, on_stream, pointer, usable, workspace
 
 __all__ = ["gemqrt", "geqrt", "getrf", "potrf"]
@@ -73,19 +75,44 @@ def _getrf_finish(ipiv, status, pivots, info):
 
 
 @cuda.jit
-def _block_factors(a, tau, t, nb):
-    # t: zeros, tau on each block's diagonal (t[j, j % nb]), then LAPACK's T above it
+def _block_factors(a, tau, gram, t, nb):
+    # LAPACK's T (larft) of geqrf's reflectors, one thread block per block of nb reflectors:
+    # S[i, j] = v_i^H v_j for i < j in the block, from gram[b, j, i] (cuBLAS's product of the
+    # block's columns below it) plus the rows inside the block, where v_i is 1 on row i and 0
+    # above it; then T's columns by larft's recurrence, in place in row j of t (t[j, i] is
+    # LAPACK's T(i, j)), tau on the diagonal. Rows of t past the k reflectors are zero.
     k = tau.size
+    m = a.shape[0]
     tid = cuda.threadIdx.x
     threads = cuda.blockDim.x
     columns = t.shape[1]
-    for index in range(tid, t.shape[0] * columns, threads):
-        t[index // columns, index % columns] = 0
-    cuda.syncthreads()
-    for j in range(tid, k, threads):
-        t[j, j % nb] = tau[j]
-    cuda.syncthreads()
-    qr.block_factors(a, t, k, nb)
+    if cuda.blockIdx.x == 0:
+        for index in range(tid, (t.shape[0] - k) * columns, threads):
+            t[k + index // columns, index % columns] = 0
+    for b in range(cuda.blockIdx.x, (k + nb - 1) // nb, cuda.gridDim.x):
+        start = b * nb
+        width = nb if k - start > nb else k - start  # (min does not compile for a GPU)
+        below = start + width < m  # cuBLAS wrote gram[b] (rows under the block)
+        for index in range(tid, width * columns, threads):
+            t[start + index // columns, index % columns] = 0
+        cuda.syncthreads()
+        for index in range(tid, width * width, threads):
+            j = index // width
+            i = index % width
+            if i == j:
+                t[start + j, j] = tau[start + j]
+            elif i < j:
+                total = a[start + j, start + i].conjugate()  # v_j is 1 on row j
+                if below:
+                    total += gram[b, j, i]
+                for r in range(start + j + 1, start + width):
+                    total += a[r, start + i].conjugate() * a[r, start + j]
+                t[start + j, i] = total
+        cuda.syncthreads()
+        if tid == 0:
+            for jj in range(1, width):
+                qr.triangular_times(t, start, start + jj, jj, t[start + jj, jj])
+        cuda.syncthreads()
 
 
 @cuda.jit
@@ -159,6 +186,25 @@ def getrf(a: Any, pivots: Any, info: Any, *, stream: Any = 0) -> None:
     _getrf_finish[grid(k), block(), stream](ipiv, status, pivots, info)
 
 
+def _gram_blocks(session, dtype, matrix: int, m: int, k: int, nb: int, gram) -> None:
+    """gram[b] = V_b^H V_b over the rows under block b of nb reflectors (cuBLAS gemm on the
+    column-major factored matrix, leading dimension m; column-major nb x nb results)."""
+    blas = session.blas
+    adjoint = blas.CUBLAS_OP_C if dtype.kind == "c" else blas.CUBLAS_OP_T
+    scalars = np.array([1, 0], dtype)  # read by cuBLAS at the call (host pointer mode)
+    one, zero = scalars.ctypes.data, scalars.ctypes.data + dtype.itemsize
+    gemm = getattr(blas, FLOATS[dtype] + "gemm")
+    for b, start in enumerate(range(0, k, nb)):
+        width = min(nb, k - start)
+        rows = m - start - width
+        if rows <= 0:
+            continue
+        block = matrix + (start + width + start * m) * dtype.itemsize  # (start + width, start)
+        result = pointer(gram) + b * nb * nb * dtype.itemsize
+        gemm(session.handle, adjoint, blas.CUBLAS_OP_N, width, width, rows, one, block, m,
+             block, m, zero, result, nb)  # fmt: skip
+
+
 def geqrt(a: Any, t: Any, *, stream: Any = 0) -> None:
     """QR of the tile a in place (R above, reflectors below); t gets the block factors."""
     m, n = a.shape
@@ -170,7 +216,10 @@ def geqrt(a: Any, t: Any, *, stream: Any = 0) -> None:
         return
     dtype = np.dtype(a.dtype)
     name = FLOATS[dtype] + "geqrf"
+    nb = max(1, min(t.shape[1], k))
+    blocks = (k + nb - 1) // nb
     tau, status = workspace(stream, "tau", dtype, k), workspace(stream, "info", np.int32, 1)
+    gram = workspace(stream, "gram", dtype, blocks * nb * nb)
     with on_stream(cp, stream) as session:
         matrix, copied = _column_major(session, a, stream)
         lwork = buffer_size(session, name, m, n, matrix, m, key=(m, n))
@@ -178,10 +227,11 @@ def geqrt(a: Any, t: Any, *, stream: Any = 0) -> None:
         getattr(session.lapack, name)(
             session.solver, m, n, matrix, m, pointer(tau), pointer(work), lwork, pointer(status)
         )
+        _gram_blocks(session, dtype, matrix, m, k, nb, gram)
         if copied:
             _copy_back(session, a, matrix)
-    nb = max(1, min(t.shape[1], k))
-    _block_factors[1, block(), stream](a, tau, t, nb)
+    gram = gram.reshape((blocks, nb, nb))  # gram[b, j, i]: block b's column-major (i, j)
+    _block_factors[min(blocks, MAX_BLOCKS), block(), stream](a, tau, gram, t, nb)
 
 
 def gemqrt(v: Any, t: Any, c: Any, transpose: bool, *, stream: Any = 0) -> None:

@@ -85,7 +85,9 @@ class FakeLibraries:
         )
         lapack = types.SimpleNamespace(setStream=self._set_stream)
         for prefix, dtype in DTYPES.items():
-            for name in ("geam", "trsm", "syrk") + (("herk",) if herk and prefix in "cz" else ()):
+            for name in ("gemm", "geam", "trsm", "syrk") + (
+                ("herk",) if herk and prefix in "cz" else ()
+            ):
                 setattr(blas, prefix + name, self._wrap(prefix + name, BLAS_HANDLE, dtype))
             apply = "unmqr" if prefix in "cz" else "ormqr"
             for name in ("potrf", "getrf", "geqrf", apply):
@@ -153,6 +155,18 @@ class FakeLibraries:
 
     def _operation(self, flag, matrix):
         return {self.OP_N: matrix, self.OP_T: matrix.T, self.OP_C: matrix.conj().T}[flag]
+
+    def _gemm(self, dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        op_a = self._operation(
+            ta, column_major(a, *((m, k) if ta == self.OP_N else (k, m)), lda, dtype)
+        )
+        op_b = self._operation(
+            tb, column_major(b, *((k, n) if tb == self.OP_N else (n, k)), ldb, dtype)
+        )
+        target = column_major(c, m, n, ldc, dtype)
+        alpha, beta = scalar(alpha, dtype), scalar(beta, dtype)
+        product = alpha * (op_a @ op_b)
+        target[...] = product if beta == 0 else product + beta * target
 
     def _geam(self, dtype, ta, tb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
         assert ta != self.OP_N, "geam is used to transpose"

@@ -185,13 +185,27 @@ def run_geqrt(a, ib, layout=cuda.to_device):
 @pytest.mark.parametrize("ib", [1, 3, 8])
 def test_geqrt_matches_cpu(fake, dtype, shape, ib):
     run_geqrt(random(shape, dtype, ib), ib)
-    expected = ["geam", "geqrf_bufferSize", "geqrf", "geam"]
+    expected = ["geam", "geqrf_bufferSize", "geqrf", *gram_products(shape, ib), "geam"]
     assert names(fake) == [PREFIX[dtype] + name for name in expected]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_geqrt_of_many_reflector_blocks_loops_over_the_grid(fake, dtype):
+    run_geqrt(random((11, 7), dtype, 3), 2)  # 4 blocks of reflectors, 2 simulated blocks
+    assert names(fake).count(PREFIX[dtype] + "gemm") == 4
+
+
+def gram_products(shape, ib) -> list[str]:
+    """geqrt's gemm calls: one per block of reflectors that has rows under it."""
+    m, n = shape
+    k = min(m, n)
+    nb = min(ib, k)
+    return ["gemm" for start in range(0, k, nb) if start + min(nb, k - start) < m]
 
 
 def test_geqrt_of_a_column_major_tile_needs_no_copy(fake):
     run_geqrt(random((6, 4), np.float64, 1), 2, layout=fortran)
-    assert names(fake) == ["dgeqrf_bufferSize", "dgeqrf"]
+    assert names(fake) == ["dgeqrf_bufferSize", "dgeqrf", "dgemm", "dgemm"]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -318,7 +332,7 @@ def test_every_library_call_runs_on_the_callers_stream(fake):
     ops_cuda.getrf(a, pivots, info, stream=stream)
     ops_cuda.geqrt(a, t, stream=stream)
     ops_cuda.gemqrt(a, t, c, True, stream=stream)
-    assert len(fake.calls) == 15  # potrf 2, trsm 1, syrk 1, getrf 4, geqrt 4, gemqrt 3
+    assert len(fake.calls) == 16  # potrf 2, trsm 1, syrk 1, getrf 4, geqrt 5, gemqrt 3
     assert {stream for _, stream in fake.calls} == {0xBEEF}
     assert set(fake.bound.values()) == {0xBEEF}
 
@@ -361,7 +375,7 @@ _COMPILE_ALL = """
             signature = (int32, int32, info, int32)
             cuda.compile_ptx(cusolver._getrf_finish.py_func, signature, cc=(9, 0))
         for a in (t[:, ::1], t[::1, :]):  # row-major tiles, and geqrt(major.T, t)
-            signature = (a, t[::1], t[:, ::1], types.int64)
+            signature = (a, t[::1], t[:, :, ::1], t[:, ::1], types.int64)
             cuda.compile_ptx(cusolver._block_factors.py_func, signature, cc=(9, 0))
         cuda.compile_ptx(cusolver._taus.py_func, (t[:, ::1], t[::1], types.int64), cc=(9, 0))
 """
