@@ -7,7 +7,8 @@ operation kept: (a^H)^T = conj(a) is the buffer's conjugate transpose), and syrk
 the buffer's upper triangle (the tile's lower one) with the opposite operation. Tiles go to
 cuBLAS when they are C-contiguous and of one float/complex dtype; herk needs CuPy's
 ``cherk``/``zherk``, which CuPy's cuBLAS module lacks (it has syrk, not herk), so it stays
-on the twin where they are missing. An empty inner dimension (syrk's c = beta * c) is left to the twin, as ``gemm`` does.
+on the twin where they are missing. An empty inner dimension (syrk's c = beta * c) is left
+to the twin, as ``gemm`` does.
 """
 
 from __future__ import annotations
