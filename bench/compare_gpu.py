@@ -4,12 +4,14 @@ Cases (ratio = numtile throughput / peer throughput):
   gemm     tiled float32 (and TF32) matmul, n x n, vs ``cupy.matmul``     [>= 0.85 at 8192]
   gpt      GPT-2 training tokens/s (numtile GPT2 + AdamW, all kernels on the GPU) vs
            transformers GPT2LMHeadModel + torch.optim.AdamW on CUDA
+  solvers  tiled Cholesky, LU solve and QR (float64, 4096, tiles of 1024) vs ``cupy.linalg``,
+           and one 512 tile's potrf/getrf/geqrt through cuSOLVER vs the @cuda.jit kernels
   largest  the largest GPT-2 (by layers) whose training state is 4x a GPU memory limit
            of a quarter of the card (capped at 40% of host RAM, where evicted tiles live;
            the ratio reached is reported), trained for a few steps with that limit
 
 Each case runs in its own process (TF32 is read by CuPy at import). Usage:
-  python bench/compare_gpu.py [--cases gemm,gpt,largest] [--n 8192] [--out results.json]
+  python bench/compare_gpu.py [--cases gemm,solvers,gpt,largest] [--n 8192] [--out results.json]
 Smoke test of the "largest" case without a GPU, under Numba's CUDA simulator:
   NUMBA_ENABLE_CUDASIM=1 python bench/compare_gpu.py --cases largest --largest-embd 32 \
       --largest-seq 8 --largest-steps 1 --card-bytes 4e6
@@ -189,15 +191,89 @@ def case_largest(args) -> dict:
     }
 
 
-CASES = {"gemm": case_gemm, "gpt": case_gpt, "largest": case_largest}
+def case_solvers(args) -> dict:
+    """Tiled Cholesky, LU solve and QR (float64, every task on the GPU worker) against
+    ``cupy.linalg``; then one tile's potrf, getrf and geqrt through cuSOLVER against the
+    ``@cuda.jit`` kernels (each call restores the tile first, on both sides)."""
+    import cupy
+    import numpy as np
+    from numba import cuda
+
+    import numtile as nt
+    from numtile import ops_cuda
+    from numtile.ops_cuda import factorizations, lu, qr
+
+    n, tile = args.solver_n, args.solver_tile
+    runtime = nt.init(ncpu=2, ncuda=1, restrict="cuda")
+    rng = np.random.default_rng(0)
+    general = rng.standard_normal((n, n))
+    spd = general @ general.T + n * np.eye(n)
+    rhs = rng.standard_normal(n)
+    a_spd, a_general = (nt.from_numpy(x, tile_shape=(tile, tile)) for x in (spd, general))
+    b = nt.from_numpy(rhs, tile_shape=tile)
+    c_spd, c_general, c_rhs = (cupy.asarray(x) for x in (spd, general, rhs))
+
+    def sync():
+        cupy.cuda.Device(0).synchronize()
+
+    def wait(*tensors):
+        runtime.wait_handles([h for t in tensors for h in t.handles])
+
+    result = {"case": f"tiled factorisations float64 {n} tile {tile}"}
+    result["solver_path"] = ops_cuda.solver_path()
+    tiled = {
+        "cholesky": (lambda: wait(nt.linalg.cholesky(a_spd)), lambda: cupy.linalg.cholesky(c_spd)),
+        "solve": (
+            lambda: wait(nt.linalg.solve(a_general, b)),
+            lambda: cupy.linalg.solve(c_general, c_rhs),
+        ),
+        "qr": (lambda: wait(*nt.linalg.qr(a_general)), lambda: cupy.linalg.qr(c_general)),
+    }
+    for name, (ours, peer) in tiled.items():
+        t_ours = _median_seconds(ours, sync, repeat=3, warmup=1)
+        t_peer = _median_seconds(peer, sync, repeat=3, warmup=1)
+        result[name] = {"numtile_s": t_ours, "cupy_s": t_peer, "ratio": t_peer / t_ours}
+    error = np.abs(nt.linalg.cholesky(a_spd).to_numpy() - np.linalg.cholesky(spd)).max()
+    result["cholesky"]["max_abs_error"] = float(error)
+    k = args.kernel_tile
+    pristine = cuda.to_device(spd[:k, :k].copy())
+    work = cuda.device_array_like(pristine)
+    pivots, info = cuda.device_array(k, np.int64), cuda.device_array(1, np.int64)
+    factors = cuda.device_array((k, 32))
+    kernels = {
+        "potrf": (ops_cuda.potrf, factorizations.potrf, lambda f: f(work, info)),
+        "getrf": (ops_cuda.getrf, lu.getrf, lambda f: f(work, pivots, info)),
+        "geqrt": (ops_cuda.geqrt, qr.geqrt, lambda f: f(work, factors)),
+    }
+    for name, (library, kernel, call) in kernels.items():
+        times = []
+        for function in (library, kernel):
+
+            def run(function=function, call=call):
+                work.copy_to_device(pristine)
+                call(function)
+
+            times.append(_median_seconds(run, sync, repeat=3, warmup=1))
+        result[f"tile {k} {name}"] = {
+            "library_s": times[0],
+            "cuda_jit_s": times[1],
+            "speedup": times[1] / times[0],
+        }
+    return result
+
+
+CASES = {"gemm": case_gemm, "solvers": case_solvers, "gpt": case_gpt, "largest": case_largest}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="gemm,gpt,largest")
+    parser.add_argument("--cases", default="gemm,solvers,gpt,largest")
     parser.add_argument("--n", type=int, default=8192)
     parser.add_argument("--tile", type=int, default=4096)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--solver-n", type=int, default=4096)
+    parser.add_argument("--solver-tile", type=int, default=1024)
+    parser.add_argument("--kernel-tile", type=int, default=512)
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--largest-steps", type=int, default=2)
     parser.add_argument("--largest-embd", type=int, default=2048)
@@ -221,6 +297,8 @@ def main() -> None:
             command = [sys.executable, os.path.abspath(__file__), "--child", name]
             command += [f"--n={args.n}", f"--tile={args.tile}", f"--batch={args.batch}"]
             command += [f"--seq={args.seq}", f"--largest-steps={args.largest_steps}"]
+            command += [f"--solver-n={args.solver_n}", f"--solver-tile={args.solver_tile}"]
+            command += [f"--kernel-tile={args.kernel_tile}"]
             command += [f"--largest-embd={args.largest_embd}", f"--largest-seq={args.largest_seq}"]
             if args.card_bytes:
                 command.append(f"--card-bytes={args.card_bytes}")
@@ -243,7 +321,8 @@ def main() -> None:
 
 
 def args_timeout(name: str) -> int:
-    return {"gemm": 50, "gpt": 100, "largest": 120}[name]  # bench/gpu_check.sh: < 8 min
+    # bench/gpu_check.sh: < 8 min
+    return {"gemm": 50, "solvers": 45, "gpt": 100, "largest": 120}[name]
 
 
 if __name__ == "__main__":

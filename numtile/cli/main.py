@@ -38,6 +38,16 @@ def _cuda_line() -> str:
         return f"not available ({type(exc).__name__}: {exc})"
 
 
+def _cuda_kernels_line() -> str:
+    """Where the CUDA tile kernels' GEMM and factorisations go here: CuPy's cuBLAS/cuSOLVER
+    (``cublas``, ``cusolver``) or the ``@cuda.jit`` kernels (``fallback``)."""
+    try:
+        from numtile.ops_cuda import gemm_path, solver_path
+    except Exception as exc:  # numba-cuda missing or broken: report, do not fail
+        return f"none ({type(exc).__name__}: {exc})"
+    return f"GEMM {gemm_path()}, factorisations {solver_path()}"
+
+
 def _mpi_line(runtime) -> str:
     """Ranks and their hosts under mpiexec; else whether mpi4py is there (not importing it)."""
     front = runtime.distributed
@@ -93,6 +103,7 @@ def info(args: argparse.Namespace) -> int:
 
     print(f"bf16 GEMM: {bf16_gemm_description()}")
     print(f"CUDA: {_cuda_line()}")
+    print(f"CUDA kernels: {_cuda_kernels_line()}")
     print(f"MPI: {_mpi_line(runtime)}")
     if args.warmup:
         from numtile.warmup import warmup

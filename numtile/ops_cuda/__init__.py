@@ -12,15 +12,16 @@ never imports ``numtile.ops_cpu``.
 Launches use the block size and GEMM tile that ``configure()`` last set (the runtime calls it
 with its ``Config`` when a CUDA node starts).
 
-Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``, ``bf16``,
-``bf16_kernels`` (element-wise ops and reductions on bfloat16 bits; ``f16_kernels`` their
-float16 twins), ``generate``,
-``sorting``, ``indexing``, ``structured``, ``matmul`` (cuBLAS or a tiled kernel),
-``factorizations``, ``lu`` (getrf, laswp), ``products`` (cross), ``nn`` (attention, norm, loss,
-optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
-``generate``, ``matmul`` (cuBLAS or a tiled kernel), ``factorizations``, ``lu`` (getrf,
-laswp), ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy, eye_fill), ``nn`` (attention, norm,
-loss, optim, embedding), and ``launch`` (settings, grid sizes, launch parameters).
+Modules mirror ``ops_cpu``: ``elementwise`` over ``scalar_math``, ``reduction``, ``copy``,
+``bf16``, ``bf16_kernels`` (element-wise ops and reductions on bfloat16 bits; ``f16_kernels``
+their float16 twins), ``generate``, ``sorting``, ``indexing``, ``structured``, ``matmul``
+(cuBLAS or a tiled kernel), ``factorizations`` (potrf, trsm, syrk, herk), ``lu`` (getrf,
+laswp), ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy, eye_fill), ``products`` (cross),
+``nn`` (attention, norm, loss, optim, embedding), and ``launch`` (settings, grid sizes, launch
+parameters). The factorisation kernels exported here are the launchers of ``cusolver``
+(getrf, potrf, geqrt, gemqrt) and ``level3`` (trsm, syrk, herk): cuSOLVER/cuBLAS through CuPy
+on a real GPU (``libraries`` binds them to the stream), the ``@cuda.jit`` twins otherwise;
+``solver_path()`` says which, as ``gemm_path()`` does for GEMM.
 
 Importing this package needs ``numba.cuda`` but no GPU; launching needs a GPU or the
 simulator (``require()`` says which is missing).
@@ -56,6 +57,7 @@ from numtile.ops_cuda.complex import (
     complex_unary,
 )
 from numtile.ops_cuda.copy import cast, copy_strided, fill
+from numtile.ops_cuda.cusolver import gemqrt, geqrt, getrf, potrf
 from numtile.ops_cuda.elementwise import (
     axpy,
     binary,
@@ -72,7 +74,6 @@ from numtile.ops_cuda.f16_kernels import (
     f16_unary,
     f16_unary_backward,
 )
-from numtile.ops_cuda.factorizations import herk, potrf, syrk, trsm
 from numtile.ops_cuda.fusion import fused  # nt.fuse's generated kernels (issue 13, wave 7)
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
@@ -84,14 +85,16 @@ from numtile.ops_cuda.indexing import (
     take_positions,
 )
 from numtile.ops_cuda.launch import LaunchSettings, configure, launch_settings
+from numtile.ops_cuda.level3 import herk, syrk, trsm
+from numtile.ops_cuda.libraries import solver_path
 from numtile.ops_cuda.logic import bitwise, predicate, where
 from numtile.ops_cuda.low_precision import bf16_to_float32, gemm_bf16, gemm_rounded, round_mantissa
-from numtile.ops_cuda.lu import getrf, laswp
+from numtile.ops_cuda.lu import laswp
 from numtile.ops_cuda.masks import assign_where
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
 from numtile.ops_cuda.moments import moments_accumulate
 from numtile.ops_cuda.products import cross
-from numtile.ops_cuda.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
+from numtile.ops_cuda.qr import eye_fill, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cuda.reduction import (
     modulus_reduce_accumulate,
     reduce_accumulate,
@@ -176,6 +179,7 @@ __all__ = [
     "running_count",
     "softmax",
     "softmax_backward",
+    "solver_path",
     "sort_rows",
     "sum_columns",
     "syrk",

@@ -56,7 +56,7 @@ def _reflector(alpha, norm_squared):
 
 
 @cuda.jit(device=True)
-def _triangular_times(t, start, j, jj, tau):
+def triangular_times(t, start, j, jj, tau):
     """Row j of the factor tile holds z = V[:, block's first jj]^T v_j: make it T's column,
     -tau * T[:jj, :jj] z (in place: row ii only reads z[l] for l >= ii)."""
     for ii in range(jj):
@@ -82,7 +82,7 @@ def _geqrt_factors(a, t, k, nb):
                 t[j, ii] = total
             cuda.syncthreads()
             if tid == 0:
-                _triangular_times(t, start, j, jj, t[j, jj])
+                triangular_times(t, start, j, jj, t[j, jj])
             cuda.syncthreads()
 
 
@@ -202,7 +202,7 @@ def _tpqrt_kernel(a, b, t, rows, trapezoid, nb):
                 t[j, ii] = total
             cuda.syncthreads()
             if tid == 0:
-                _triangular_times(t, start, j, jj, t[j, jj])
+                triangular_times(t, start, j, jj, t[j, jj])
             cuda.syncthreads()
 
 

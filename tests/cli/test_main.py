@@ -15,6 +15,10 @@ def test_info_reports_workers_scheduler_blas_and_cuda(capsys):
     assert "workers:" in out and "scheduler:" in out
     assert "BLAS" in out and "thread(s)" in out
     assert "CUDA:" in out
+    from numtile import ops_cuda
+
+    paths = f"CUDA kernels: GEMM {ops_cuda.gemm_path()}, factorisations {ops_cuda.solver_path()}"
+    assert paths in out
     from numtile import ops_cpu
     from numtile.tiletensor.precision import bf16_gemm_library
 

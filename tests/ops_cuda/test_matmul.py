@@ -16,6 +16,7 @@ from numba import cuda
 from numtile import ops_cpu, ops_cuda
 from numtile.ops_cuda import launch, matmul
 from tests.kernels import CUDA, cuda_launches, garbage, random
+from tests.ops_cuda.fake_libraries import column_major, scalar
 
 FLOATS = [np.float32, np.float64]
 TOLERANCE = {np.float32: 2e-5, np.float64: 1e-12}
@@ -60,6 +61,7 @@ def run_gemm(function, dtype, trans_a, trans_b, alpha, beta, batch=None, sizes=S
 # gemm
 
 
+@pytest.mark.skipif(not ops_cuda.SIMULATOR, reason="a real GPU may use cuBLAS")
 def test_gemm_uses_the_fallback_under_the_simulator():
     assert ops_cuda.gemm_path() == "fallback"
     # the tests' configuration (conftest): the sizes above are not multiples of the tile
@@ -158,20 +160,6 @@ def test_gemm_batched_rejects_bad_batch_sizes():
 # the cuBLAS path, against a stand-in for CuPy
 
 
-def _column_major(pointer, rows, cols, ld, dtype):
-    """The rows x cols column-major matrix at `pointer` with leading dimension ld (a view)."""
-    assert ld >= max(1, rows), (ld, rows)
-    itemsize = np.dtype(dtype).itemsize
-    nbytes = ((cols - 1) * ld + rows) * itemsize
-    buffer = (ctypes.c_char * nbytes).from_address(pointer)
-    return np.ndarray((rows, cols), dtype, buffer=buffer, strides=(itemsize, ld * itemsize))
-
-
-def _scalar(pointer, dtype):
-    itemsize = np.dtype(dtype).itemsize
-    return np.frombuffer((ctypes.c_char * itemsize).from_address(pointer), dtype)[0]
-
-
 class FakeCupy:
     """Just enough of ``cupy`` for the launchers: streams, a handle, reference cuBLAS gemms."""
 
@@ -218,12 +206,12 @@ class FakeCupy:
         def gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
             assert handle == 4242 and self.current is not None, "no current stream"
             self.calls.append((name, self.current))
-            op_a = _column_major(A, *((m, k) if transa == self.OP_N else (k, m)), lda, dtype)
-            op_b = _column_major(B, *((k, n) if transb == self.OP_N else (n, k)), ldb, dtype)
+            op_a = column_major(A, *((m, k) if transa == self.OP_N else (k, m)), lda, dtype)
+            op_b = column_major(B, *((k, n) if transb == self.OP_N else (n, k)), ldb, dtype)
             op_a = op_a if transa == self.OP_N else op_a.T
             op_b = op_b if transb == self.OP_N else op_b.T
-            c = _column_major(C, m, n, ldc, dtype)
-            alpha, beta = _scalar(alpha, dtype), _scalar(beta, dtype)
+            c = column_major(C, m, n, ldc, dtype)
+            alpha, beta = scalar(alpha, dtype), scalar(beta, dtype)
             product = alpha * (op_a.astype(np.float64) @ op_b)
             c[...] = product if beta == 0 else product + beta * c
 
@@ -262,6 +250,8 @@ class FakeHandleOnlyStream:
 
 @pytest.fixture(name="fake_cupy")
 def fake_cupy_fixture(monkeypatch):
+    if not ops_cuda.SIMULATOR:
+        pytest.skip("the stand-in for CuPy reads the simulator's host memory")
     fake = FakeCupy()
     monkeypatch.setattr(matmul, "_cupy", lambda: fake)
     monkeypatch.setattr(matmul, "_device_pointer", lambda x: x._ary.__array_interface__["data"][0])

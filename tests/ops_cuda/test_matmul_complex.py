@@ -12,7 +12,7 @@ from numba import cuda
 
 from numtile import ops_cpu, ops_cuda
 from tests.ops_cuda import test_matmul
-from tests.ops_cuda.test_matmul import _column_major, _scalar
+from tests.ops_cuda.fake_libraries import column_major, scalar
 
 COMPLEX = [np.complex64, np.complex128]
 TOLERANCE = {np.complex64: 2e-5, np.complex128: 1e-12}
@@ -78,10 +78,10 @@ class ComplexFakeCupy(test_matmul.FakeCupy):
         def gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
             assert handle == 4242 and self.current is not None, "no current stream"
             self.calls.append((name, self.current))
-            op_a = _column_major(A, *((m, k) if transa == self.OP_N else (k, m)), lda, dtype)
-            op_b = _column_major(B, *((k, n) if transb == self.OP_N else (n, k)), ldb, dtype)
-            c = _column_major(C, m, n, ldc, dtype)
-            alpha, beta = _scalar(alpha, dtype), _scalar(beta, dtype)
+            op_a = column_major(A, *((m, k) if transa == self.OP_N else (k, m)), lda, dtype)
+            op_b = column_major(B, *((k, n) if transb == self.OP_N else (n, k)), ldb, dtype)
+            c = column_major(C, m, n, ldc, dtype)
+            alpha, beta = scalar(alpha, dtype), scalar(beta, dtype)
             product = alpha * (
                 operation(op_a, transa).astype(np.complex128) @ operation(op_b, transb)
             )
@@ -92,6 +92,8 @@ class ComplexFakeCupy(test_matmul.FakeCupy):
 
 @pytest.fixture(name="fake_cupy")
 def fake_cupy_fixture(monkeypatch):
+    if not ops_cuda.SIMULATOR:
+        pytest.skip("the stand-in for CuPy reads the simulator's host memory")
     fake = ComplexFakeCupy()
     monkeypatch.setattr(ops_cuda.matmul, "_cupy", lambda: fake)
     monkeypatch.setattr(

@@ -65,6 +65,7 @@ def test_tiled_complex_qr_runs_on_a_gpu_worker():
     # worker), the complex GEMM updates and the TSQR leaves of a tall matrix
     import numtile as nt
 
+    before = ops_cuda.launch_settings()  # the CUDA node configures every later launch
     nt.init(ncpu=1, ncuda=1, restrict="cuda", cuda_block=4, cuda_gemm_tile=2)
     try:
         for shape, tile in [((4, 3), (2, 2)), ((6, 2), (3, 2))]:  # blocked, then TSQR
@@ -79,3 +80,4 @@ def test_tiled_complex_qr_runs_on_a_gpu_worker():
             np.testing.assert_allclose(q @ r, a, atol=1e-12)
     finally:
         nt.init()
+        ops_cuda.configure(*before)
