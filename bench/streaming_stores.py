@@ -1,0 +1,262 @@
+"""Streaming (non-temporal) stores against ordinary ones in memory-bound element-wise kernels.
+
+Cases (float32, 16 tiles run by 2 threads, outputs allocated and touched once, then reused as
+the runtime's pools reuse tile buffers): -x, x * 2 and exp(x) over 64M elements, each as an
+ordinary loop and as the same loop computing 16 KiB blocks into an L1-resident buffer that is
+then streamed out (``ops_cpu.streaming.store_line``); exp also through VML into the buffer.
+Then the case where streaming loses: a 256 KiB tile written and read again at once
+(``cached``), while it would still be in L2.
+
+Usage: python bench/streaming_stores.py [--repeat N] [--elements N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from numtile.ops_cpu.helpers import inlined, unsigned, wide_vectors  # noqa: E402
+from numtile.ops_cpu.mkl_lib import library  # noqa: E402
+from numtile.ops_cpu.mkl_vml import MODE  # noqa: E402
+from numtile.ops_cpu.scalar_math import _exp, _negative  # noqa: E402
+from numtile.ops_cpu.streaming import LINE, store_fence, store_line  # noqa: E402
+
+BLOCK_BYTES = 1 << 10
+VML_BLOCK_BYTES = (4 << 10, 16 << 10)
+
+_twice = inlined(lambda v: v + v)
+
+
+@inlined
+def _plain(function, x, out):
+    for i in range(out.size):
+        out[i] = function(x[i])
+
+
+@inlined
+def _streamed(function, x, out, buffer):
+    """out = function(x): head to a 64-byte boundary and tail stored as usual, the lines
+    between computed into ``buffer`` a block at a time and streamed out."""
+    size, itemsize = out.size, out.itemsize
+    per_line = LINE // itemsize
+    start = min(size, (-(out.ctypes.data % LINE) % LINE) // itemsize)
+    for i in range(start):
+        out[i] = function(x[i])
+    i = start
+    while size - i >= per_line:
+        count = min(buffer.size, (size - i) // per_line * per_line)
+        for j in range(count):
+            buffer[j] = function(x[unsigned(i + j)])
+        for line in range(0, count * itemsize, LINE):
+            store_line(out, i * itemsize + line, buffer, line)
+        i += count
+    for j in range(i, size):
+        out[j] = function(x[j])
+    store_fence()
+
+
+def _kernels(function):
+    @numba.njit(nogil=True, error_model="numpy")
+    def plain(x, out):
+        wide_vectors()
+        _plain(function, x, out)
+
+    @numba.njit(nogil=True, error_model="numpy")
+    def streamed(x, out):
+        wide_vectors()
+        buffer = np.empty(BLOCK_BYTES // out.itemsize, out.dtype)
+        _streamed(function, x, out, buffer)
+
+    return plain, streamed
+
+
+NEGATIVE = _kernels(_negative)
+TWICE = _kernels(_twice)
+EXP = _kernels(_exp)
+
+
+def _vml_exp_kernels(block_bytes):
+    """exp through VML: the whole tile (ordinary stores), or blocks of ``block_bytes``
+    streamed out."""
+    lib = library()
+    if lib is None:
+        return None
+    address = ctypes.cast(lib.vmsExp_64, ctypes.c_void_p).value
+    prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 4)  # n, x, out, mode
+    vms_exp = prototype(address)
+
+    @numba.njit(nogil=True)
+    def plain(x, out):
+        vms_exp(out.size, x.ctypes.data, out.ctypes.data, MODE)
+
+    @numba.njit(nogil=True)
+    def streamed(x, out):
+        size, itemsize = out.size, out.itemsize
+        buffer = np.empty(block_bytes // itemsize, out.dtype)
+        per_line = LINE // itemsize
+        start = min(size, (-(out.ctypes.data % LINE) % LINE) // itemsize)
+        if start:
+            vms_exp(start, x.ctypes.data, out.ctypes.data, MODE)
+        i = start
+        while size - i >= per_line:
+            count = min(buffer.size, (size - i) // per_line * per_line)
+            vms_exp(count, x.ctypes.data + i * itemsize, buffer.ctypes.data, MODE)
+            for line in range(0, count * itemsize, LINE):
+                store_line(out, i * itemsize + line, buffer, line)
+            i += count
+        if size > i:
+            vms_exp(size - i, x.ctypes.data + i * itemsize, out.ctypes.data + i * itemsize, MODE)
+        store_fence()
+
+    return plain, streamed
+
+
+def _run_tiles(pool, kernel, xs, outs):
+    list(pool.map(kernel, xs, outs))
+
+
+def _interleaved(cases, repeat):
+    """Median seconds of each case's function, the cases timed in turn, ``repeat`` rounds."""
+    times = {name: [] for name in cases}
+    for function in cases.values():
+        function()
+    for _ in range(repeat):
+        for name, function in cases.items():
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def bench_memory(elements, tiles, repeat):
+    """The 64M cases: medians, ordinary and streamed, interleaved."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(elements, dtype=np.float32)
+    xs = np.array_split(x, tiles)
+    outs = [np.empty_like(tile) for tile in xs]
+    for out in outs:
+        out.fill(0)
+    print(f"output tiles' addresses mod 64: {sorted({out.ctypes.data % 64 for out in outs})}")
+    kernels = {"-x": NEGATIVE, "x*2": TWICE, "exp (numba)": EXP}
+    if library() is not None:
+        for block_bytes in VML_BLOCK_BYTES:
+            kernels[f"exp VML {block_bytes >> 10}K"] = _vml_exp_kernels(block_bytes)
+    with ThreadPoolExecutor(2) as pool:
+        for name, (plain, streamed) in kernels.items():
+            plain(xs[0], outs[0])
+            expected = outs[0].copy()
+            streamed(xs[0], outs[0])
+            np.testing.assert_array_equal(outs[0], expected)
+            medians = _interleaved(
+                {
+                    "ordinary": lambda plain=plain: _run_tiles(pool, plain, xs, outs),
+                    "streamed": lambda streamed=streamed: _run_tiles(pool, streamed, xs, outs),
+                },
+                repeat,
+            )
+            ordinary, streaming = medians["ordinary"], medians["streamed"]
+            print(
+                f"{name:<14} {elements >> 20}M f32  ordinary {ordinary * 1e3:7.2f} ms  "
+                f"streamed {streaming * 1e3:7.2f} ms  streamed/ordinary {streaming / ordinary:.2f}"
+            )
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def _consume(values):
+    total = values.dtype.type(0)
+    for v in values:
+        total += v
+    return total
+
+
+def bench_cached(tile_bytes, rounds, repeat):
+    """A tile written then read at once (both in cache with ordinary stores): -x then a sum,
+    ``rounds`` times over one tile per thread, 2 threads."""
+    elements = tile_bytes // 4
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(elements, dtype=np.float32) for _ in range(2)]
+    outs = [np.zeros_like(x) for x in xs]
+    plain, streamed = NEGATIVE
+
+    def loop(kernel, x, out):
+        for _ in range(rounds):
+            kernel(x, out)
+            _consume(out)
+
+    with ThreadPoolExecutor(2) as pool:
+        medians = _interleaved(
+            {
+                "ordinary": lambda: list(pool.map(lambda x, o: loop(plain, x, o), xs, outs)),
+                "streamed": lambda: list(pool.map(lambda x, o: loop(streamed, x, o), xs, outs)),
+            },
+            repeat,
+        )
+    ordinary, streaming = medians["ordinary"], medians["streamed"]
+    per = 1e6 / rounds
+    print(
+        f"-x then sum, tile {tile_bytes >> 10} KiB in cache  ordinary {ordinary * per:7.1f} us  "
+        f"streamed {streaming * per:7.1f} us  streamed/ordinary {streaming / ordinary:.2f}"
+    )
+
+
+def bench_chained(elements, tiles, repeat):
+    """y = -x then z = y * 2 over ``elements`` in ``tiles`` tiles, 2 threads, every tile of y
+    written by the first pass before the second reads it (as two tiled ops run): y comes back
+    from L3 where the arrays fit there, and streamed stores send it to memory instead."""
+    rng = np.random.default_rng(2)
+    xs = np.array_split(rng.standard_normal(elements, dtype=np.float32), tiles)
+    ys = [np.zeros_like(tile) for tile in xs]
+    zs = [np.zeros_like(tile) for tile in xs]
+    with ThreadPoolExecutor(2) as pool:
+
+        def passes(negative, twice):
+            _run_tiles(pool, negative, xs, ys)
+            _run_tiles(pool, twice, ys, zs)
+
+        medians = _interleaved(
+            {
+                "ordinary": lambda: passes(NEGATIVE[0], TWICE[0]),
+                "streamed": lambda: passes(NEGATIVE[1], TWICE[1]),
+            },
+            repeat,
+        )
+    ordinary, streaming = medians["ordinary"], medians["streamed"]
+    tile_kib = elements * 4 // tiles >> 10
+    print(
+        f"-x then *2, {elements >> 20}M f32, tiles of {tile_kib} KiB  ordinary "
+        f"{ordinary * 1e3:7.2f} ms  streamed {streaming * 1e3:7.2f} ms  "
+        f"streamed/ordinary {streaming / ordinary:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--elements", type=int, default=64 << 20)
+    parser.add_argument("--tiles", type=int, default=16)
+    parser.add_argument("--cached", default="256K,1M,2M,4M,8M")
+    parser.add_argument("--chained", default="1M,4M,16M,64M")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()}")
+    if args.elements:
+        bench_memory(args.elements, args.tiles, args.repeat)
+    for size in filter(None, args.cached.split(",")):
+        tile_bytes = int(size[:-1]) << (10 if size[-1] == "K" else 20)
+        bench_cached(tile_bytes, max(4, (256 << 20) // tile_bytes), args.repeat)
+    for size in filter(None, args.chained.split(",")):
+        bench_chained(int(size[:-1]) << 20, args.tiles, args.repeat)
+    print(f"load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
