@@ -126,12 +126,14 @@ def _run_tiles(pool, kernel, xs, outs):
 
 
 def _interleaved(cases, repeat):
-    """Median seconds of each case's function, the cases timed in turn, ``repeat`` rounds."""
+    """Median seconds of each case's function, the cases timed in turn, ``repeat`` rounds,
+    every other round in reverse order (whichever runs first in a round measured slower)."""
     times = {name: [] for name in cases}
     for function in cases.values():
         function()
-    for _ in range(repeat):
-        for name, function in cases.items():
+    for round_ in range(repeat):
+        order = list(cases.items())
+        for name, function in order if round_ % 2 == 0 else order[::-1]:
             start = time.perf_counter()
             function()
             times[name].append(time.perf_counter() - start)
@@ -239,6 +241,47 @@ def bench_chained(elements, tiles, repeat):
     )
 
 
+def bench_tiled(elements, tiles, repeat):
+    """numtile's tiled ops (the runtime's workers, pooled tile buffers) with streaming stores
+    on and off (``streaming.set_enabled``), alternating round by round in one process."""
+    import numtile as nt
+    from numtile.ops_cpu import streaming
+
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(elements, dtype=np.float32) for _ in range(3)]
+    x, y, z = (nt.from_numpy(a, tile_shape=(elements // tiles,)) for a in arrays)
+    fused = nt.fuse(lambda x, y, z: x * y + z)
+    cases = {
+        "-x": lambda: -x,
+        "x * 2": lambda: x * 2,
+        "x * y + z": lambda: x * y + z,
+        "fuse(x * y + z)": lambda: fused(x, y, z),
+        "where(x > 0, x, y)": lambda: nt.where(x > 0, x, y),
+        "exp": lambda: nt.exp(x),
+    }
+    for name, case in cases.items():
+        results = {}
+        for on in (False, True):
+            streaming.set_enabled(on)
+            results[on] = case().to_numpy()
+        np.testing.assert_array_equal(results[True], results[False])
+
+        def run(on, case=case):
+            streaming.set_enabled(on)
+            case().wait()
+
+        medians = _interleaved(
+            {"ordinary": lambda: run(False), "streamed": lambda: run(True)}, repeat
+        )
+        streaming.set_enabled(True)
+        ordinary, streaming_time = medians["ordinary"], medians["streamed"]
+        print(
+            f"numtile {name:<20} {elements >> 20}M f32, {tiles} tiles  ordinary "
+            f"{ordinary * 1e3:7.2f} ms  streamed {streaming_time * 1e3:7.2f} ms  "
+            f"streamed/ordinary {streaming_time / ordinary:.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=9)
@@ -246,8 +289,13 @@ def main() -> None:
     parser.add_argument("--tiles", type=int, default=16)
     parser.add_argument("--cached", default="256K,1M,2M,4M,8M")
     parser.add_argument("--chained", default="1M,4M,16M,64M")
+    parser.add_argument("--tiled", action="store_true", help="numtile's ops only")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()}")
+    if args.tiled:
+        bench_tiled(args.elements, args.tiles, args.repeat)
+        print(f"load average {os.getloadavg()}")
+        return
     if args.elements:
         bench_memory(args.elements, args.tiles, args.repeat)
     for size in filter(None, args.cached.split(",")):
