@@ -54,14 +54,18 @@ class OpKernel:
         if self._streamed is not None and streaming.wanted(args[self._streamed[1]]):
             kernel = self._streamed_kernels.get(op, False)
             if kernel is False:
-                kernel = self._kernel_of(op, self._streamed[0], self._streamed_kernels)
+                kernel = self._kernel_of(op, streamed=True)
             if kernel is not None:
                 kernel(*args[:-1])
                 return
-        kernel = self._kernels.get(op) or self._kernel_of(op, self._build, self._kernels)
+        kernel = self._kernels.get(op) or self._kernel_of(op)
         kernel(*args[:-1])
 
-    def _kernel_of(self, op, build, kernels):
+    def _kernel_of(self, op, streamed: bool = False):
+        """The kernel of ``op``, built on first use (the streamed one, or None, if asked)."""
+        build, kernels = self._build, self._kernels
+        if streamed:
+            build, kernels = self._streamed[0], self._streamed_kernels
         if op not in self._names:
             raise ValueError(f"{self.__name__}: unknown op code {op!r}")
         with self._lock:
