@@ -14,15 +14,27 @@ function as the ordinary loop, so both write the same bits. A fence at the end o
 weakly ordered streaming stores before whatever the thread does next (another worker may read
 the tile once the task is done).
 
-Measured (``python bench/streaming_stores.py``: 64M float32 in 16 tiles, 2 threads, medians of
-9 interleaved rounds, 2-core Xeon with AVX-512 shared with another benchmark, load 2-2.9,
-2026-12-06): -x and x * 2 take 0.70-0.71x the time of ordinary stores; exp (numba's or VML's,
-compute-bound on these cores) 1.02x: no gain, no loss. Two passes y = -x, z = y * 2 over
-arrays of 4M-64M elements: 0.57-0.71x (y does not survive in cache between the passes either
-way); over 1M elements in 256 KiB tiles 0.92x. Where an output is read again at once, while
-it would still be in the core's L2, streaming loses: -x then a sum of the same 256 KiB tile,
-1.4x; 2 MiB 1.03x; 8 MiB 0.98x. Hence ``wanted``: outputs of ``STREAM_MIN_BYTES`` (a core's
-L2) or more stream, and smaller ones keep ordinary stores.
+Measured (``python bench/streaming_stores.py``; 2-core Xeon with AVX-512, 2 MiB L2 a core,
+shared with other benchmarks, load 2-7; medians of 9-15 rounds, the two kinds of store timed
+in turn in one process, 2026-12-06):
+
+- the kernels alone, 64M float32 in 16 tiles, 2 threads: -x 0.71-0.71x the time of ordinary
+  stores, x * 2 0.59-0.70x; exp (numba's, or VML's into a 4 or 16 KiB buffer streamed out),
+  bound by its arithmetic on these cores: 0.94-1.10x, no gain, so exp, log, sin, tanh... keep
+  ordinary stores (and VML);
+- numtile's tiled ops, 64M float32 in 16 tiles (``--tiled``, 3 runs): -x 0.60-0.68x,
+  x * 2 0.55-0.72x, x * y + z 0.62-0.73x, nt.fuse(x * y + z) 0.80-0.88x (three inputs read
+  for one output written), where(x > 0, x, y) 0.86-0.89x (the comparison's bool tile is not
+  streamed); exp, which does not stream, 0.91-1.08x: the noise;
+- an output read again at once, while an ordinary store leaves it in L2 (-x, then a sum of
+  the same tile, 2 threads): 256 KiB 1.39-1.41x, 512 KiB 1.47x, 1 MiB 1.32-1.73x, 2 MiB
+  0.78-1.46x, 4 MiB 1.05x, 8 MiB 0.89-0.98x. Two passes y = -x, z = y * 2, each over every
+  tile before the next: 0.57-0.78x from 1M to 64M elements (y is not in cache when read).
+
+Hence ``wanted``: outputs of ``STREAM_MIN_BYTES``, a core's L2, or more stream (with their
+inputs they cannot all stay in L2 for the next op), smaller ones keep ordinary stores.
+A streamed kernel compiles in 2-3x the time of the ordinary one (about +0.5 s a signature,
+on disk after): each is compiled only when an output first streams.
 """
 
 from __future__ import annotations
