@@ -18,7 +18,7 @@ Measured (``python bench/streaming_stores.py``; 2-core Xeon with AVX-512, 2 MiB 
 shared with other benchmarks, load 2-7; medians of 9-15 rounds, the two kinds of store timed
 in turn in one process, 2026-12-06):
 
-- the kernels alone, 64M float32 in 16 tiles, 2 threads: -x 0.71-0.71x the time of ordinary
+- the kernels alone, 64M float32 in 16 tiles, 2 threads: -x 0.71x (twice) the time of ordinary
   stores, x * 2 0.59-0.70x; exp (numba's, or VML's into a 4 or 16 KiB buffer streamed out),
   bound by its arithmetic on these cores: 0.94-1.10x, no gain, so exp, log, sin, tanh... keep
   ordinary stores (and VML);
