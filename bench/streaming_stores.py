@@ -15,16 +15,19 @@ with ``streaming.set_enabled`` on and off in turn.
 Measured on the 2-core Xeon (AVX-512, 2 MiB L2 a core), shared with other benchmarks,
 2026-12-06, streamed/ordinary time, medians of 9-15 rounds:
 
-  kernels, 64M f32, 16 tiles, 2 threads (load 2.0-2.9, then 6.1-6.5):
-    -x 0.71, 0.71; x*2 0.70, 0.59; exp numba 1.02, 1.01; exp VML 4K blocks 1.02, 0.94,
-    16K blocks 1.10, 1.03
+  kernels, 64M f32, 16 tiles, 2 threads (load 2.0-2.9, 6.1-6.5, then 1.2-1.6):
+    -x 0.71, 0.71, 0.61; x*2 0.70, 0.59, 0.61; exp numba 1.02, 1.01, 1.06; exp VML 4K
+    blocks 1.02, 0.94, 0.95, 16K blocks 1.10, 1.03, 1.00. (This thread pool's 2 threads ran
+    no faster than 1, -x 53-57 ms ordinary, 33 ms streamed, where numtile's 2 workers take
+    25.6 / 17.7 ms: not understood; the ratios agree with --tiled's.)
   -x then a sum of the same tile, in cache (2 threads): 256 KiB 1.41, 1.39; 512 KiB 1.47;
     1 MiB 1.32; 2 MiB 1.03, 0.78; 4 MiB 1.05; 8 MiB 0.98, 0.89
   -x then *2, every tile of each pass in turn: 1M elements (256 KiB tiles) 0.92, 0.78;
     4M 0.57, 0.59; 16M 0.68, 0.70; 64M 0.71, 0.65
-  --tiled, 64M f32, 16 tiles (load 6.6-7.2, 5.9, 5.7): -x 0.68, 0.60, 0.68; x*2 0.55, 0.60,
-    0.72; x*y+z 0.62, 0.73, 0.72; fuse(x*y+z) 0.88, 0.83, 0.80; where 0.89, 0.86, 0.87;
-    exp (not streamed: the noise) 1.08, 0.91, 1.00
+  --tiled, 64M f32, 16 tiles (load 6.6-7.2, 5.9, 5.7, then 1.1-1.2): -x 0.68, 0.60, 0.68,
+    0.69 (25.6 -> 17.7 ms); x*2 0.55, 0.60, 0.72, 0.71; x*y+z 0.62, 0.73, 0.72, 0.70
+    (68.6 -> 48.3 ms); fuse(x*y+z) 0.88, 0.83, 0.80, 0.78 (44.1 -> 34.4 ms); where 0.89,
+    0.86, 0.87, 0.83; exp (not streamed: the noise) 1.08, 0.91, 1.00, 1.01
 """
 
 from __future__ import annotations

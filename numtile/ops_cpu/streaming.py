@@ -22,10 +22,11 @@ in turn in one process, 2026-12-06):
   stores, x * 2 0.59-0.70x; exp (numba's, or VML's into a 4 or 16 KiB buffer streamed out),
   bound by its arithmetic on these cores: 0.94-1.10x, no gain, so exp, log, sin, tanh... keep
   ordinary stores (and VML);
-- numtile's tiled ops, 64M float32 in 16 tiles (``--tiled``, 3 runs): -x 0.60-0.68x,
-  x * 2 0.55-0.72x, x * y + z 0.62-0.73x, nt.fuse(x * y + z) 0.80-0.88x (three inputs read
-  for one output written), where(x > 0, x, y) 0.86-0.89x (the comparison's bool tile is not
-  streamed); exp, which does not stream, 0.91-1.08x: the noise;
+- numtile's tiled ops, 64M float32 in 16 tiles (``--tiled``, 4 runs, the last at load 1.1):
+  -x 0.60-0.69x (25.6 -> 17.7 ms quiet), x * 2 0.55-0.72x, x * y + z 0.62-0.73x, nt.fuse(x *
+  y + z) 0.78-0.88x (three inputs read for one output written), where(x > 0, x, y)
+  0.83-0.89x (the comparison's bool tile is not streamed); exp, which does not stream,
+  0.91-1.08x: the noise;
 - an output read again at once, while an ordinary store leaves it in L2 (-x, then a sum of
   the same tile, 2 threads): 256 KiB 1.39-1.41x, 512 KiB 1.47x, 1 MiB 1.32-1.73x, 2 MiB
   0.78-1.46x, 4 MiB 1.05x, 8 MiB 0.89-0.98x. Two passes y = -x, z = y * 2, each over every
