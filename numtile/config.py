@@ -6,8 +6,8 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
 ``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
 ``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``, ``NUMTILE_DISTRIBUTED``,
-``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``, and per process ``NUMTILE_BLAS``
-(``kernel_blas_setting``).
+``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``, ``NUMTILE_STREAM_STORES``, and per process
+``NUMTILE_BLAS`` (``kernel_blas_setting``).
 """
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ class Config:
     # element-wise maths through oneMKL's VML where MKL loads (ops_cpu.mkl_vml); 0 keeps
     # numtile's own kernels
     vml: bool = field(default_factory=lambda: _env_flag("NUMTILE_VML") is not False)
+    # element-wise kernels write outputs of a core's L2 or more with streaming (non-temporal)
+    # stores (ops_cpu.streaming); 0 keeps ordinary stores everywhere
+    stream_stores: bool = field(
+        default_factory=lambda: _env_flag("NUMTILE_STREAM_STORES") is not False
+    )
 
     def __post_init__(self) -> None:
         self._check_types()

@@ -5,7 +5,8 @@ after, then scalars. ``ops_cpu`` is the reference backend that defines the seman
 codes its kernels take live in ``numtile.opcodes``.
 
 Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scalar_math``
-(kernel families compiled one op at a time by ``per_op.OpKernel``)
+(kernel families compiled one op at a time by ``per_op.OpKernel``; outputs of a core's L2 or
+more written with non-temporal stores by ``streaming``)
 (``fastmath``, ``fastmath_trig``, ``fastmath_f32``, ``fastmath_pow``: vectorisable exp, log, pow,
 sin, cos, tan; float32 sin/cos/tan in float32); ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);

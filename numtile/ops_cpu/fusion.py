@@ -35,6 +35,7 @@ import threading
 import numba
 
 from numtile.config import Config
+from numtile.ops_cpu import streaming
 from numtile.ops_cpu.helpers import is_c_contiguous
 
 _TRIGONOMETRIC = ("sin", "cos", "tan")
@@ -50,7 +51,7 @@ _BITWISE_FUNCTIONS = {
 }
 # files whose functions a generated kernel inlines: part of its cache key
 _DEPENDENCIES = ("fusion", "scalar_math", "fastmath", "fastmath_trig", "fastmath_f32")
-_DEPENDENCIES += ("fastmath_pow", "helpers", "logic")
+_DEPENDENCIES += ("fastmath_pow", "helpers", "logic", "streaming")
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -112,6 +113,8 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
         "numtile.ops_cpu.helpers": {"inner_axis", "unsigned", "wide_vectors"}
     }
     imports["numtile.ops_cpu.fusion"] = {"flat_step", "row_start"}
+    imports["numtile.ops_cpu.streaming"] = {"block_bounds", "next_block", "store_fence"}
+    imports["numtile.ops_cpu.streaming"].add("write_block")
     trigonometric = False
     for step in expression:
         if step[0] in ("unary", "binary", "compare", "bitwise", "predicate"):
@@ -155,7 +158,33 @@ def source(expression: tuple, inputs: int, scalars: int) -> str:
         lines += body(" " * 16, True)
     else:
         lines += ["        for j in range(extent):", *body(" " * 12, False)]
+        lines += _streamed_source(expression, arguments, ids)
     return "\n".join(lines) + "\n"
+
+
+def _streamed_source(expression: tuple, arguments: list[str], ids) -> list[str]:
+    """Lines of ``fused_streamed``, ``fused`` with out streamed past the caches
+    (``streaming``) where every input is whole or one element; ``fused`` otherwise.
+    Expressions with sin, cos or tan, bound by their arithmetic, have none."""
+    lines = ["", "", '@numba.njit(nogil=True, cache=True, error_model="numpy")']
+    lines += [
+        f"def fused_streamed({', '.join(arguments)}):",
+        "    size = out.size",
+        "    flat = True",
+    ]
+    for i in ids:
+        lines += [f"    s{i} = flat_step(in{i}.size, st{i}, shape, size)", f"    flat &= s{i} >= 0"]
+    lines += ["    if not flat or size == 0:", f"        fused({', '.join(arguments)})"]
+    lines += ["        return", "    wide_vectors()", "    buffer, start, end = block_bounds(out)"]
+    lines += ["    first = 0", "    while first < size:"]
+    lines += ["        stop = next_block(first, start, end, size, buffer.size)"]
+    lines += [f"        o{i} = first * s{i}" for i in ids]
+    lines += ["        for j in range(stop - first):"]
+    code = [line for k, step in enumerate(expression) for line in _step_code(step, k, False)]
+    lines += [" " * 12 + line for line in code]
+    lines += [f"            buffer[j] = t{len(expression) - 1}"]
+    lines += ["        write_block(buffer, out, first, stop, start, end)", "        first = stop"]
+    return lines + ["    store_fence()"]
 
 
 _fingerprint: list[str] = []
@@ -190,11 +219,11 @@ def _load(text: str):
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-    return module.fused
+    return module
 
 
-def kernel(expression: tuple, inputs: int, scalars: int):
-    """The compiled fused kernel of ``expression`` (generated and imported once per process)."""
+def _module(expression: tuple, inputs: int, scalars: int):
+    """The generated module of ``expression`` (generated and imported once per process)."""
     key = (expression, inputs, scalars)
     found = _kernels.get(key)
     if found is None:
@@ -205,8 +234,17 @@ def kernel(expression: tuple, inputs: int, scalars: int):
     return found
 
 
+def kernel(expression: tuple, inputs: int, scalars: int):
+    """The compiled fused kernel of ``expression``: ``fused(out, shape, in0, st0, ..., c0,
+    ...)``."""
+    return _module(expression, inputs, scalars).fused
+
+
 def fused(expression: tuple, out, shape, inputs: tuple, strides: tuple, scalars: tuple) -> None:
     """out = ``expression`` over flat input tiles read through element ``strides`` (0 on
     broadcast axes) over C-ordered ``shape``, with the scalar arguments ``scalars``."""
     arguments = [value for pair in zip(inputs, strides) for value in pair]
-    kernel(expression, len(inputs), len(scalars))(out, shape, *arguments, *scalars)
+    module = _module(expression, len(inputs), len(scalars))
+    streamed = getattr(module, "fused_streamed", None)
+    function = streamed if streamed is not None and streaming.wanted(out) else module.fused
+    function(out, shape, *arguments, *scalars)

@@ -8,9 +8,11 @@ import numba
 import numpy as np
 
 from numtile import opcodes
+from numtile.ops_cpu import streaming
 from numtile.ops_cpu.elementwise import _broadcast, _map
 from numtile.ops_cpu.helpers import inlined, unsigned
 from numtile.ops_cpu.per_op import ByNeed, OpKernel, c_contiguous, read_only
+from numtile.ops_cpu.streaming import select_streamed
 
 _isnan = inlined(lambda v: np.isnan(v))
 _isinf = inlined(lambda v: np.isinf(v))
@@ -98,14 +100,18 @@ def _where(condition, c_strides, a, a_strides, b, b_strides, out, shape):
     """out = a if condition else b, the three broadcast over ``shape`` (element strides, 0 on
     broadcast axes).
 
-    Operands each whole or one element (a scalar) run the dense loops; any other the strided
-    one, its index arrays read-only whoever made them (one compile per signature)."""
+    Operands each whole or one element (a scalar) run the dense loops (all three whole, into
+    an output that ``streaming.wanted``: the streamed one); any other the strided one, its
+    index arrays read-only whoever made them (one compile per signature)."""
     size = out.size
     c_step, a_step, b_step = (
         _dense_step(condition, c_strides, shape, size),
         _dense_step(a, a_strides, shape, size),
         _dense_step(b, b_strides, shape, size),
     )
+    if c_step == a_step == b_step == 1 and streaming.wanted(out):
+        _where_streamed(condition, a, b, out)
+        return
     if c_step >= 0 and a_step >= 0 and b_step >= 0:
         _where_dense(condition, c_step, a, a_step, b, b_step, out)
         return
@@ -136,6 +142,12 @@ def _where_dense(condition, c_step, a, a_step, b, b_step, out):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
+def _where_streamed(condition, a, b, out):
+    """out[i] = a[i] if condition[i] else b[i], out streamed past the caches."""
+    select_streamed(condition, a, b, out)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def _where_strided(condition, c_strides, a, a_strides, b, b_strides, out, shape):
     """out = a if condition else b, each operand read through its element strides."""
     for i in range(out.size):
@@ -144,4 +156,4 @@ def _where_strided(condition, c_strides, a, a_strides, b, b_strides, out, shape)
         out[i] = x if condition[unsigned(_offset(i, shape, c_strides))] else y
 
 
-where = ByNeed(_where, _where_dense, _where_strided)
+where = ByNeed(_where, _where_dense, _where_streamed, _where_strided)

@@ -19,36 +19,65 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from numtile.ops_cpu import streaming
+
 
 class OpKernel:
     """``kernel(*arrays, op)``: runs the Numba function ``build(name)`` of the op ``op`` (a code
-    of ``codes``, a table name -> code), built on the first call with that code."""
+    of ``codes``, a table name -> code), built on the first call with that code.
 
-    def __init__(self, name: str, codes: dict[str, int], build: Callable, doc: str) -> None:
+    With ``streamed = (build_streamed, output)``, where ``streaming.wanted`` the argument at
+    position ``output``, the call runs ``build_streamed(name)`` instead: the same op with its
+    output streamed past the caches, or None for the ops that keep ``build``'s kernel. Each is
+    built and compiled on first use, so a program whose outputs never stream never compiles
+    the streamed loops."""
+
+    def __init__(
+        self,
+        name: str,
+        codes: dict[str, int],
+        build: Callable,
+        doc: str,
+        streamed: tuple[Callable, int] | None = None,
+    ) -> None:
         self.__name__ = self.__qualname__ = name
         self.__doc__ = doc
         self._names = {code: op_name for op_name, code in codes.items()}
         self._build = build
         self._kernels: dict = {}
         self._lock = threading.Lock()
+        self._streamed = streamed
+        self._streamed_kernels: dict = {}
 
     def __call__(self, *args):
         op = args[-1]
+        if self._streamed is not None and streaming.wanted(args[self._streamed[1]]):
+            kernel = self._streamed_kernels.get(op, False)
+            if kernel is False:
+                kernel = self._kernel_of(op, streamed=True)
+            if kernel is not None:
+                kernel(*args[:-1])
+                return
         kernel = self._kernels.get(op) or self._kernel_of(op)
         kernel(*args[:-1])
 
-    def _kernel_of(self, op):
+    def _kernel_of(self, op, streamed: bool = False):
+        """The kernel of ``op``, built on first use (the streamed one, or None, if asked)."""
+        build, kernels = self._build, self._kernels
+        if streamed:
+            build, kernels = self._streamed[0], self._streamed_kernels
         if op not in self._names:
             raise ValueError(f"{self.__name__}: unknown op code {op!r}")
         with self._lock:
-            if op not in self._kernels:
-                self._kernels[op] = self._build(self._names[op])
-        return self._kernels[op]
+            if op not in kernels:
+                kernels[op] = build(self._names[op])
+        return kernels[op]
 
     @property
     def signatures(self) -> list:
         """The signatures compiled so far, over every op (as a Numba dispatcher's)."""
-        return [s for kernel in self._kernels.values() for s in kernel.signatures]
+        kernels = [*self._kernels.values(), *self._streamed_kernels.values()]
+        return [s for kernel in kernels if kernel is not None for s in kernel.signatures]
 
     def knows(self, op) -> bool:
         """True where ``op`` is one of this family's codes."""

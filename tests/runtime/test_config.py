@@ -39,6 +39,7 @@ CHECKED = {
     "distributed",  # checked in tests/distributed/test_mpi.py (it starts MPI: a subprocess)
     "mpi_max_poll",  # below, and its effect under mpiexec: tests/distributed/program_scheduling
     "vml",  # the variable and its effect: tests/ops_cpu/test_mkl_vml.py
+    "stream_stores",  # the variable and its effect: tests/ops_cpu/test_streaming.py
 }
 
 
