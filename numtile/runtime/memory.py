@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
-from numtile.runtime.host_malloc import unmap_freed_tiles
+from numtile.runtime.host_malloc import prefault, unmap_freed_tiles
 from numtile.runtime.memory_nodes import HostNode, NodeState, Pins
 from numtile.runtime.room import OutOfMemoryError, no_room, tile_bytes
 from numtile.runtime.spill import Spill, SpillError
@@ -340,6 +340,10 @@ class MemoryManager(SpillTraffic):
             except BaseException:
                 self._unpin(pins)
                 raise
+        if node == HOST and self.io is not None:  # the pages of its outputs, one call a tile
+            for buffer, mode in zip(buffers, task.modes):
+                if not READS[mode]:
+                    prefault(buffer)
         return buffers, pins
 
     def _reserve(self, task: Task, node: int, nbytes: int, tiles, pins: Pins) -> None:

@@ -30,7 +30,7 @@ import time
 
 from numtile.runtime.access import READS
 from numtile.runtime.handle import DISK, HOST, DataHandle
-from numtile.runtime.host_malloc import MMAP_THRESHOLD
+from numtile.runtime.host_malloc import MMAP_THRESHOLD, prefault
 from numtile.runtime.memory_nodes import owner_alone
 
 _VICTIM_SCAN = 64  # least recently used tiles looked at for a clean or same-size victim
@@ -85,6 +85,7 @@ class SpillIO:
                 if job.kind == "write":
                     job.path = self.spill.write(job.handle, job.array)
                 else:
+                    prefault(job.array)  # its pages in one call, not one fault each
                     self.spill.read(job.path, job.array)
             except BaseException as exc:  # even a KeyboardInterrupt: the waiter re-raises it
                 job.error = exc.with_traceback(None)  # its frames would keep the tile alive
