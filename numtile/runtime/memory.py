@@ -61,6 +61,7 @@ class MemoryManager(SpillTraffic):
         self.reading: dict[int, object] = {}
         self.leaving = 0  # bytes being written to spill files
         self.prefetches = 0
+        self.waits: collections.Counter[str] = collections.Counter()  # seconds, by reason
         if host_limit is not None:
             self.spill = Spill(spill_dir, host_limit)
             unmap_freed_tiles()  # an evicted tile must leave resident memory, not just the count
@@ -321,7 +322,7 @@ class MemoryManager(SpillTraffic):
                     break
                 if not wait:
                     return None
-                self.freed.wait(timeout=1.0)  # a running task will unpin its tiles
+                self._wait_freed("admission")  # a running task will unpin its tiles
                 self._reap()
             pins = Pins((h, node) for h in distinct.values())
             for h in distinct.values():
@@ -490,5 +491,6 @@ class MemoryManager(SpillTraffic):
                     "reads": self.spill.reads,
                     "bytes_read": self.transfers["disk->host"],
                     "prefetched": self.prefetches,
+                    "wait_seconds": dict(self.waits),
                 }
             return out
