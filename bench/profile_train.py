@@ -7,9 +7,11 @@ busy fraction of the step, the idle time between tasks, the tasks per step and t
 the submitting thread (the Python that builds the task graph). On a loaded machine wall times
 mislead: each task is also charged the CPU time its worker thread spent since that worker's
 previous task ended (the kernel plus the runtime's own work around it; a waiting worker burns
-none), the "cpu s" column. ``--torch`` profiles the same
-step of transformers under ``torch.autocast`` (bf16-mixed) with ``torch.profiler``: self CPU
-seconds per op.
+none), the "cpu s" column. Under ``NUMTILE_HOST_MEM_LIMIT`` it also prints the step's spill
+traffic and the seconds the workers waited (part of the idle time between their tasks) for
+writes that make room, for read-backs and for room that running tasks held. ``--torch``
+profiles the same step of transformers under ``torch.autocast`` (bf16-mixed) with
+``torch.profiler``: self CPU seconds per op.
 
 Usage: python bench/profile_train.py [--config llama-small] [--precision bf16-mixed]
        [--warmup 2] [--torch] [--trace step.json] [--top 30] [--by-shape]
@@ -101,9 +103,11 @@ def profile_numtile(
 
     Tracer.record = record_with_cpu
     path = trace_path or os.path.join(tempfile.mkdtemp(), "step.json")
+    before = _manager_counters(nt)
     with nt.trace(path) as tracer:
         phases = step(*batches[-1])
     Tracer.record = record
+    after = _manager_counters(nt)
     events = tracer.events
     origin = min(e[2] for e in events)
     end = max(e[3] for e in events)
@@ -129,6 +133,8 @@ def profile_numtile(
             f"tasks' span {end - origin:.3f} s), idle between tasks {sum(gaps):.3f} s "
             f"({long_gaps} gaps > 1 ms, largest {max(gaps, default=0):.3f} s)"
         )
+    if after is not None:
+        _print_spill(before, after)
     cpu_total = sum(cpu_per_name.values())
     print(f"worker CPU time charged to tasks: {cpu_total:.3f} s")
     print(f"{'task':<34}{'calls':>7}{'wall s':>9}{'cpu s':>9}{'share':>8}{'cpu ms/call':>12}")
@@ -141,6 +147,34 @@ def profile_numtile(
         )
     for key, (calls, cpu) in sorted(per_shape.items(), key=lambda kv: -kv[1][1]):
         print(f"{key:<56}{calls:>7}{cpu:>9.3f} cpu s {1e3 * cpu / calls:>8.2f} ms/call")
+
+
+def _manager_counters(nt) -> dict | None:
+    """The memory manager's spill counters (under ``NUMTILE_HOST_MEM_LIMIT``), else None."""
+    manager = nt.get_runtime().manager
+    if manager is None or manager.spill is None:
+        return None
+    counters = manager.counters()
+    return {**counters["spill"], **counters["nodes"]["host"]}
+
+
+def _print_spill(before: dict, after: dict) -> None:
+    """What the host limit cost the step: bytes through spill files, buffers reused, and the
+    seconds workers waited (summed over them) for writes that make room, for read-backs and
+    for room that running tasks held."""
+    mb = 2**20
+    waits = {
+        reason: seconds - before["wait_seconds"].get(reason, 0.0)
+        for reason, seconds in after["wait_seconds"].items()
+    }
+    print(
+        f"host limit: {(after['bytes_written'] - before['bytes_written']) / mb:.0f} MB spilled, "
+        f"{(after['bytes_read'] - before['bytes_read']) / mb:.0f} MB read back "
+        f"({after['prefetched'] - before['prefetched']} reads prefetched), "
+        f"{after['reused'] - before['reused']} buffers reused, "
+        f"{after['evictions'] - before['evictions']} evictions; workers waited "
+        + (", ".join(f"{s:.3f} s for {r}" for r, s in sorted(waits.items())) or "0 s")
+    )
 
 
 def profile_torch(name: str, precision: str, warmup: int, top: int):

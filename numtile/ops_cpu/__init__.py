@@ -29,8 +29,6 @@ eye_fill) over ``scipy_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attent
 loss, optim, embedding); ``helpers``.
 """
 
-from numpy import empty  # scratch buffers, the twin of ``StreamOps.empty`` on a GPU
-
 import numtile.kernel_cache  # noqa: F401  (first: one cache stamp for all kernels)
 from numtile.ops_cpu import nn
 from numtile.ops_cpu.bf16 import (
@@ -104,6 +102,7 @@ from numtile.ops_cpu.reduction import (
     softmax_backward,
 )
 from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
+from numtile.ops_cpu.scratch import empty  # reused per thread; the twin of ``StreamOps.empty``
 from numtile.ops_cpu.sorting import (
     arg_reduce,
     count_before,

@@ -19,6 +19,12 @@ of its own, its 2 MiB-aligned part marked for transparent huge pages (``MADV_HUG
 THP's ``madvise`` mode), so a fault brings 2 MiB at a time (64 MiB cost 32 ms of CPU
 in 4 KiB pages and 10 ms in huge pages here). Only the pages a tile touches are resident, as
 before: the alignment slack is address space, never touched.
+
+A buffer under 2 MiB stays in 4 KiB pages, and a task that writes it faults once per page.
+``prefault`` brings all of them in one call instead (``MADV_POPULATE_WRITE``, Linux 5.14):
+0.30 against 0.54 ms of CPU a MiB here, the page clearing left. The memory manager calls it
+for a task's tiles once it has them (outside its lock) and the spill reader before a read;
+for huge pages it saves nothing (0.10-0.15 ms a MiB either way), so they fault as before.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ import numpy as np
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 MMAP_THRESHOLD = 1 << 17  # glibc's initial threshold: buffers this large get their own mapping
 HUGE_PAGE = 2 << 20  # x86-64's transparent huge page
+MADV_POPULATE_WRITE = 23  # Linux's mman-common.h (5.14 on); not in Python's mmap before 3.13
 _done = False
 _HUGE = platform.system() == "Linux" and hasattr(mmap, "MADV_HUGEPAGE")
+_populate = _HUGE  # until the kernel refuses MADV_POPULATE_WRITE
 
 
 def unmap_freed_tiles() -> bool:
@@ -83,3 +91,24 @@ def huge_page_buffer(nbytes: int) -> np.ndarray:
 def is_tile_mapping(array: np.ndarray) -> bool:
     """True if ``array`` is a buffer ``huge_page_buffer`` mapped (its base the mapping's view)."""
     return isinstance(getattr(array.base, "obj", None), TileMapping)
+
+
+def prefault(array: np.ndarray) -> None:
+    """Fault in every page of ``array`` now, if it views a ``huge_page_buffer`` mapping in
+    4 KiB pages (under 2 MiB); other arrays, and kernels without ``MADV_POPULATE_WRITE``,
+    are left alone.
+
+    >>> tile = huge_page_buffer(1 << 20).view(np.float32)
+    >>> prefault(tile)
+    >>> float(tile.sum() * 0)  # the pages are there: reading or writing them faults no more
+    0.0
+    """
+    global _populate
+    owner = array.base
+    mapping = getattr(getattr(owner, "base", None), "obj", None)
+    if not _populate or not isinstance(mapping, TileMapping) or len(mapping) >= HUGE_PAGE:
+        return
+    try:
+        mapping.madvise(MADV_POPULATE_WRITE)
+    except OSError:  # EINVAL: a kernel before 5.14
+        _populate = False

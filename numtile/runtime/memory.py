@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
-from numtile.runtime.host_malloc import unmap_freed_tiles
+from numtile.runtime.host_malloc import prefault, unmap_freed_tiles
 from numtile.runtime.memory_nodes import HostNode, NodeState, Pins
 from numtile.runtime.room import OutOfMemoryError, no_room, tile_bytes
 from numtile.runtime.spill import Spill, SpillError
@@ -61,6 +61,7 @@ class MemoryManager(SpillTraffic):
         self.reading: dict[int, object] = {}
         self.leaving = 0  # bytes being written to spill files
         self.prefetches = 0
+        self.waits: collections.Counter[str] = collections.Counter()  # seconds, by reason
         if host_limit is not None:
             self.spill = Spill(spill_dir, host_limit)
             unmap_freed_tiles()  # an evicted tile must leave resident memory, not just the count
@@ -321,7 +322,7 @@ class MemoryManager(SpillTraffic):
                     break
                 if not wait:
                     return None
-                self.freed.wait(timeout=1.0)  # a running task will unpin its tiles
+                self._wait_freed("admission")  # a running task will unpin its tiles
                 self._reap()
             pins = Pins((h, node) for h in distinct.values())
             for h in distinct.values():
@@ -340,6 +341,10 @@ class MemoryManager(SpillTraffic):
             except BaseException:
                 self._unpin(pins)
                 raise
+        if node == HOST and self.io is not None:  # the pages of its outputs, one call a tile
+            for buffer, mode in zip(buffers, task.modes):
+                if not READS[mode]:
+                    prefault(buffer)
         return buffers, pins
 
     def _reserve(self, task: Task, node: int, nbytes: int, tiles, pins: Pins) -> None:
@@ -486,5 +491,6 @@ class MemoryManager(SpillTraffic):
                     "reads": self.spill.reads,
                     "bytes_read": self.transfers["disk->host"],
                     "prefetched": self.prefetches,
+                    "wait_seconds": dict(self.waits),
                 }
             return out

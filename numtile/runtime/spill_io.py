@@ -30,7 +30,7 @@ import time
 
 from numtile.runtime.access import READS
 from numtile.runtime.handle import DISK, HOST, DataHandle
-from numtile.runtime.host_malloc import MMAP_THRESHOLD
+from numtile.runtime.host_malloc import MMAP_THRESHOLD, prefault
 from numtile.runtime.memory_nodes import owner_alone
 
 _VICTIM_SCAN = 64  # least recently used tiles looked at for a clean or same-size victim
@@ -85,6 +85,7 @@ class SpillIO:
                 if job.kind == "write":
                     job.path = self.spill.write(job.handle, job.array)
                 else:
+                    prefault(job.array)  # its pages in one call, not one fault each
                     self.spill.read(job.path, job.array)
             except BaseException as exc:  # even a KeyboardInterrupt: the waiter re-raises it
                 job.error = exc.with_traceback(None)  # its frames would keep the tile alive
@@ -158,11 +159,11 @@ class SpillTraffic:
             failed = next((job for job in started if job.error is not None), None)
             if failed is not None:
                 while not all(job.done for job in started):  # no file half written after it
-                    self.freed.wait(timeout=1.0)
+                    self._wait_freed("room")
                 raise failed.error
             if not self.writing:
                 return False
-            self.freed.wait(timeout=1.0)  # a write ends (or a task unpins its tiles)
+            self._wait_freed("room")  # a write ends (or a task unpins its tiles)
             self._reap()
         return True
 
@@ -195,7 +196,7 @@ class SpillTraffic:
         """Wait (lock released) for the read of ``handle`` in flight; raise its error."""
         job = self.reading[handle.id]
         while not job.done:
-            self.freed.wait(timeout=1.0)
+            self._wait_freed("read")
         if job.error is not None:
             raise job.error
 
@@ -208,7 +209,7 @@ class SpillTraffic:
         if capacity is None or state.pins[handle.id] or handle.nbytes > capacity:
             return
         while state.pinned_bytes + handle.nbytes > capacity:
-            self.freed.wait(timeout=1.0)
+            self._wait_freed("admission")
             self._reap()
 
     def prefetch(self, tasks) -> None:
@@ -295,6 +296,14 @@ class SpillTraffic:
             state = self.nodes[HOST]
             state.give(data)
             state.note_peak()
+
+    def _wait_freed(self, reason: str) -> None:
+        """Wait (lock released) for a transfer or a task to end, the time counted in
+        ``waits[reason]``: "room" (writes for room), "read" (a tile's read-back), "admission"
+        (room that running tasks hold)."""
+        start = time.perf_counter()
+        self.freed.wait(timeout=1.0)
+        self.waits[reason] += time.perf_counter() - start
 
     def _settle(self, handle: DataHandle) -> None:
         """Wait (lock released) until no transfer of ``handle`` is in flight."""

@@ -2,6 +2,7 @@
 
 import mmap
 import platform
+import resource
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from numtile.runtime.host_malloc import (
     MMAP_THRESHOLD,
     huge_page_buffer,
     is_tile_mapping,
+    prefault,
 )
 from numtile.runtime.memory_nodes import HostNode, owner_alone
 
@@ -100,3 +102,31 @@ def test_a_limited_host_recycles_its_mapped_buffers_and_no_file_mapping(tmp_path
         alone = owner_alone(user, 1)
         assert not alone  # a user's file: never handed out as a tile
         del user
+
+
+def _faults_writing(array: np.ndarray) -> int:
+    """Minor page faults this thread takes to write every byte of ``array``."""
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    array[...] = 1
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+
+@pytest.mark.skipif(not hasattr(resource, "RUSAGE_THREAD"), reason="per-thread counters")
+def test_prefault_brings_in_the_small_pages_of_a_tile_buffer_at_once():
+    nbytes = 256 * 4096  # 1 MiB: 4 KiB pages
+    assert _faults_writing(huge_page_buffer(nbytes).view(np.float32)) >= 200  # one a page
+    tile = huge_page_buffer(nbytes).view(np.float32).reshape(512, 512)
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    prefault(tile)
+    taken = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+    if taken == 0 and _faults_writing(tile) > 0:
+        pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
+    assert _faults_writing(tile) <= 2
+    assert float(tile.sum()) == 512 * 512
+
+
+def test_prefault_leaves_other_arrays_alone():
+    heap = np.zeros(1 << 20, np.uint8)
+    prefault(heap)  # not a tile mapping: nothing happens, nothing raises
+    prefault(heap[:10])
+    prefault(huge_page_buffer(4 << 20))  # huge pages: faulted on first touch, as before

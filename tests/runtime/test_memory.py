@@ -49,6 +49,8 @@ def test_working_set_four_times_the_limit_matches_numpy(limited, tmp_path, sched
     assert counters["spill"]["writes"] > 0 and counters["spill"]["reads"] > 0
     assert counters["transferred_bytes"]["host->disk"] == counters["spill"]["bytes_written"]
     assert any(name.startswith("tile-") for name in os.listdir(tmp_path))
+    waits = counters["spill"]["wait_seconds"]  # room is made by writes, which are waited for
+    assert set(waits) <= {"room", "read", "admission"} and waits["room"] > 0
 
 
 def test_mapped_tile_buffers_of_many_sizes_are_reused_and_results_match_numpy(limited):
