@@ -282,12 +282,20 @@ def main() -> None:
         "--card-bytes", type=float, help="pretend the GPU has this many bytes (smoke tests)"
     )
     parser.add_argument("--out", default="gpu_results.json")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=290.0,
+        help="seconds for every case together (gpu_check.sh gives the step 300): a case gets "
+        "its own cap or what is left, whichever is less",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print("RESULT " + json.dumps(CASES[args.child](args)), flush=True)
         return
     results = []
+    deadline = time.monotonic() + args.budget
     for name in args.cases.split(","):
         runs = [("", {})]
         if name == "gemm":
@@ -302,9 +310,10 @@ def main() -> None:
             command += [f"--largest-embd={args.largest_embd}", f"--largest-seq={args.largest_seq}"]
             if args.card_bytes:
                 command.append(f"--card-bytes={args.card_bytes}")
+            limit = max(1.0, min(args_timeout(name), deadline - time.monotonic()))
             try:
                 out = subprocess.run(
-                    command, env=env, capture_output=True, text=True, timeout=args_timeout(name)
+                    command, env=env, capture_output=True, text=True, timeout=limit
                 )
                 lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
                 result = (
@@ -313,15 +322,15 @@ def main() -> None:
                     else {"case": name, "error": out.stderr[-2000:]}
                 )
             except subprocess.TimeoutExpired:
-                result = {"case": name, "error": f"timed out after {args_timeout(name)} s"}
+                result = {"case": name, "error": f"timed out after {limit:.0f} s"}
             print(json.dumps(result), flush=True)
             results.append(result)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
+            with open(args.out, "w") as f:  # after every case: a cut run keeps what it measured
+                json.dump(results, f, indent=1)
 
 
 def args_timeout(name: str) -> int:
-    # bench/gpu_check.sh: < 8 min
+    # each case's own cap; --budget bounds them together (bench/gpu_check.sh: < 8 min)
     return {"gemm": 50, "solvers": 45, "gpt": 100, "largest": 120}[name]
 
 
