@@ -82,7 +82,7 @@ def child(t: int, repeat: int) -> None:
     """Time every case in this process's library; print one JSON line of best CPU seconds."""
     from threadpoolctl import threadpool_limits
 
-    from numtile.ops_cpu.scipy_blas import LIBRARY
+    from numtile.ops_cpu.kernel_blas import LIBRARY
 
     cases = _cases(t)
     best = {}

@@ -49,7 +49,7 @@ from lu_cases import bench_lu, bench_lu_out_of_core  # noqa: E402
 from qr_cases import bench_qr, bench_svdvals  # noqa: E402
 
 import numtile as nt  # noqa: E402
-from numtile.ops_cpu.scipy_blas import kernel_blas_description  # noqa: E402
+from numtile.ops_cpu.kernel_blas import kernel_blas_description  # noqa: E402
 
 CORES = os.cpu_count() or 1
 

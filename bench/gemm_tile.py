@@ -28,8 +28,8 @@ import scipy.linalg.blas
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import numtile as nt
+from numtile.ops_cpu.kernel_blas import kernel_blas_library
 from numtile.ops_cpu.matmul import gemm
-from numtile.ops_cpu.scipy_blas import kernel_blas_library
 
 
 def _alternating(cases: dict, repeat: int) -> dict:

@@ -130,7 +130,7 @@ def bf16_gemm_description() -> str:
 
 def kernel_blas_description() -> str:
     """The BLAS/LAPACK the CPU tile kernels call, and why (``numtile info``)."""
-    from numtile.ops_cpu.scipy_blas import kernel_blas_description as description
+    from numtile.ops_cpu.kernel_blas import kernel_blas_description as description
 
     return description()
 

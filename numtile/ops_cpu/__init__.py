@@ -20,12 +20,12 @@ bf16_reduce_accumulate, bf16_predicate, and their f16_* twins: on bfloat16 or fl
 widened in registers, rounded once on write; ``f16_kernels``: float16 conversions in registers);
 ``matmul`` (gemm),
 ``factorizations`` (potrf, trsm, syrk) and
-``lu`` (getrf, laswp) over ``scipy_blas``; ``products`` (cross); ``structured`` (band,
+``lu`` (getrf, laswp) over ``kernel_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, count_values, split_by_keys,
 arg_reduce); ``indexing``
 (take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
 ``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
-eye_fill) over ``scipy_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
+eye_fill) over ``kernel_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
 loss, optim, embedding); ``helpers``.
 """
 

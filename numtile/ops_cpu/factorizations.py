@@ -1,5 +1,5 @@
 """Tile kernels of the tiled factorisations: potrf (Cholesky of a tile) and the BLAS-3 updates
-trsm and syrk, through the kernels' BLAS/LAPACK (``scipy_blas``) on row-major tiles.
+trsm and syrk, through the kernels' BLAS/LAPACK (``kernel_blas``) on row-major tiles.
 
 Example (the tasks of a tiled right-looking Cholesky, on one 2 x 2 grid of tiles):
 
@@ -21,7 +21,7 @@ True
 import numpy as np
 from numba import njit
 
-from numtile.ops_cpu.scipy_blas import (
+from numtile.ops_cpu.kernel_blas import (
     CONJUGATE_TRANSPOSE,
     LEFT,
     LOWER,

@@ -1,5 +1,5 @@
 """Tile kernels of the tiled LU factorisation with partial pivoting: ``getrf`` of a panel (a
-column of tiles stacked into one C-contiguous array) through LAPACK (``scipy_blas``), and
+column of tiles stacked into one C-contiguous array) through LAPACK (``kernel_blas``), and
 ``laswp``, the row interchanges it chose, applied to other columns. ``getrf_tiles`` and
 ``laswp_tiles`` do the same on a column given as its separate tiles, with no stacked copy: the
 panel's tiles are transposed straight into LAPACK's column-major buffer and back, and the
@@ -26,7 +26,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from numtile.ops_cpu.scipy_blas import call
+from numtile.ops_cpu.kernel_blas import call
 
 TRANSPOSE_BLOCK = 16  # 16 x 16 blocks: a block's rows stay in L1 (the strides are powers of 2)
 # a panel's tiles to and from LAPACK's buffer: 32 x 32 blocks (on 16 tiles of 512 x 512

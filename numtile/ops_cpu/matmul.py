@@ -5,7 +5,7 @@ from numba import njit, types
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
-from numtile.ops_cpu.scipy_blas import call, leading, operation
+from numtile.ops_cpu.kernel_blas import call, leading, operation
 
 
 @njit(inline="always")

@@ -1,4 +1,4 @@
-"""oneMKL's Fortran BLAS/LAPACK symbols for the tile kernels (``scipy_blas`` links them by
+"""oneMKL's Fortran BLAS/LAPACK symbols for the tile kernels (``kernel_blas`` links them by
 name when MKL is the kernels' library).
 
 The kernels call ``<routine>_`` with every argument by reference, as Fortran does: MKL's LP64

@@ -1,5 +1,5 @@
 """Tile kernels of the tiled Householder QR (PLASMA's geqrt / tsqrt / ttqrt / unmqr / tsmqr),
-through LAPACK (``scipy_blas``: ``geqrt``, ``tpqrt``, ``gemqrt``, ``tpmqrt``), and two helpers
+through LAPACK (``kernel_blas``: ``geqrt``, ``tpqrt``, ``gemqrt``, ``tpmqrt``), and two helpers
 that build the results: ``triu_copy`` (R from the factored tiles) and ``eye_fill`` (Q's start);
 ``qr_explicit`` (``geqrf`` + ``orgqr``: R and the explicit Q of one tile) for TSQR.
 
@@ -28,7 +28,7 @@ reflectors. Entries outside the ``nb x nb`` upper triangles are zero.
 import numpy as np
 from numba import njit
 
-from numtile.ops_cpu.scipy_blas import LEFT, NO, adjoint, call
+from numtile.ops_cpu.kernel_blas import LEFT, NO, adjoint, call
 
 
 @njit(nogil=True, cache=True)

@@ -24,9 +24,9 @@ forms Q with ``orgqr`` as before.
 import numpy as np
 from numba import njit
 
+from numtile.ops_cpu.kernel_blas import NO, UPPER, call
 from numtile.ops_cpu.lu import transpose
 from numtile.ops_cpu.qr import _geqrf
-from numtile.ops_cpu.scipy_blas import NO, UPPER, call
 
 
 @njit(nogil=True, cache=True)

@@ -1,4 +1,4 @@
-"""The kernels' BLAS/LAPACK library (``ops_cpu.scipy_blas``): chosen once per process by
+"""The kernels' BLAS/LAPACK library (``ops_cpu.kernel_blas``): chosen once per process by
 ``NUMTILE_BLAS``, oneMKL where it loads, else SciPy's. This process's suite runs the kernels
 on one library; here the core kernel tests and a tiled LU, QR and Cholesky run again in a
 fresh process on each library (the same cached kernels, linked by name to the other one)."""
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from numtile.config import kernel_blas_setting
-from numtile.ops_cpu import mkl_blas, scipy_blas
+from numtile.ops_cpu import kernel_blas, mkl_blas
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LIBRARIES = [
@@ -26,7 +26,7 @@ LIBRARIES = [
 KERNEL_TESTS = ["test_lu.py", "test_qr.py", "test_factorizations.py", "test_matmul.py"]
 TILED = """
 import numpy as np, scipy.linalg, numtile as nt
-from numtile.ops_cpu.scipy_blas import LIBRARY
+from numtile.ops_cpu.kernel_blas import LIBRARY
 rng = np.random.default_rng(0)
 a = rng.standard_normal((300, 300)); b = rng.standard_normal((300, 2))
 spd = a @ a.T + 300 * np.eye(300)
@@ -54,11 +54,11 @@ def test_the_choice_follows_the_setting():
     setting = kernel_blas_setting()
     found = mkl_blas.library() is not None
     expected = "scipy" if setting == "scipy" or not found else "mkl"
-    assert scipy_blas.LIBRARY == expected
-    path = scipy_blas.kernel_blas_library()
+    assert kernel_blas.LIBRARY == expected
+    path = kernel_blas.kernel_blas_library()
     if path is not None:
         assert ("mkl" in os.path.basename(path)) == (expected == "mkl"), path
-    assert f"NUMTILE_BLAS={setting}" in scipy_blas.kernel_blas_description()
+    assert f"NUMTILE_BLAS={setting}" in kernel_blas.kernel_blas_description()
 
 
 def test_a_bad_setting_is_refused(monkeypatch):
@@ -71,7 +71,7 @@ def test_mkl_asked_for_but_missing_is_an_import_error(monkeypatch):
     monkeypatch.setenv("NUMTILE_BLAS", "mkl")
     monkeypatch.setattr(mkl_blas, "library", lambda: None)
     with pytest.raises(ImportError, match="NUMTILE_BLAS=mkl"):
-        scipy_blas._bind_routines()  # raises before it binds anything
+        kernel_blas._bind_routines()  # raises before it binds anything
 
 
 @pytest.mark.parametrize("library", LIBRARIES)

@@ -125,7 +125,7 @@ def test_the_kernels_blas_is_one_thread_while_a_runtime_runs(tmp_path):
     from threadpoolctl import threadpool_info
 
     from numtile.config import Config
-    from numtile.ops_cpu.scipy_blas import kernel_blas_library
+    from numtile.ops_cpu.kernel_blas import kernel_blas_library
     from numtile.runtime import Runtime
 
     path = kernel_blas_library()
