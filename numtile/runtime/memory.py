@@ -315,11 +315,8 @@ class MemoryManager(SpillTraffic):
             )
         with self.lock:
             self._reap()
-            while capacity is not None:
-                # others' pinned tiles cannot be evicted: wait until ours fit beside them
-                extra = scratch + sum(h.nbytes for i, h in distinct.items() if not state.pins[i])
-                if state.pinned_bytes + extra <= capacity:
-                    break
+            # others' pinned tiles cannot be evicted: wait until ours fit beside them
+            while capacity is not None and not self._admits(state, distinct.values(), scratch):
                 if not wait:
                     return None
                 self._wait_freed("admission")  # a running task will unpin its tiles

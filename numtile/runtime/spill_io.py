@@ -208,9 +208,17 @@ class SpillTraffic:
         capacity = state.node.capacity
         if capacity is None or state.pins[handle.id] or handle.nbytes > capacity:
             return
-        while state.pinned_bytes + handle.nbytes > capacity:
+        while not self._admits(state, (handle,)):
             self._wait_freed("admission")
             self._reap()
+
+    @staticmethod
+    def _admits(state, handles, scratch: int = 0) -> bool:
+        """True where ``handles`` (those not pinned on ``state``'s node yet) and ``scratch``
+        bytes fit under its capacity beside what running tasks hold pinned (admission, for a
+        task in ``acquire`` and for a read in ``_admit_read``)."""
+        extra = scratch + sum(h.nbytes for h in handles if not state.pins[h.id])
+        return state.pinned_bytes + extra <= state.node.capacity
 
     def prefetch(self, tasks) -> None:
         """Start reading back the spilled tiles ``tasks`` (ready, about to run) will read,
