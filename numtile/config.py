@@ -6,7 +6,8 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
 ``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
 ``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``, ``NUMTILE_DISTRIBUTED``,
-``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``, ``NUMTILE_STREAM_STORES``, and per process
+``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``, ``NUMTILE_STREAM_STORES``,
+``NUMTILE_HOST_ARENA``, and per process
 ``NUMTILE_BLAS`` (``kernel_blas_setting``).
 """
 
@@ -87,6 +88,10 @@ class Config:
     stream_stores: bool = field(
         default_factory=lambda: _env_flag("NUMTILE_STREAM_STORES") is not False
     )
+
+    # a limited host cuts its tile buffers from one mapping (runtime/arena.py); 0 keeps a
+    # mapping per tile and the pool of same-size buffers
+    host_arena: bool = field(default_factory=lambda: _env_flag("NUMTILE_HOST_ARENA") is not False)
 
     def __post_init__(self) -> None:
         self._check_types()

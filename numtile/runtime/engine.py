@@ -102,7 +102,10 @@ class Runtime(WorkerSupervision):
             from numtile.runtime.memory import MemoryManager
 
             self.manager = MemoryManager(
-                self.config.host_mem_limit, self.config.spill_dir, self.devices
+                self.config.host_mem_limit,
+                self.config.spill_dir,
+                self.devices,
+                arena=self.config.host_arena,
             )
         POOL.resize(self.config.pool_bytes)
         self.models = PerfModels(self.config.cache_dir)

@@ -63,7 +63,10 @@ def unmap_freed_tiles() -> bool:
 
 class TileMapping(mmap.mmap):
     """An anonymous private mapping made by ``huge_page_buffer`` (the type marks buffers the
-    pool may hand out again: a mapping of a user's file must never be)."""
+    pool may hand out again: a mapping of a user's file must never be). ``populated``: its
+    pages were faulted in by ``prefault`` (they stay: a pooled buffer keeps its pages)."""
+
+    populated = False
 
 
 def huge_page_buffer(nbytes: int) -> np.ndarray:
@@ -106,9 +109,17 @@ def prefault(array: np.ndarray) -> None:
     global _populate
     owner = array.base
     mapping = getattr(getattr(owner, "base", None), "obj", None)
-    if not _populate or not isinstance(mapping, TileMapping) or len(mapping) >= HUGE_PAGE:
+    if (
+        not _populate
+        or not isinstance(mapping, TileMapping)
+        or mapping.populated
+        or len(mapping) >= HUGE_PAGE
+    ):
         return
     try:
         mapping.madvise(MADV_POPULATE_WRITE)
     except OSError:  # EINVAL: a kernel before 5.14
         _populate = False
+    # a buffer reused from the pool has its pages already: walking them again for every
+    # task that writes it cost gpt2-small 0.2 s of CPU a step (2.5 GB of tiles, 0.6 fresh)
+    mapping.populated = True

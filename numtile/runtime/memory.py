@@ -27,6 +27,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES
+from numtile.runtime.arena import HostArena
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
 from numtile.runtime.host_malloc import prefault, unmap_freed_tiles
 from numtile.runtime.memory_nodes import HostNode, NodeState, Pins
@@ -42,13 +43,16 @@ if TYPE_CHECKING:
 
 
 POOL_FRACTION = 8  # a limited host keeps up to 1/8 of its limit in free buffers for reuse
+ARENA_MIN = 256 << 20  # from this limit on, tile buffers come from an arena (arena.py)
 _REGISTER_WAIT_SECONDS = 60.0  # a user tile waits this long for running tasks to free room
 
 
 class MemoryManager(SpillTraffic):
     """Capacity, eviction and transfers for every memory node of one runtime."""
 
-    def __init__(self, host_limit: int | None, spill_dir: str | None, gpus: list) -> None:
+    def __init__(
+        self, host_limit: int | None, spill_dir: str | None, gpus: list, arena: bool = True
+    ) -> None:
         self.lock = threading.RLock()
         self.freed = threading.Condition(self.lock)
         self.host = HostNode(host_limit, pinned=bool(gpus))
@@ -67,6 +71,8 @@ class MemoryManager(SpillTraffic):
             unmap_freed_tiles()  # an evicted tile must leave resident memory, not just the count
             self.io = SpillIO(self.spill, self._finish)
             self.nodes[HOST].pool_limit = host_limit // POOL_FRACTION
+            if arena and host_limit >= ARENA_MIN:
+                self.host.arena = HostArena(host_limit)
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles
@@ -214,10 +220,11 @@ class MemoryManager(SpillTraffic):
     def _allocate(self, handle, node: int, exclude=(), task=None, gpu=None):
         state = self.nodes[node]
         reuse = node == HOST and gpu is None
-        if reuse and state.free:
+        data = self._from_arena(handle, exclude, task) if reuse else None
+        if data is None and reuse and state.free:
             data = state.take(handle.shape, handle.dtype)  # counted already: no room to make
-            if data is not None:
-                return data
+        if data is not None:
+            return data
         try:
             room = self._make_room(node, handle.nbytes, exclude, keep=handle.nbytes)
         except SpillError as exc:

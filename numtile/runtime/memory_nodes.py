@@ -8,11 +8,15 @@ import collections
 import math
 import sys
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from numtile.runtime.handle import HOST
-from numtile.runtime.host_malloc import huge_page_buffer, is_tile_mapping
+from numtile.runtime.host_malloc import MMAP_THRESHOLD, huge_page_buffer, is_tile_mapping
+
+if TYPE_CHECKING:
+    from numtile.runtime.arena import HostArena
 
 
 class HostNode:
@@ -23,6 +27,7 @@ class HostNode:
         self.name = "host"
         self.capacity = capacity
         self.pinned = pinned
+        self.arena: HostArena | None = None  # a limited host's tile buffers (arena.py)
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype, gpu=None):
         """A host buffer; page-locked (under ``gpu``'s context) when that GPU copies into it
@@ -32,7 +37,13 @@ class HostNode:
             return gpu.pinned_array(shape, dtype)
         if self.capacity is None:
             return np.empty(shape, dtype)
-        return huge_page_buffer(math.prod(shape) * dtype.itemsize).view(dtype).reshape(shape)
+        nbytes = math.prod(shape) * dtype.itemsize
+        buffer = None
+        if self.arena is not None and nbytes >= MMAP_THRESHOLD:
+            buffer = self.arena.allocate(nbytes)
+        if buffer is None:  # small (from malloc's heap), or no free range holds it
+            buffer = huge_page_buffer(nbytes)
+        return buffer.view(dtype).reshape(shape)
 
 
 class Pins(list):
@@ -66,7 +77,7 @@ class NodeState:
         self.pinned_bytes = 0
         self.evictions = 0
         self.free: collections.OrderedDict[int, list[np.ndarray]] = collections.OrderedDict()
-        self.pooled = 0
+        self._pooled = 0
         self.pool_limit = 0
         self.reused = 0  # allocations served from ``free``
 
@@ -77,9 +88,37 @@ class NodeState:
     def note_peak(self) -> None:
         self.peak = max(self.peak, self.used + self.pooled)
 
+    @property
+    def arena(self):
+        return getattr(self.node, "arena", None)
+
+    @property
+    def pooled(self) -> int:
+        """Bytes of free buffers kept resident (in an arena: its resident bytes no tile
+        holds), counted against the limit."""
+        arena = self.arena
+        return self._pooled if arena is None else arena.pooled
+
+    @pooled.setter
+    def pooled(self, value: int) -> None:
+        self._pooled = value  # the arena keeps its own count
+
+    def has_buffer(self, nbytes: int) -> bool:
+        """Whether ``take`` has memory for ``nbytes`` without making room."""
+        if self.arena is not None:
+            return nbytes >= MMAP_THRESHOLD and self.arena.fits(nbytes)
+        return nbytes in self.free
+
     def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
         """A free buffer viewed as ``shape`` and ``dtype`` (no longer pooled), or None."""
         nbytes = math.prod(shape) * dtype.itemsize
+        arena = self.arena
+        if arena is not None:
+            buffer = arena.allocate(nbytes, resident=True) if nbytes >= MMAP_THRESHOLD else None
+            if buffer is None:
+                return None
+            self.reused += 1
+            return buffer.view(dtype).reshape(shape)
         free = self.free.get(nbytes)
         if free is None:
             return None
@@ -92,6 +131,11 @@ class NodeState:
 
     def give(self, array: np.ndarray) -> None:
         """Keep the memory of ``array`` (from ``owner_alone``) for reuse."""
+        arena = self.arena
+        if arena is not None:
+            if arena.owns(array):
+                arena.free(array)
+            return  # another buffer (a fallback mapping) is simply dropped
         owner = array if array.base is None else array.base
         self.free.setdefault(owner.nbytes, []).append(owner)
         self.free.move_to_end(owner.nbytes)
@@ -101,7 +145,11 @@ class NodeState:
 
     def release_one(self, keep: int | None = None) -> bool:
         """Give one free buffer back to the system (of the least recently pooled size, not
-        ``keep`` bytes if another will do); False when none is left."""
+        ``keep`` bytes if another will do); False when none is left. In an arena: the
+        resident whole free chunks of one free range."""
+        arena = self.arena
+        if arena is not None:
+            return arena.release() > 0
         for key in [k for k in self.free if k != keep] + ([keep] if keep in self.free else []):
             free = self.free[key]
             array = free.pop()

@@ -32,6 +32,8 @@ from numtile.runtime.access import READS
 from numtile.runtime.handle import DISK, HOST, DataHandle
 from numtile.runtime.host_malloc import MMAP_THRESHOLD, prefault
 from numtile.runtime.memory_nodes import owner_alone
+from numtile.runtime.room import OutOfMemoryError, no_room
+from numtile.runtime.spill import SpillError
 
 _VICTIM_SCAN = 64  # least recently used tiles looked at for a clean or same-size victim
 
@@ -139,7 +141,7 @@ class SpillTraffic:
         skip = {h.id for h in exclude}
         started: list[SpillJob] = []
         while state.resident + nbytes > state.node.capacity:
-            if keep in state.free:  # the caller takes that buffer: no more room needed
+            if keep is not None and state.has_buffer(keep):  # taken by the caller: no more
                 return True
             clean_sized, clean, sized, oldest = self._host_victims(skip, keep)
             if clean_sized is not None or (clean is not None and not state.pooled):
@@ -166,6 +168,36 @@ class SpillTraffic:
             self._wait_freed("room")  # a write ends (or a task unpins its tiles)
             self._reap()
         return True
+
+    def _from_arena(self, handle, exclude, task):
+        """``handle``'s host buffer from the arena (arena.py): in resident free pages if a
+        range holds them, else where the pages it adds fit under the limit once room is made
+        for them (evictions move the best place: planned again after each); None without an
+        arena, for a tile under ``MMAP_THRESHOLD`` (malloc's) or where no free range of the
+        arena holds it (the caller maps a buffer of its own)."""
+        state = self.nodes[HOST]
+        arena, capacity = state.arena, state.node.capacity
+        if arena is None or handle.nbytes < MMAP_THRESHOLD:
+            return None
+        while True:
+            data = state.take(handle.shape, handle.dtype)
+            if data is not None:
+                return data
+            plan = arena.plan(handle.nbytes)
+            if plan is None:
+                return None
+            start, growth = plan
+            if state.resident + growth <= capacity:
+                data = arena.allocate(handle.nbytes, start=start)
+                return data.view(handle.dtype).reshape(handle.shape)
+            try:
+                room = self._make_room(HOST, growth, exclude, keep=handle.nbytes)
+            except SpillError as exc:
+                who = task.describe() if task is not None else "a read"
+                exc.add_note(f"while making room on host for {handle!r} ({who})")
+                raise
+            if not room:
+                raise OutOfMemoryError(no_room(state, handle.nbytes, task))
 
     def _start_write(self, handle: DataHandle, drop: bool) -> SpillJob:
         job = SpillJob("write", handle, handle.replicas[HOST], drop=drop)
@@ -247,7 +279,7 @@ class SpillTraffic:
         """Room for ``nbytes`` on host from free room, a pooled buffer of that size or clean
         tiles only (lock held; nothing written, no wait)."""
         state = self.nodes[HOST]
-        while state.resident + nbytes > state.node.capacity and nbytes not in state.free:
+        while state.resident + nbytes > state.node.capacity and not state.has_buffer(nbytes):
             clean_sized, clean, _, _ = self._host_victims(set(), nbytes)
             if clean_sized or clean:
                 self._drop(clean_sized or clean, HOST)
@@ -296,13 +328,14 @@ class SpillTraffic:
     def _recycle(self, data, holders: int) -> None:
         """Keep a dropped host buffer for reuse if nothing else references it (lock held);
         not one under malloc's mmap threshold: from the heap, it costs no page faults."""
-        if (
-            self.spill is not None
-            and data.nbytes >= MMAP_THRESHOLD
-            and owner_alone(data, holders + 1)
-        ):
-            state = self.nodes[HOST]
+        if self.spill is None or data.nbytes < MMAP_THRESHOLD:
+            return
+        state = self.nodes[HOST]
+        if owner_alone(data, holders + 1):
             state.give(data)
+            state.note_peak()
+        elif state.arena is not None and state.arena.owns(data):
+            state.arena.disown(data)  # resident till its last view dies: counted as pooled
             state.note_peak()
 
     def _wait_freed(self, reason: str) -> None:

@@ -1,0 +1,239 @@
+"""A limited host's tile buffers cut from one mapping, so freed memory serves tiles of any size.
+
+Under ``NUMTILE_HOST_MEM_LIMIT`` every tile of ``MMAP_THRESHOLD`` bytes or more used to be a
+mapping of its own, and the pool kept freed ones for later tiles of the same byte size only.
+A training step frees and asks for other sizes at each phase (bfloat16 activations in the
+forward, float32 gradients in the backward, the moments' reads), and at the limit the pool
+gave back buffers of one size to make room for another: gpt2-small in bf16-mixed under a
+limit it never reached mapped 1,680 fresh buffers (1.26 GB) a step, 0.6 GB of page faults.
+
+``HostArena`` reserves the address space of twice the limit once (``MAP_NORESERVE``: nothing
+is resident until touched), its 2 MiB chunks marked for transparent huge pages. A tile takes
+the smallest free range that holds it (page aligned; ranges coalesce when freed), preferring
+one whose chunks are resident already, so the memory of a freed tile is used again, without
+page faults, by the next tile of any size. Its accounting, in 4 KiB pages: ``touched`` pages
+may be resident (a range's first touch counts the whole 2 MiB chunks around it, as a huge
+page faults in whole); their bytes not held by a tile are ``pooled`` (counted against the
+limit like tiles, as the pool's buffers were), and ``release`` gives the pages of a free
+range back (``MADV_DONTNEED``) when the memory manager needs the room. A tile's buffer
+returns to the arena when the manager drops it (``free``) or, if something else still views
+it then
+(``disown``: counted as pooled meanwhile), when that view dies (a finaliser queues the
+range, freed at the next call). Limits under 256 MiB (``memory.ARENA_MIN``) keep the pool
+of same-size buffers: there the 2 MiB chunk a small tile leaves partly used would be a large
+share of the limit.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import mmap
+import weakref
+
+import numpy as np
+
+from numtile.runtime.host_malloc import HUGE_PAGE, TileMapping
+
+CHUNK = HUGE_PAGE
+PAGE = 4096
+_MAP_NORESERVE = 0x4000  # Linux's mman-common.h; not in Python's mmap module
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+class HostArena:
+    """Free ranges of one reserved mapping, handed out as uint8 arrays (module notes).
+
+    >>> arena = HostArena(8 << 20)
+    >>> a = arena.allocate(3 << 20); b = arena.allocate(1 << 20)
+    >>> arena.used, arena.touched_bytes
+    (4194304, 4194304)
+    >>> arena.free(a); c = arena.allocate(2 << 20, resident=True)  # a's pages, no fault
+    >>> c.ctypes.data == a.ctypes.data, arena.pooled
+    (True, 1048576)
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.size = _round_up(2 * capacity, CHUNK)
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
+        self.mapping = TileMapping(-1, self.size + CHUNK, flags=flags)
+        address = np.frombuffer(self.mapping, np.uint8, count=1).ctypes.data
+        self.origin = -address % CHUNK  # offset 0 of the arena: a chunk boundary
+        self.base = address + self.origin
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            self.mapping.madvise(mmap.MADV_HUGEPAGE, self.origin, self.size)
+        self.starts = [0]  # sorted starts of the free ranges
+        self.lengths = {0: self.size}  # free range start -> length
+        self.ends = {self.size: 0}  # free range end -> start
+        self.touched = bytearray(self.size // PAGE)  # 1: the page may be resident
+        self.touched_bytes = 0
+        self.used = 0
+        self.live: dict[int, tuple[int, weakref.finalize]] = {}  # start -> (length, finaliser)
+        self.orphans: collections.deque = collections.deque()  # (start, length) to free
+        self.disowned: set[int] = set()  # starts of ranges dropped while still viewed
+
+    @property
+    def pooled(self) -> int:
+        """Resident bytes no tile holds."""
+        return self.touched_bytes - self.used
+
+    def owns(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is (a view of the whole of) an array ``allocate`` gave."""
+        start = array.ctypes.data - self.base
+        return 0 <= start < self.size and start in self.live
+
+    # -- handing out ------------------------------------------------------------------------
+
+    def _resident(self, start: int, length: int) -> bool:
+        return self.touched.find(0, start // PAGE, (start + length) // PAGE) < 0
+
+    def _place(self, length: int, resident: bool) -> int | None:
+        """Where a range of ``length`` goes: in the smallest free range that holds it (with
+        ``resident``, only where its chunks are resident already, at either end)."""
+        best = where = None
+        for start in self.starts:
+            size = self.lengths[start]
+            if size < length or (best is not None and size >= best):
+                continue
+            if not resident:
+                best, where = size, start
+            elif self._resident(start, length):
+                best, where = size, start
+            elif self._resident(start + size - length, length):
+                best, where = size, start + size - length
+        return where
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether a free range holds ``nbytes`` in resident chunks."""
+        self.collect()
+        return self._place(_round_up(max(nbytes, 1), PAGE), True) is not None
+
+    def plan(self, nbytes: int) -> tuple[int, int] | None:
+        """Where ``allocate(nbytes)`` would put the range and how many bytes it would make
+        resident (0 in resident pages), or None where no free range holds it."""
+        self.collect()
+        length = _round_up(max(nbytes, 1), PAGE)
+        start = self._place(length, True)
+        if start is not None:
+            return start, 0
+        start = self._place(length, False)
+        if start is None:
+            return None
+        return start, self._growth(start, length)
+
+    def _growth(self, start: int, length: int) -> int:
+        """The bytes using [start, start + length) makes resident: none in resident pages,
+        else every untouched page of the 2 MiB chunks around it (a first touch faults a
+        whole huge page)."""
+        if self._resident(start, length):
+            return 0
+        first, last = self._chunk_pages(start, length)
+        return self.touched.count(0, first, last) * PAGE
+
+    @staticmethod
+    def _chunk_pages(start: int, length: int) -> tuple[int, int]:
+        """The pages of the 2 MiB chunks around [start, start + length)."""
+        per_chunk = CHUNK // PAGE
+        return start // CHUNK * per_chunk, -(-(start + length) // CHUNK) * per_chunk
+
+    def allocate(
+        self, nbytes: int, resident: bool = False, start: int | None = None
+    ) -> np.ndarray | None:
+        """A uint8 array of ``nbytes`` from the arena (at ``start``, a ``plan``'s), None
+        where no free range holds it (with ``resident``: none in resident pages)."""
+        self.collect()
+        length = _round_up(max(nbytes, 1), PAGE)
+        if start is None:
+            start = self._place(length, resident)
+            if start is None:
+                return None
+        grows = self._growth(start, length)
+        self._take(start, length)
+        if grows:
+            first, last = self._chunk_pages(start, length)
+            self.touched[first:last] = b"\x01" * (last - first)
+            self.touched_bytes += grows
+        self.used += length
+        array = np.frombuffer(self.mapping, np.uint8, count=nbytes, offset=self.origin + start)
+        self.live[start] = (length, weakref.finalize(array, self.orphans.append, (start, length)))
+        return array
+
+    def _take(self, start: int, length: int) -> None:
+        """Cut [start, start + length) out of the free range that holds it."""
+        index = bisect.bisect_right(self.starts, start) - 1
+        owner = self.starts[index]
+        size = self.lengths.pop(owner)
+        del self.ends[owner + size]
+        del self.starts[index]
+        if start > owner:
+            self._add(owner, start - owner)
+        if start + length < owner + size:
+            self._add(start + length, owner + size - start - length)
+
+    def _add(self, start: int, length: int) -> None:
+        bisect.insort(self.starts, start)
+        self.lengths[start] = length
+        self.ends[start + length] = start
+
+    # -- taking back ------------------------------------------------------------------------
+
+    def free(self, array: np.ndarray) -> None:
+        """Return the range of ``array`` (an array ``allocate`` gave, or its only view)."""
+        start = array.ctypes.data - self.base
+        length, finaliser = self.live[start]
+        finaliser.detach()
+        self._free(start, length)
+
+    def disown(self, array: np.ndarray) -> None:
+        """The tile ``array`` holds is gone but something still views it: its range counts
+        as resident and free (``pooled``) until that view dies and the range is freed."""
+        start = array.ctypes.data - self.base
+        if start in self.live and start not in self.disowned:
+            self.disowned.add(start)
+            self.used -= self.live[start][0]
+
+    def _free(self, start: int, length: int) -> None:
+        del self.live[start]
+        if start in self.disowned:
+            self.disowned.remove(start)
+        else:
+            self.used -= length
+        before = self.ends.pop(start, None)  # a free range ending where this one starts
+        if before is not None:
+            self.starts.pop(bisect.bisect_left(self.starts, before))
+            del self.lengths[before]
+            length += start - before
+            start = before
+        after = self.lengths.pop(start + length, None)
+        if after is not None:
+            self.starts.pop(bisect.bisect_left(self.starts, start + length))
+            del self.ends[start + length + after]
+            length += after
+        self._add(start, length)
+
+    def collect(self) -> None:
+        """Free the ranges whose arrays died outside ``free``."""
+        while self.orphans:
+            start, length = self.orphans.popleft()
+            if self.live.get(start, (None,))[0] == length:
+                self._free(start, length)
+
+    def release(self) -> int:
+        """Give back the resident pages of one free range (the one with the most); the bytes
+        released, 0 where no free range has any. Pages inside a huge page split it."""
+        self.collect()
+        best, most = None, 0
+        for start in self.starts:
+            count = self.touched.count(1, start // PAGE, (start + self.lengths[start]) // PAGE)
+            if count > most:
+                best, most = start, count
+        if best is None:
+            return 0
+        length = self.lengths[best]
+        self.mapping.madvise(mmap.MADV_DONTNEED, self.origin + best, length)
+        self.touched[best // PAGE : (best + length) // PAGE] = bytes(length // PAGE)
+        self.touched_bytes -= most * PAGE
+        return most * PAGE

@@ -1,0 +1,150 @@
+"""The arena a limited host cuts its tile buffers from (runtime/arena.py)."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import numtile as nt
+import numtile.runtime.host_malloc as host_malloc
+from numtile.runtime.arena import CHUNK, PAGE, HostArena
+
+MiB = 1 << 20
+
+
+def _check(arena: HostArena, live: dict) -> None:
+    """Free ranges and live arrays tile the arena exactly once; the counts add up."""
+    spans = sorted(
+        [(s, s + n, "free") for s, n in arena.lengths.items()]
+        + [
+            (a.ctypes.data - arena.base, a.ctypes.data - arena.base + -(-n // PAGE) * PAGE, "live")
+            for a, n in live.values()
+        ]
+    )
+    position = 0
+    for start, end, _ in spans:
+        assert start == position, "a gap or an overlap between ranges"
+        position = end
+    assert position == arena.size
+    assert arena.starts == sorted(arena.lengths)
+    assert all(arena.ends[s + n] == s for s, n in arena.lengths.items())
+    free_kinds = [kind for _, _, kind in spans]
+    assert all(not (a == b == "free") for a, b in zip(free_kinds, free_kinds[1:])), "uncoalesced"
+    assert arena.used == sum(-(-n // PAGE) * PAGE for _, n in live.values())
+    assert arena.touched_bytes == arena.touched.count(1) * PAGE
+    assert 0 <= arena.pooled <= arena.touched_bytes
+
+
+def test_random_allocations_never_overlap_and_free_ranges_coalesce():
+    rng = np.random.default_rng(0)
+    arena = HostArena(64 * MiB)
+    live: dict[int, tuple[np.ndarray, int]] = {}
+    for step in range(600):
+        if live and (rng.random() < 0.45 or arena.used > 100 * MiB):
+            key = list(live)[rng.integers(len(live))]
+            array, n = live.pop(key)
+            assert array[0] == key % 251 and array[-1] == key % 251  # nobody wrote over it
+            arena.free(array)
+        else:
+            n = int(rng.choice([128 << 10, 300 << 10, MiB, 3 * MiB + 5, 8 * MiB]))
+            array = arena.allocate(n, resident=bool(rng.random() < 0.5))
+            if array is None:
+                continue
+            assert array.nbytes == n
+            array[:] = step % 251
+            live[step] = (array, n)
+        if step % 50 == 0:
+            arena.release()
+        _check(arena, live)
+    for array, _ in live.values():
+        arena.free(array)
+    assert arena.used == 0 and arena.starts == [0] and arena.lengths == {0: arena.size}
+
+
+def test_a_freed_range_serves_a_tile_of_another_size_in_resident_pages():
+    arena = HostArena(64 * MiB)
+    a = arena.allocate(6 * MiB)
+    keep = arena.allocate(MiB)  # after a: a's range does not merge with the untouched rest
+    touched = arena.touched_bytes
+    arena.free(a)
+    assert arena.pooled == touched - MiB
+    small = [arena.allocate(1536 << 10, resident=True) for _ in range(4)]  # 4 x 1.5 MiB
+    assert all(s is not None for s in small)
+    assert arena.touched_bytes == touched  # no fresh page: all inside a's old range
+    assert arena.allocate(8 * MiB, resident=True) is None  # no resident range holds 8 MiB
+    assert arena.plan(8 * MiB)[1] >= 8 * MiB - CHUNK
+    del keep
+
+
+def test_release_gives_the_pages_back_and_they_fault_in_zeroed():
+    arena = HostArena(64 * MiB)
+    a = arena.allocate(4 * MiB)
+    a[:] = 7
+    address = a.ctypes.data
+    b = arena.allocate(4 * MiB)
+    arena.free(a)
+    del a
+    before = arena.touched_bytes
+    assert arena.release() >= 4 * MiB
+    assert arena.touched_bytes <= before - 4 * MiB and arena.pooled >= 0
+    again = arena.allocate(4 * MiB)  # best fit: the released range, the smallest that holds it
+    assert again.ctypes.data == address
+    assert not again.any()  # MADV_DONTNEED: fresh zero pages, not the sevens
+    assert arena.touched_bytes == before
+    b[:] = 1
+    assert not again.any()
+
+
+def test_a_range_still_viewed_is_freed_when_its_last_view_dies():
+    arena = HostArena(64 * MiB)
+    array = arena.allocate(2 * MiB)
+    view = array.view(np.float32)[10:20]
+    used = arena.used
+    del array
+    gc.collect()
+    arena.collect()
+    assert arena.used == used  # the view keeps the range
+    del view
+    gc.collect()
+    arena.collect()
+    assert arena.used == 0 and arena.starts == [0]
+
+
+@pytest.mark.parametrize("arena", [True, False])
+def test_training_shaped_traffic_under_a_limit_matches_numpy(tmp_path, monkeypatch, arena):
+    # tiles of several sizes made and freed in turn under a 256 MiB limit (the arena's
+    # smallest), with twice that in live tensors: evicted, read back, results exact
+    fresh = []
+    original = host_malloc.huge_page_buffer
+    monkeypatch.setattr(
+        "numtile.runtime.memory_nodes.huge_page_buffer",
+        lambda n: fresh.append(n) or original(n),
+    )
+    runtime = nt.init(ncpu=2, host_mem_limit=256 * MiB, spill_dir=str(tmp_path), host_arena=arena)
+    try:
+        assert (runtime.manager.host.arena is not None) == arena
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((4096, 8192)).astype(np.float32)  # 128 MiB
+        x = nt.from_numpy(a, tile_shape=(1024, 2048))  # 8 MiB tiles
+        y = nt.from_numpy(a[:, :4096] * 0.5, tile_shape=(512, 1536))  # 3 MiB and leftovers
+        expected_x, expected_y = a, a[:, :4096] * np.float32(0.5)
+        for _ in range(3):  # each round: new tiles of both sizes, the old ones freed
+            x = nt.astype(nt.astype(x, np.float64) * 0.5 + 1.0, np.float32)
+            y = y * 2.0 - 1.0
+            expected_x = (expected_x.astype(np.float64) * 0.5 + 1.0).astype(np.float32)
+            expected_y = expected_y * np.float32(2.0) - np.float32(1.0)
+        np.testing.assert_array_equal(x.to_numpy(), expected_x)
+        np.testing.assert_array_equal(y.to_numpy(), expected_y)
+        host = runtime.manager.counters()["nodes"]["host"]
+        assert host["peak"] <= 256 * MiB and host["evictions"] > 0
+        if arena:
+            # the arena served every tile: no mapping of its own (small ones are malloc's)
+            assert not [n for n in fresh if n >= host_malloc.MMAP_THRESHOLD]
+            assert runtime.manager.host.arena.touched_bytes <= 256 * MiB
+            assert host["reused"] > 0
+        else:
+            assert len(fresh) > 0
+    finally:
+        nt.init()
