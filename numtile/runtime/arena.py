@@ -38,6 +38,7 @@ from numtile.runtime.host_malloc import HUGE_PAGE, TileMapping
 CHUNK = HUGE_PAGE
 PAGE = 4096
 _MAP_NORESERVE = 0x4000  # Linux's mman-common.h; not in Python's mmap module
+_SEARCH = 32  # free ranges looked at for resident pages before taking fresh ones
 
 
 def _round_up(n: int, to: int) -> int:
@@ -68,6 +69,7 @@ class HostArena:
         self.starts = [0]  # sorted starts of the free ranges
         self.lengths = {0: self.size}  # free range start -> length
         self.ends = {self.size: 0}  # free range end -> start
+        self.by_size = [(self.size, 0)]  # sorted (length, start) of the free ranges
         self.touched = bytearray(self.size // PAGE)  # 1: the page may be resident
         self.touched_bytes = 0
         self.used = 0
@@ -92,19 +94,15 @@ class HostArena:
 
     def _place(self, length: int, resident: bool) -> int | None:
         """Where a range of ``length`` goes: in the smallest free range that holds it (with
-        ``resident``, only where its chunks are resident already, at either end)."""
-        best = where = None
-        for start in self.starts:
-            size = self.lengths[start]
-            if size < length or (best is not None and size >= best):
-                continue
-            if not resident:
-                best, where = size, start
-            elif self._resident(start, length):
-                best, where = size, start
-            elif self._resident(start + size - length, length):
-                best, where = size, start + size - length
-        return where
+        ``resident``, the smallest of the first ``_SEARCH`` that hold it in resident pages,
+        at either end)."""
+        index = bisect.bisect_left(self.by_size, (length, -1))
+        for size, start in self.by_size[index : index + (_SEARCH if resident else 1)]:
+            if not resident or self._resident(start, length):
+                return start
+            if self._resident(start + size - length, length):
+                return start + size - length
+        return None
 
     def fits(self, nbytes: int) -> bool:
         """Whether a free range holds ``nbytes`` in resident chunks."""
@@ -163,11 +161,8 @@ class HostArena:
 
     def _take(self, start: int, length: int) -> None:
         """Cut [start, start + length) out of the free range that holds it."""
-        index = bisect.bisect_right(self.starts, start) - 1
-        owner = self.starts[index]
-        size = self.lengths.pop(owner)
-        del self.ends[owner + size]
-        del self.starts[index]
+        owner = self.starts[bisect.bisect_right(self.starts, start) - 1]
+        size = self._remove(owner)
         if start > owner:
             self._add(owner, start - owner)
         if start + length < owner + size:
@@ -175,8 +170,17 @@ class HostArena:
 
     def _add(self, start: int, length: int) -> None:
         bisect.insort(self.starts, start)
+        bisect.insort(self.by_size, (length, start))
         self.lengths[start] = length
         self.ends[start + length] = start
+
+    def _remove(self, start: int) -> int:
+        """Forget the free range at ``start``; its length."""
+        length = self.lengths.pop(start)
+        del self.ends[start + length]
+        del self.starts[bisect.bisect_left(self.starts, start)]
+        del self.by_size[bisect.bisect_left(self.by_size, (length, start))]
+        return length
 
     # -- taking back ------------------------------------------------------------------------
 
@@ -201,17 +205,12 @@ class HostArena:
             self.disowned.remove(start)
         else:
             self.used -= length
-        before = self.ends.pop(start, None)  # a free range ending where this one starts
+        before = self.ends.get(start)  # a free range ending where this one starts
         if before is not None:
-            self.starts.pop(bisect.bisect_left(self.starts, before))
-            del self.lengths[before]
-            length += start - before
+            length += self._remove(before)
             start = before
-        after = self.lengths.pop(start + length, None)
-        if after is not None:
-            self.starts.pop(bisect.bisect_left(self.starts, start + length))
-            del self.ends[start + length + after]
-            length += after
+        if start + length in self.lengths:  # one starting where this one ends
+            length += self._remove(start + length)
         self._add(start, length)
 
     def collect(self) -> None:

@@ -180,14 +180,12 @@ class SpillTraffic:
         if arena is None or handle.nbytes < MMAP_THRESHOLD:
             return None
         while True:
-            data = state.take(handle.shape, handle.dtype)
-            if data is not None:
-                return data
             plan = arena.plan(handle.nbytes)
             if plan is None:
                 return None
             start, growth = plan
-            if state.resident + growth <= capacity:
+            if not growth or state.resident + growth <= capacity:
+                state.reused += not growth
                 data = arena.allocate(handle.nbytes, start=start)
                 return data.view(handle.dtype).reshape(handle.shape)
             try:

@@ -29,6 +29,7 @@ def _check(arena: HostArena, live: dict) -> None:
         position = end
     assert position == arena.size
     assert arena.starts == sorted(arena.lengths)
+    assert arena.by_size == sorted((n, s) for s, n in arena.lengths.items())
     assert all(arena.ends[s + n] == s for s, n in arena.lengths.items())
     free_kinds = [kind for _, _, kind in spans]
     assert all(not (a == b == "free") for a, b in zip(free_kinds, free_kinds[1:])), "uncoalesced"
