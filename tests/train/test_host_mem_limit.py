@@ -54,3 +54,46 @@ def test_the_train_command_takes_the_limit(data_dir, tmp_path, capsys):  # noqa:
     assert counters["nodes"]["host"]["capacity"] == LIMIT
     assert counters["spill"]["writes"] > 0 and counters["spill"]["reads"] > 0
     assert "final validation loss" in capsys.readouterr().out
+
+
+def test_a_limit_of_the_arena_size_spills_and_keeps_the_losses(tmp_path):
+    # tiles of 0.25-32 MiB cut from the arena of a 256 MiB limit (runtime/arena.py), under
+    # the ~330 MiB float32 state of a one-layer GPT-2 with a 32K vocabulary
+    from numtile.nn import optim
+    from numtile.nn.gpt2 import Tiling
+    from numtile.train import build_model
+    from numtile.train_config import _model_config
+
+    fields = dict(vocab_size=32768, n_positions=128, n_embd=512, n_layer=1, n_head=8)
+    tiling = Tiling(batch=2, seq=128, embd=512, inner=1024, head=4, vocab=8192)
+    rng = np.random.default_rng(0)
+    batches = [tuple(rng.integers(0, 32768, (4, 128)) for _ in range(2)) for _ in range(3)]
+
+    def losses(**runtime):
+        nt.init(scheduler="sync", **runtime)
+        model = build_model(_model_config(fields, "config"), tiling, seq_len=128)
+        model.set_precision("bf16-mixed")
+        opt = optim.AdamW(model.parameters(), lr=1e-3)
+        out = []
+        for x, y in batches:
+            _, loss = model(x, y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out, 16 * model.num_parameters()
+
+    limit = 256 << 20
+    try:
+        free, state = losses()
+        limited, _ = losses(host_mem_limit=limit, spill_dir=str(tmp_path))
+        manager = nt.get_runtime().manager
+        counters = manager.counters()
+        arena = manager.host.arena
+    finally:
+        nt.init()
+    assert state > limit and arena is not None
+    assert limited == free  # bit for bit
+    host = counters["nodes"]["host"]
+    assert host["peak"] <= limit and host["reused"] > 0
+    assert counters["spill"]["writes"] > 0 and counters["spill"]["reads"] > 0
