@@ -205,6 +205,7 @@ class Task:
         "start",
         "end",
         "name",
+        "awaited",
     )
 
     def __init__(
@@ -232,6 +233,7 @@ class Task:
         self.start = 0.0
         self.end = 0.0
         self.name = name
+        self.awaited = False  # a thread waits for this task (``Runtime.wait_handles``)
 
     @property
     def finished(self) -> bool:
