@@ -70,6 +70,7 @@ class HostArena:
         self.lengths = {0: self.size}  # free range start -> length
         self.ends = {self.size: 0}  # free range end -> start
         self.by_size = [(self.size, 0)]  # sorted (length, start) of the free ranges
+        self.dirty: set[int] = set()  # starts of free ranges that may hold resident pages
         self.touched = bytearray(self.size // PAGE)  # 1: the page may be resident
         self.touched_bytes = 0
         self.used = 0
@@ -154,6 +155,14 @@ class HostArena:
             first, last = self._chunk_pages(start, length)
             self.touched[first:last] = b"\x01" * (last - first)
             self.touched_bytes += grows
+            # the chunks may reach into free ranges around it: they hold resident pages now
+            low, high = first * PAGE, last * PAGE
+            index = max(bisect.bisect_right(self.starts, low) - 1, 0)
+            while index < len(self.starts) and self.starts[index] < high:
+                other = self.starts[index]
+                if other + self.lengths[other] > low:
+                    self.dirty.add(other)
+                index += 1
         self.used += length
         array = np.frombuffer(self.mapping, np.uint8, count=nbytes, offset=self.origin + start)
         self.live[start] = (length, weakref.finalize(array, self.orphans.append, (start, length)))
@@ -162,13 +171,16 @@ class HostArena:
     def _take(self, start: int, length: int) -> None:
         """Cut [start, start + length) out of the free range that holds it."""
         owner = self.starts[bisect.bisect_right(self.starts, start) - 1]
+        dirty = owner in self.dirty
         size = self._remove(owner)
         if start > owner:
-            self._add(owner, start - owner)
+            self._add(owner, start - owner, dirty)
         if start + length < owner + size:
-            self._add(start + length, owner + size - start - length)
+            self._add(start + length, owner + size - start - length, dirty)
 
-    def _add(self, start: int, length: int) -> None:
+    def _add(self, start: int, length: int, dirty: bool) -> None:
+        if dirty:
+            self.dirty.add(start)
         bisect.insort(self.starts, start)
         bisect.insort(self.by_size, (length, start))
         self.lengths[start] = length
@@ -176,6 +188,7 @@ class HostArena:
 
     def _remove(self, start: int) -> int:
         """Forget the free range at ``start``; its length."""
+        self.dirty.discard(start)
         length = self.lengths.pop(start)
         del self.ends[start + length]
         del self.starts[bisect.bisect_left(self.starts, start)]
@@ -211,7 +224,7 @@ class HostArena:
             start = before
         if start + length in self.lengths:  # one starting where this one ends
             length += self._remove(start + length)
-        self._add(start, length)
+        self._add(start, length, True)  # a tile's pages: resident
 
     def collect(self) -> None:
         """Free the ranges whose arrays died outside ``free``."""
@@ -225,12 +238,15 @@ class HostArena:
         released, 0 where no free range has any. Pages inside a huge page split it."""
         self.collect()
         best, most = None, 0
-        for start in self.starts:
+        for start in list(self.dirty):  # the free ranges tiles left (not the untouched rest)
             count = self.touched.count(1, start // PAGE, (start + self.lengths[start]) // PAGE)
-            if count > most:
+            if not count:
+                self.dirty.discard(start)
+            elif count > most:
                 best, most = start, count
         if best is None:
             return 0
+        self.dirty.discard(best)
         length = self.lengths[best]
         self.mapping.madvise(mmap.MADV_DONTNEED, self.origin + best, length)
         self.touched[best // PAGE : (best + length) // PAGE] = bytes(length // PAGE)

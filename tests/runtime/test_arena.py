@@ -30,6 +30,10 @@ def _check(arena: HostArena, live: dict) -> None:
     assert position == arena.size
     assert arena.starts == sorted(arena.lengths)
     assert arena.by_size == sorted((n, s) for s, n in arena.lengths.items())
+    assert arena.dirty <= set(arena.lengths)
+    for start, n in arena.lengths.items():  # a range with resident pages is known as dirty
+        if start not in arena.dirty:
+            assert arena.touched.count(1, start // PAGE, (start + n) // PAGE) == 0
     assert all(arena.ends[s + n] == s for s, n in arena.lengths.items())
     free_kinds = [kind for _, _, kind in spans]
     assert all(not (a == b == "free") for a, b in zip(free_kinds, free_kinds[1:])), "uncoalesced"
