@@ -66,10 +66,10 @@ MODE = _VML_HA | _VML_FTZDAZ_OFF | _VML_ERRMODE_IGNORE
 # op code -> VML function name (after the vms/vmd prefix); the dtypes routed, by precision
 _BOTH, _DOUBLE = ("s", "d"), ("d",)
 UNARY = {
-    opcodes.EXP: ("Exp", _BOTH),
+    opcodes.EXP: ("Exp", _DOUBLE),
     opcodes.LOG: ("Ln", _BOTH),
-    opcodes.SIN: ("Sin", _BOTH),
-    opcodes.COS: ("Cos", _BOTH),
+    opcodes.SIN: ("Sin", _DOUBLE),
+    opcodes.COS: ("Cos", _DOUBLE),
     opcodes.TAN: ("Tan", _BOTH),
     opcodes.TANH: ("Tanh", _DOUBLE),
     opcodes.EXPM1: ("Expm1", _BOTH),

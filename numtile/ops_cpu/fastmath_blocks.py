@@ -1,0 +1,184 @@
+"""float32 exp, sin and cos computed a block at a time: a short branch-free kernel for the
+ordinary arguments, the accurate one only in the blocks that hold others.
+
+``map_checked`` computes ``BLOCK_BYTES`` of output into an L1 buffer with the short kernel
+while it takes the largest |x| of the block (as integer bits: NaN is larger than infinity);
+only a block whose largest |x| reaches the kernel's limit redoes those elements with the
+accurate function (``exp_of``; libm's sinf/cosf beyond ``LIMIT_F32``). The buffer is then
+streamed out (``streaming``) or stored as usual. No per-element select handles special values
+in the common path:
+
+- ``exp_f32_ordinary`` (|x| < 87, so the result and 2**n are normal floats): Cephes' expf
+  polynomial after the reduction ``x = n ln 2 + r`` in fused multiply-adds, ``1 + r`` split
+  exactly so that the last addition rounds once, and 2**n added to the result's exponent bits
+  in one integer addition. Outside: ``exp_of`` (0, infinities, NaN, subnormal results).
+- ``sin_f32_ordinary``/``cos_f32_ordinary`` (|x| < 2**17): ``x = q pi/2 + r + low`` with pi/2
+  in three float32 parts (``x - q A`` exact, ``q B`` split exactly by a fused multiply-add, the
+  rounding error of ``r`` recovered by Fast2Sum), then sin(r) = r + r**3 S(r**2) and cos(r) =
+  1 - r**2 / 2 + r**4 C(r**2) (``fastmath_f32``'s coefficients) with ``low``, the low part of
+  r**2 and the rounding of 1 - r**2 / 2 carried into the last addition; both are evaluated and
+  the quadrant picks one and its sign by bit operations (cos(x) is sin in the next quadrant).
+  NaN and inf give NaN by the arithmetic alone; sin(+-0) = +-0 by one select.
+
+Accuracy against float64, every float32 argument (``bench/fastmath_ulps.py``): exp 0.79 ulp
+below 87 in magnitude; sin 0.83, cos 0.82 ulp below 2**17 (every third float there; the floats
+next to multiples of pi/2 are in the tests). In cache, one thread (``bench/vector_width.py
+--vml``), the table of ``mkl_vml``'s docstring.
+"""
+
+import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, exp_of, select
+from numtile.ops_cpu.fastmath_f32 import LIMIT_F32, fma
+from numtile.ops_cpu.fastmath_trig import map_reduced
+from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.scalar_math import _cos, _cos_reduced, _exp, _sin, _sin_reduced
+from numtile.ops_cpu.streaming import block_bounds, next_block, store_fence, write_block
+
+_f = np.float32
+_ROUNDER = _f(12582912.0)  # 1.5 * 2**23: fma(x, c, R) - R rounds x c to an integer n, and the
+# low bits of fma(x, c, R) hold n
+_ONE, _HALF = _f(1.0), _f(0.5)
+_MAGNITUDE = np.int32(0x7FFFFFFF)  # the bits of |x|
+
+# exp: n = rint(x log2 e), r = x - n ln 2 with ln 2 = high + low (n high exact); Cephes' expf
+_LOG2_E = _f(1.4426950408889634)
+_LN2_HIGH, _LN2_LOW = _f(0.693359375), _f(-2.12194440e-4)
+_E0, _E1, _E2 = _f(1.9875691500e-4), _f(1.3981999507e-3), _f(8.3334519073e-3)
+_E3, _E4, _E5 = _f(4.1665795894e-2), _f(1.6666665459e-1), _f(5.0000001201e-1)
+EXP_LIMIT = np.int32(_f(87.0).view(np.int32))  # |x| below: n in [-126, 126], 2**n y normal
+
+# sin, cos: pi/2 = A + B + C in float32, polynomials of fastmath_f32
+_TWO_OVER_PI = _f(0.6366197466850281)
+_A, _B, _C = _f(1.5707963705062866), _f(-4.371138828673793e-08), _f(-1.7150994166548195e-15)
+_S1, _S2 = _f(-0.1666666716337204), _f(0.008333371952176094)
+_S3, _S4 = _f(-0.00019849761156365275), _f(2.7976043384114746e-06)
+_C1, _C2, _C3 = _f(0.04166664555668831), _f(-0.0013887292006984353), _f(2.4428834876744077e-05)
+TRIG_LIMIT = np.int32(_f(LIMIT_F32).view(np.int32))
+
+
+@inlined
+def exp_f32_ordinary(x):
+    """exp(x) for float32 |x| < 87 (0.79 ulp); other arguments give wrong results."""
+    shifted = fma(x, _LOG2_E, _ROUNDER)
+    n = shifted - _ROUNDER
+    r = fma(n, -_LN2_LOW, fma(n, -_LN2_HIGH, x))
+    p = fma(fma(fma(fma(fma(_E0, r, _E1), r, _E2), r, _E3), r, _E4), r, _E5)
+    head = _ONE + r
+    low = (_ONE - head) + r  # 1 + r = head + low exactly: |r| < 1
+    y = head + fma(p, r * r, low)
+    return _f32_from(_f32_bits(y) + (_f32_bits(shifted) << 23))  # y 2**n: n is in the low bits
+
+
+@inlined
+def _sin_or_cos_f32(x, quadrant_shift):
+    """sin(x) (``quadrant_shift`` 0) or cos(x) (1: the sine a quadrant on) for float32
+    |x| < 2**17."""
+    shifted = fma(x, _TWO_OVER_PI, _ROUNDER)
+    q = shifted - _ROUNDER
+    high = fma(-q, _A, x)  # exact: a multiple of 2**-23 (or of x's ulp) below 1
+    product = q * _B
+    r = high - product
+    # x - q pi/2 = r + low: Fast2Sum's error of high - product, q B's own, then q C
+    low = fma(-q, _C, ((high - r) - product) - fma(q, _B, -product))
+    z = r * r
+    sine = r + fma(r * z, fma(z, fma(z, fma(z, _S4, _S3), _S2), _S1), low)
+    z_low = fma(r, r, -z)  # r * r = z + z_low exactly
+    half_z = _HALF * z
+    w = _ONE - half_z
+    poly = fma(z, fma(z, _C3, _C2), _C1)
+    tail = ((_ONE - w) - half_z) + fma(z * z, poly, fma(-_HALF, z_low, -r * low))
+    cosine = w + tail
+    quadrant = _f32_bits(shifted) + quadrant_shift
+    value = select((quadrant & 1) == 0, sine, cosine)
+    return _f32_from(_f32_bits(value) ^ ((quadrant & 2) << 30))  # negated in quadrants 2, 3
+
+
+# sin(-0) = -0: the additions above give +0
+sin_f32_ordinary = inlined(lambda x: select(x == _f(0), x, _sin_or_cos_f32(x, np.int32(0))))
+cos_f32_ordinary = inlined(lambda x: _sin_or_cos_f32(x, np.int32(1)))
+
+
+_magnitude = inlined(lambda v: np.int32(_f32_bits(v) & _MAGNITUDE))  # |v|'s bits, NaN largest
+
+
+@inlined
+def map_checked(ordinary, exact, limit, x, out, streamed):
+    """out[i] = ordinary(x[i]) where |x[i]| < ``limit`` (bits of a float32) and exact(x[i])
+    elsewhere, for float32 x and out, a block of ``BLOCK_BYTES`` at a time: the elements of a
+    block whose largest |x| reaches ``limit`` (NaN included) are redone one by one. Streamed
+    out where ``streamed`` (``out`` as ``streaming.wanted`` wants it), stored as usual
+    otherwise."""
+    buffer, start, end = block_bounds(out)
+    first = 0
+    while first < out.size:
+        stop = next_block(first, start, end, out.size, buffer.size)
+        block = x[first:stop]
+        largest = np.int32(0)
+        for j in range(stop - first):
+            value = block[j]
+            buffer[j] = ordinary(value)
+            magnitude = _magnitude(value)
+            largest = select(magnitude > largest, magnitude, largest)  # int32: it vectorises
+        if largest >= limit:
+            for j in range(stop - first):
+                if _magnitude(block[j]) >= limit:
+                    buffer[j] = exact(block[j])
+        if streamed:
+            write_block(buffer, out, first, stop, start, end)
+        else:
+            out_block = out[first:stop]
+            for j in range(stop - first):
+                out_block[j] = buffer[j]
+        first = stop
+    if streamed:
+        store_fence()
+
+
+def map_exp(x, out, streamed):
+    """out = exp(x) over flat arrays (Numba-only): float32 block by block (``map_checked``),
+    other types by ``exp_of`` one element after another."""
+    raise NotImplementedError("map_exp is only callable from numba-compiled code")
+
+
+def map_sin(x, out, streamed):
+    """out = sin(x) over flat arrays (Numba-only): float32 block by block, other types by
+    ``fastmath_trig.map_reduced`` (ordinary stores)."""
+    raise NotImplementedError("map_sin is only callable from numba-compiled code")
+
+
+def map_cos(x, out, streamed):
+    """out = cos(x) over flat arrays (Numba-only), as ``map_sin``."""
+    raise NotImplementedError("map_cos is only callable from numba-compiled code")
+
+
+@overload(map_exp, inline="always")
+def _map_exp(x, out, streamed):
+    if x.dtype == out.dtype == types.float32:
+        return lambda x, out, streamed: map_checked(
+            exp_f32_ordinary, _exp, EXP_LIMIT, x, out, streamed
+        )
+
+    def ordinary_loop(x, out, streamed):
+        for i in range(out.size):
+            out[i] = exp_of(x[i])
+
+    return ordinary_loop
+
+
+def _overload_trig(function, ordinary, reduced, exact):
+    @overload(function, inline="always")
+    def chosen(x, out, streamed):
+        if x.dtype == out.dtype == types.float32:
+            return lambda x, out, streamed: map_checked(
+                ordinary, exact, TRIG_LIMIT, x, out, streamed
+            )
+        return lambda x, out, streamed: map_reduced(reduced, exact, x, out)
+
+    return chosen
+
+
+_overload_trig(map_sin, sin_f32_ordinary, _sin_reduced, _sin)
+_overload_trig(map_cos, cos_f32_ordinary, _cos_reduced, _cos)
