@@ -21,7 +21,8 @@ in turn in one process, 2026-12-06):
 - the kernels alone, 64M float32 in 16 tiles, 2 threads: -x 0.71x (twice) the time of ordinary
   stores, x * 2 0.59-0.70x; exp (numba's, or VML's into a 4 or 16 KiB buffer streamed out),
   bound by its arithmetic on these cores: 0.94-1.10x, no gain, so exp, log, sin, tanh... keep
-  ordinary stores (and VML);
+  ordinary stores (and VML), except float32 exp, sin and cos, whose short kernels
+  (``fastmath_blocks``) now leave the stores to bound them;
 - numtile's tiled ops, 64M float32 in 16 tiles (``--tiled``, 4 runs, the last at load 1.1):
   -x 0.60-0.69x (25.6 -> 17.7 ms quiet), x * 2 0.55-0.72x, x * y + z 0.62-0.73x, nt.fuse(x *
   y + z) 0.78-0.88x (three inputs read for one output written), where(x > 0, x, y)
