@@ -1,12 +1,15 @@
-"""float32 exp, sin and cos computed a block at a time: a short branch-free kernel for the
-ordinary arguments, the accurate one only in the blocks that hold others.
+"""float32 exp, sin and cos: a short branch-free kernel for the ordinary arguments over the
+whole tile, the accurate one only in the blocks that hold others.
 
-``map_checked`` computes ``BLOCK_BYTES`` of output into an L1 buffer with the short kernel
-while it takes the largest |x| of the block (as integer bits: NaN is larger than infinity);
-only a block whose largest |x| reaches the kernel's limit redoes those elements with the
-accurate function (``exp_of``; libm's sinf/cosf beyond ``LIMIT_F32``). The buffer is then
-streamed out (``streaming``) or stored as usual. No per-element select handles special values
-in the common path:
+``map_checked`` runs the short kernel in one loop over the tile while it takes the largest |x|
+(as integer bits: NaN is larger than infinity); large outputs are stored with streaming stores
+in that same loop (``streaming.store_streamed``), so the stores overlap the arithmetic. Only if
+some |x| reached the kernel's limit, a second pass looks for the blocks of 512 that hold such
+arguments and redoes them with the accurate function: ``exp_of`` over the whole block,
+vectorised, selected where needed; libm's sinf/cosf one element at a time beyond
+``LIMIT_F32``, as NumPy does (so a tile of huge arguments takes 4-5x the time of VML's
+vectorised Payne-Hanek, 15-20 ns an element). No per-element select handles special values in
+the common path:
 
 - ``exp_f32_ordinary`` (|x| < 87, so the result and 2**n are normal floats): Cephes' expf
   polynomial after the reduction ``x = n ln 2 + r`` in fused multiply-adds, ``1 + r`` split
@@ -20,10 +23,10 @@ in the common path:
   the quadrant picks one and its sign by bit operations (cos(x) is sin in the next quadrant).
   NaN and inf give NaN by the arithmetic alone; sin(+-0) = +-0 by one select.
 
-Accuracy against float64, every float32 argument (``bench/fastmath_ulps.py``): exp 0.79 ulp
-below 87 in magnitude; sin 0.83, cos 0.82 ulp below 2**17 (every third float there; the floats
-next to multiples of pi/2 are in the tests). In cache, one thread (``bench/vector_width.py
---vml``), the table of ``mkl_vml``'s docstring.
+Accuracy against float64 (``bench/fastmath_ulps.py``, every 7th float32 of the range; NumPy's
+float32 ufuncs over the same arguments): exp 0.79 ulp below 87 in magnitude (NumPy 2.45); sin
+0.83, cos 0.81 ulp below 2**17 (NumPy 1.46, 1.48); the floats next to multiples of pi/2 are in
+the tests. Speed, one thread: the table of ``mkl_vml``'s docstring.
 """
 
 import numpy as np
@@ -35,7 +38,7 @@ from numtile.ops_cpu.fastmath_f32 import LIMIT_F32, fma
 from numtile.ops_cpu.fastmath_trig import map_reduced
 from numtile.ops_cpu.helpers import inlined
 from numtile.ops_cpu.scalar_math import _cos, _cos_reduced, _exp, _sin, _sin_reduced
-from numtile.ops_cpu.streaming import block_bounds, next_block, store_fence, write_block
+from numtile.ops_cpu.streaming import LINE, store_fence, store_streamed
 
 _f = np.float32
 _ROUNDER = _f(12582912.0)  # 1.5 * 2**23: fma(x, c, R) - R rounds x c to an integer n, and the
@@ -105,36 +108,81 @@ _magnitude = inlined(lambda v: np.int32(_f32_bits(v) & _MAGNITUDE))  # |v|'s bit
 
 
 @inlined
-def map_checked(ordinary, exact, limit, x, out, streamed):
-    """out[i] = ordinary(x[i]) where |x[i]| < ``limit`` (bits of a float32) and exact(x[i])
-    elsewhere, for float32 x and out, a block of ``BLOCK_BYTES`` at a time: the elements of a
-    block whose largest |x| reaches ``limit`` (NaN included) are redone one by one. Streamed
-    out where ``streamed`` (``out`` as ``streaming.wanted`` wants it), stored as usual
-    otherwise."""
-    buffer, start, end = block_bounds(out)
-    first = 0
-    while first < out.size:
-        stop = next_block(first, start, end, out.size, buffer.size)
-        block = x[first:stop]
-        largest = np.int32(0)
-        for j in range(stop - first):
-            value = block[j]
-            buffer[j] = ordinary(value)
-            magnitude = _magnitude(value)
-            largest = select(magnitude > largest, magnitude, largest)  # int32: it vectorises
-        if largest >= limit:
-            for j in range(stop - first):
-                if _magnitude(block[j]) >= limit:
-                    buffer[j] = exact(block[j])
+def redo_beyond(exact, limit, block, buffer):
+    """buffer[j] = exact(block[j]) where |block[j]| reaches ``limit``, one element at a time
+    (``exact`` calls libm: a few elements of a block)."""
+    for j in range(block.size):
+        if _magnitude(block[j]) >= limit:
+            buffer[j] = exact(block[j])
+
+
+@inlined
+def redo_selected(exact, limit, block, buffer):
+    """``redo_beyond`` for a branch-free ``exact``: computed for the whole block, which
+    vectorises, and selected where |block[j]| reaches ``limit``."""
+    for j in range(block.size):
+        value = block[j]
+        buffer[j] = select(_magnitude(value) >= limit, exact(value), buffer[j])
+
+
+_FIX_BLOCK = 512  # elements a block of the fix-up pass
+
+
+@inlined
+def _largest_magnitude(ordinary, x, out, streamed):
+    """out[i] = ordinary(x[i]), with streaming stores where ``streamed`` (``out`` must then
+    start on a 64-byte boundary); returns the largest |x[i]|'s bits (int32: it vectorises)."""
+    largest = np.int32(0)
+    for i in range(out.size):
+        value = x[i]
         if streamed:
-            write_block(buffer, out, first, stop, start, end)
+            store_streamed(out, i, ordinary(value))
         else:
-            out_block = out[first:stop]
-            for j in range(stop - first):
-                out_block[j] = buffer[j]
-        first = stop
+            out[i] = ordinary(value)
+        magnitude = _magnitude(value)
+        largest = select(magnitude > largest, magnitude, largest)
+    return largest
+
+
+@inlined
+def _beyond(x, limit):
+    """True where some |x[i]| reaches ``limit`` (NaN included)."""
+    largest = np.int32(0)
+    for i in range(x.size):
+        magnitude = _magnitude(x[i])
+        largest = select(magnitude > largest, magnitude, largest)
+    return largest >= limit
+
+
+@inlined
+def map_checked(ordinary, redo, exact, limit, x, out, streamed):
+    """out[i] = ordinary(x[i]) where |x[i]| < ``limit`` (bits of a float32) and exact(x[i])
+    elsewhere, for float32 x and out: one loop over the tile (with streaming stores from its
+    first 64-byte boundary where ``streamed``, as ``streaming.wanted`` wants it), then, only if
+    some |x| reached ``limit`` (NaN included), a pass over blocks of x in which ``redo``
+    (``redo_beyond`` or ``redo_selected``) puts exact's values into the blocks that need them.
+    Where x and out overlap and some |x| reaches ``limit``, exact computes every element (x is
+    not there to be read again)."""
+    size = out.size
+    x_start, out_start = x.ctypes.data, out.ctypes.data
+    if x_start < out_start + out.nbytes and out_start < x_start + x.nbytes and _beyond(x, limit):
+        for i in range(size):
+            out[i] = exact(x[i])
+        return
+    head = size
     if streamed:
+        head = min(size, (LINE - out_start % LINE) % LINE // out.itemsize)
+    largest = _largest_magnitude(ordinary, x[:head], out[:head], False)
+    if head < size:
+        body = _largest_magnitude(ordinary, x[head:], out[head:], True)
+        largest = select(body > largest, body, largest)
         store_fence()
+    if largest < limit:
+        return
+    for first in range(0, size, _FIX_BLOCK):
+        block = x[first : first + _FIX_BLOCK]
+        if _beyond(block, limit):
+            redo(exact, limit, block, out[first : first + _FIX_BLOCK])
 
 
 def map_exp(x, out, streamed):
@@ -158,7 +206,7 @@ def map_cos(x, out, streamed):
 def _map_exp(x, out, streamed):
     if x.dtype == out.dtype == types.float32:
         return lambda x, out, streamed: map_checked(
-            exp_f32_ordinary, _exp, EXP_LIMIT, x, out, streamed
+            exp_f32_ordinary, redo_selected, _exp, EXP_LIMIT, x, out, streamed
         )
 
     def ordinary_loop(x, out, streamed):
@@ -173,7 +221,7 @@ def _overload_trig(function, ordinary, reduced, exact):
     def chosen(x, out, streamed):
         if x.dtype == out.dtype == types.float32:
             return lambda x, out, streamed: map_checked(
-                ordinary, exact, TRIG_LIMIT, x, out, streamed
+                ordinary, redo_beyond, exact, TRIG_LIMIT, x, out, streamed
             )
         return lambda x, out, streamed: map_reduced(reduced, exact, x, out)
 

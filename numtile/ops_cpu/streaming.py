@@ -124,6 +124,31 @@ def store_line(typingctx, destination, destination_byte, source, source_byte):
 
 
 @intrinsic
+def store_streamed(typingctx, array, index, value):
+    """``array[index] = value`` (index >= 0, in bounds: not checked) with a non-temporal store
+    that claims 64-byte alignment, so that a loop over it vectorises into aligned streaming
+    vector stores (LLVM vectorises a non-temporal store only where its alignment is that of
+    the vector). The loop must start at a 64-byte-aligned element and step by one: every
+    vector store then lands on a multiple of its own width (the scalar remainder's stores need
+    none); anything else faults."""
+    if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
+        return None
+    signature = types.none(array, index, value)
+
+    def codegen(context, builder, signature, args):
+        array_type, _, value_type = signature.args
+        data = context.make_array(array_type)(context, builder, args[0]).data
+        value = context.cast(builder, args[2], value_type, array_type.dtype)
+        store = builder.store(value, builder.gep(data, [args[1]]), align=LINE)
+        store.set_metadata(
+            "nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+        )
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+@intrinsic
 def store_fence(typingctx):
     """Orders the streaming stores before it ahead of every later store: they are weakly
     ordered, and another thread may read what they wrote once the kernel returns (``sfence``
@@ -253,6 +278,7 @@ __all__ = [
     "set_enabled",
     "store_fence",
     "store_line",
+    "store_streamed",
     "write_block",
     "next_block",
     "wanted",

@@ -4,11 +4,16 @@ kernels' limits and next to multiples of pi/2; NumPy's special values bit for bi
 infinities, signed zeros, subnormal and overflowing results, huge trigonometric arguments)
 wherever they fall in a block; the streamed and ordinary stores giving the same bits."""
 
+import platform
+import re
+
+import numba
 import numpy as np
 import pytest
 
 from numtile import opcodes, ops_cpu
 from numtile.ops_cpu import fastmath_blocks, streaming
+from numtile.ops_cpu.helpers import wide_vectors
 
 NUMPY = {"exp": np.exp, "sin": np.sin, "cos": np.cos}
 MAX_ULP = {"exp": 0.8, "sin": 0.85, "cos": 0.85}  # bench/fastmath_ulps.py: 0.79, 0.83, 0.82
@@ -36,7 +41,7 @@ def _ulps(actual, x, name):
     with np.errstate(all="ignore"):
         reference = NUMPY[name](x.astype(np.float64))
         spacing = np.spacing(np.abs(reference).astype(F32)).astype(np.float64)
-    ulps = np.abs(actual.astype(np.float64) - reference) / spacing
+        ulps = np.abs(actual.astype(np.float64) - reference) / spacing
     normal = (np.abs(reference) >= np.finfo(F32).tiny) & (np.abs(reference) <= np.finfo(F32).max)
     return np.where(normal, ulps, np.nan)
 
@@ -128,10 +133,18 @@ def test_odd_sizes_offsets_and_in_place(name):
                 actual = _unary(name, x, streamed)
                 with np.errstate(all="ignore"):
                     assert np.all(np.abs(actual - NUMPY[name](x)) <= 1e-6 * (1 + np.abs(actual)))
-            in_place = x.copy()
-            expected = _unary(name, x, False)
-            ops_cpu.unary.kernel(in_place, in_place, opcodes.UNARY_OPS[name])
-            np.testing.assert_array_equal(in_place.view(np.int32), expected.view(np.int32))
+            for special in (None, 3e5, np.nan, -100.0):  # in place, where x is not kept
+                source = x.copy()
+                if special is not None and size:
+                    source[size // 2] = special
+                expected = _unary(name, source, False)
+                in_place = source.copy()
+                ops_cpu.unary.kernel(in_place, in_place, opcodes.UNARY_OPS[name])
+                if special is None:  # the same kernel: the same bits
+                    np.testing.assert_array_equal(in_place.view(np.int32), expected.view(np.int32))
+                np.testing.assert_array_equal(np.isnan(in_place), np.isnan(expected))
+                if size > 1:  # exact everywhere (exp_of, libm): 1.1 ulp at most
+                    assert np.nanmax(_ulps(in_place, source, name)) <= 1.1
 
 
 def test_other_dtypes_keep_their_kernels():
@@ -144,3 +157,23 @@ def test_other_dtypes_keep_their_kernels():
         np.testing.assert_allclose(out, NUMPY[name](x), rtol=4e-16, atol=1e-300)
     assert fastmath_blocks.EXP_LIMIT == np.array(87.0, F32).view(np.int32)
     assert fastmath_blocks.TRIG_LIMIT == np.array(131072.0, F32).view(np.int32)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 assembly")
+def test_the_streamed_loop_stores_whole_vectors_non_temporally():
+    """The tile's loop vectorises with its streaming stores (``streaming.store_streamed``):
+    aligned non-temporal vector stores and a fence, no call in the loop (the same loop
+    compiled here, not from the cache)."""
+
+    @numba.njit(error_model="numpy")
+    def streamed_exp(x, out):
+        wide_vectors()
+        fastmath_blocks.map_exp(x, out, True)
+
+    x = np.linspace(-3, 3, 4099, dtype=F32)
+    raw = np.empty(x.size + 16, F32)
+    out = raw[(-raw.ctypes.data % 64) // 4 + 1 :][: x.size]  # a head before the boundary
+    streamed_exp(x, out)
+    np.testing.assert_array_equal(out.view(np.int32), _unary("exp", x, False).view(np.int32))
+    assembly = streamed_exp.inspect_asm(streamed_exp.signatures[0])
+    assert re.search(r"vmovnt\w+\s+%zmm", assembly) and "sfence" in assembly
