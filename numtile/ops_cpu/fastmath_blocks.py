@@ -29,6 +29,7 @@ float32 ufuncs over the same arguments): exp 0.79 ulp below 87 in magnitude (Num
 the tests. Speed, one thread: the table of ``mkl_vml``'s docstring.
 """
 
+import numba
 import numpy as np
 from numba.core import types
 from numba.extending import overload
@@ -36,7 +37,7 @@ from numba.extending import overload
 from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, exp_of, select
 from numtile.ops_cpu.fastmath_f32 import LIMIT_F32, fma
 from numtile.ops_cpu.fastmath_trig import map_reduced
-from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.helpers import inlined, wide_vectors
 from numtile.ops_cpu.scalar_math import _cos, _cos_reduced, _exp, _sin, _sin_reduced
 from numtile.ops_cpu.streaming import LINE, store_fence, store_streamed
 
@@ -165,34 +166,56 @@ def map_checked(ordinary, redo, exact, limit, x, out, streamed):
     not there to be read again)."""
     size = out.size
     x_start, out_start = x.ctypes.data, out.ctypes.data
-    if x_start < out_start + out.nbytes and out_start < x_start + x.nbytes and _beyond(x, limit):
-        for i in range(size):
-            out[i] = exact(x[i])
-        return
-    head = size
-    if streamed:
-        head = min(size, (LINE - out_start % LINE) % LINE // out.itemsize)
-    largest = _largest_magnitude(ordinary, x[:head], out[:head], False)
-    if head < size:
-        body = _largest_magnitude(ordinary, x[head:], out[head:], True)
-        largest = select(body > largest, body, largest)
-        store_fence()
-    if largest < limit:
-        return
+    overlap = x_start < out_start + out.nbytes and out_start < x_start + x.nbytes
+    if overlap and _beyond(x, limit):
+        limit = np.int32(0)  # every element exact, each read before it is written
+    else:
+        head = size
+        if streamed:
+            head = min(size, (LINE - out_start % LINE) % LINE // out.itemsize)
+        largest = _largest_magnitude(ordinary, x[:head], out[:head], False)
+        if head < size:
+            body = _largest_magnitude(ordinary, x[head:], out[head:], True)
+            largest = select(body > largest, body, largest)
+            store_fence()
+        if largest < limit:
+            return
     for first in range(0, size, _FIX_BLOCK):
         block = x[first : first + _FIX_BLOCK]
         if _beyond(block, limit):
             redo(exact, limit, block, out[first : first + _FIX_BLOCK])
 
 
+def _tile(op: str, streamed: bool):
+    """The float32 tile function out = op(x) of ``op`` (exp, sin or cos), its output streamed
+    or not: a closure over constants, so that Numba prunes the other ops and caches it. Each is
+    compiled on first use, once whichever kernel calls it."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def tile(x, out):
+        wide_vectors()
+        if op == "exp":
+            map_checked(exp_f32_ordinary, redo_selected, _exp, EXP_LIMIT, x, out, streamed)
+        elif op == "sin":
+            map_checked(sin_f32_ordinary, redo_beyond, _sin, TRIG_LIMIT, x, out, streamed)
+        else:
+            map_checked(cos_f32_ordinary, redo_beyond, _cos, TRIG_LIMIT, x, out, streamed)
+
+    return tile
+
+
+TILES = {(op, streamed): _tile(op, streamed) for op in ("exp", "sin", "cos") for streamed in (0, 1)}
+
+
 def map_exp(x, out, streamed):
-    """out = exp(x) over flat arrays (Numba-only): float32 block by block (``map_checked``),
-    other types by ``exp_of`` one element after another."""
+    """out = exp(x) over flat arrays (Numba-only; ``streamed`` a constant): float32 by its tile
+    function (``map_checked``), other types by ``exp_of`` one element after another
+    (``streamed`` ignored)."""
     raise NotImplementedError("map_exp is only callable from numba-compiled code")
 
 
 def map_sin(x, out, streamed):
-    """out = sin(x) over flat arrays (Numba-only): float32 block by block, other types by
+    """out = sin(x) over flat arrays (Numba-only): float32 by its tile function, other types by
     ``fastmath_trig.map_reduced`` (ordinary stores)."""
     raise NotImplementedError("map_sin is only callable from numba-compiled code")
 
@@ -202,31 +225,29 @@ def map_cos(x, out, streamed):
     raise NotImplementedError("map_cos is only callable from numba-compiled code")
 
 
-@overload(map_exp, inline="always")
-def _map_exp(x, out, streamed):
-    if x.dtype == out.dtype == types.float32:
-        return lambda x, out, streamed: map_checked(
-            exp_f32_ordinary, redo_selected, _exp, EXP_LIMIT, x, out, streamed
-        )
+def _overload_map(function, op, other):
+    """``function(x, out, streamed)``: the float32 tile function of ``op`` chosen by the
+    constant ``streamed`` while typing, ``other(x, out)`` for other types."""
 
-    def ordinary_loop(x, out, streamed):
-        for i in range(out.size):
-            out[i] = exp_of(x[i])
-
-    return ordinary_loop
-
-
-def _overload_trig(function, ordinary, reduced, exact):
-    @overload(function, inline="always")
+    @overload(function, inline="always", prefer_literal=True)
     def chosen(x, out, streamed):
-        if x.dtype == out.dtype == types.float32:
-            return lambda x, out, streamed: map_checked(
-                ordinary, redo_beyond, exact, TRIG_LIMIT, x, out, streamed
-            )
-        return lambda x, out, streamed: map_reduced(reduced, exact, x, out)
+        if not x.dtype == out.dtype == types.float32:
+            return lambda x, out, streamed: other(x, out)
+        if isinstance(streamed, types.BooleanLiteral):
+            tile = TILES[(op, int(streamed.literal_value))]
+            return lambda x, out, streamed: tile(x, out)
+        ordinary, streaming = TILES[(op, 0)], TILES[(op, 1)]
+        return lambda x, out, streamed: streaming(x, out) if streamed else ordinary(x, out)
 
     return chosen
 
 
-_overload_trig(map_sin, sin_f32_ordinary, _sin_reduced, _sin)
-_overload_trig(map_cos, cos_f32_ordinary, _cos_reduced, _cos)
+@inlined
+def _exp_loop(x, out):
+    for i in range(out.size):
+        out[i] = exp_of(x[i])
+
+
+_overload_map(map_exp, "exp", _exp_loop)
+_overload_map(map_sin, "sin", inlined(lambda x, out: map_reduced(_sin_reduced, _sin, x, out)))
+_overload_map(map_cos, "cos", inlined(lambda x, out: map_reduced(_cos_reduced, _cos, x, out)))
