@@ -13,7 +13,6 @@ import pytest
 
 from numtile import opcodes, ops_cpu
 from numtile.ops_cpu import fastmath_blocks, streaming
-from numtile.ops_cpu.helpers import wide_vectors
 
 NUMPY = {"exp": np.exp, "sin": np.sin, "cos": np.cos}
 MAX_ULP = {"exp": 0.8, "sin": 0.85, "cos": 0.85}  # bench/fastmath_ulps.py: 0.79, 0.83, 0.82
@@ -165,11 +164,7 @@ def test_the_streamed_loop_stores_whole_vectors_non_temporally():
     aligned non-temporal vector stores and a fence, no call in the loop (the same loop
     compiled here, not from the cache)."""
 
-    @numba.njit(error_model="numpy")
-    def streamed_exp(x, out):
-        wide_vectors()
-        fastmath_blocks.map_exp(x, out, True)
-
+    streamed_exp = numba.njit(error_model="numpy")(fastmath_blocks.TILES[("exp", 1)].py_func)
     x = np.linspace(-3, 3, 4099, dtype=F32)
     raw = np.empty(x.size + 16, F32)
     out = raw[(-raw.ctypes.data % 64) // 4 + 1 :][: x.size]  # a head before the boundary
