@@ -11,6 +11,7 @@ import numba
 from numtile import opcodes
 from numtile.ops_cpu import mkl_vml
 from numtile.ops_cpu.fastmath import broadcast_gathered
+from numtile.ops_cpu.fastmath_blocks import map_cos, map_exp, map_sin
 from numtile.ops_cpu.fastmath_trig import map_reduced
 from numtile.ops_cpu.helpers import (
     as_type_of,
@@ -34,12 +35,9 @@ from numtile.ops_cpu.scalar_math import (
     _atanh,
     _ceil,
     _copysign,
-    _cos,
-    _cos_reduced,
     _cosh,
     _divide,
     _equal,
-    _exp,
     _exp_backward,
     _expm1,
     _floor,
@@ -78,8 +76,6 @@ from numtile.ops_cpu.scalar_math import (
     _sign,
     _silu,
     _silu_backward,
-    _sin,
-    _sin_reduced,
     _sinh,
     _sqrt,
     _sqrt_backward,
@@ -154,7 +150,7 @@ def _unary(op):
         elif op == "abs":
             _map(_abs, x, out)
         elif op == "exp":
-            _map(_exp, x, out)
+            map_exp(x, out, False)
         elif op == "log":
             _map(_log, x, out)
         elif op == "sqrt":
@@ -168,9 +164,9 @@ def _unary(op):
         elif op == "silu":
             _map(_silu, x, out)
         elif op == "sin":
-            map_reduced(_sin_reduced, _sin, x, out)
+            map_sin(x, out, False)
         elif op == "cos":
-            map_reduced(_cos_reduced, _cos, x, out)
+            map_cos(x, out, False)
         elif op == "square":
             _map(_square, x, out)
         elif op == "reciprocal":
@@ -217,10 +213,11 @@ def _unary(op):
     return unary_op
 
 
-# the ops bound by memory traffic, whose outputs stream (streaming.wanted); the others are
-# bound by their arithmetic (exp: streamed 1.02x the time of ordinary stores) and keep theirs
+# the ops bound by memory traffic, whose outputs stream (streaming.wanted), and float32 exp,
+# sin, cos (fastmath_blocks: their short kernels hide under the stores); the others are bound
+# by their arithmetic (float64 exp: streamed 1.02x the time of ordinary stores) and keep theirs
 STREAMED_UNARY = ("negative", "abs", "sqrt", "relu", "square", "reciprocal", "floor", "ceil")
-STREAMED_UNARY += ("sign", "trunc", "round")
+STREAMED_UNARY += ("sign", "trunc", "round", "exp", "sin", "cos")
 STREAMED_UNARY_BACKWARD = ("relu", "log", "sqrt")
 STREAMED_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 
@@ -256,6 +253,12 @@ def _unary_streamed(op):
             map_streamed(_trunc, x, out)
         elif op == "round":
             map_streamed(_round, x, out)
+        elif op == "exp":
+            map_exp(x, out, True)
+        elif op == "sin":
+            map_sin(x, out, True)
+        elif op == "cos":
+            map_cos(x, out, True)
 
     return unary_streamed_op
 

@@ -21,28 +21,34 @@ MKL runs its sequential layer (one thread per call).
 Routed where VML measured faster than our kernel of the op, one thread (``python
 bench/vector_width.py --vml``: CPU ns an element, medians of 7-15 interleaved rounds, in L2 at
 64K elements / at a tile's size, 4M elements; 2-core Xeon with AVX-512, load 6.5-7,
-2026-12-06):
+2026-12-06; float32 exp, sin, cos: 16K / 4M elements, load 3.3-3.5, the same day):
 
 =========== ============================= =============================
 op          float32 VML vs ours           float64 VML vs ours
 =========== ============================= =============================
-exp         0.50 vs 0.67, 0.88 vs 0.96    0.93 vs 2.12, 1.82 vs 2.46
+exp         not routed: 0.95 vs 0.41,     0.93 vs 2.12, 1.82 vs 2.46
+            0.72 vs 0.64
 log         0.61 vs 1.38, 0.97 vs 3.02    1.54 vs 2.36, 1.86 vs 2.59
-sin         0.96 vs 1.06, 1.33 vs 1.50    1.65 vs 3.01, 1.98 vs 3.36
-cos         0.96 vs 0.97, 1.43 vs 1.48    1.71 vs 2.96, 2.05 vs 3.25
+sin         not routed: 1.32 vs 0.71,     1.65 vs 3.01, 1.98 vs 3.36
+            1.20 vs 1.04
+cos         not routed: 1.37 vs 0.69,     1.71 vs 2.96, 2.05 vs 3.25
+            1.28 vs 1.02
 tan         1.12 vs 1.55, 1.50 vs 2.14    1.89 vs 5.77, 2.09 vs 5.48
 tanh        not routed                    2.75 vs 30.8, 2.19 vs 27.6
 power       1.30 vs 2.85, 1.44 vs 2.72    2.93 vs 10.1, 2.75 vs 10.7
 =========== ============================= =============================
 
-float32 exp, sin and cos are a wash at 1M elements (VML/ours 1.10, 1.01, 1.04: both stream
-memory there). expm1, log1p, log2, log10, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
-atan2 and hypot, whose loops here call libm once an element, take 4-50x less time through
-VML (VML/ours 0.02-0.23 in L2, load 3.4). Not routed: float32 tanh (our rational
-approximation, a few ulp: 0.68 vs VML's 0.75 in cache, though 2.43 vs 1.79 at 4M), sqrt (one
-instruction in our loops; float32 0.35 vs 0.54 in cache), reciprocal and the rest (no VML
-function), integer, complex and 16-bit float dtypes (bfloat16/float16 kernels stay ours; a
-float32 kernel that an op widens them for may be VML's).
+float32 exp, sin and cos are ``fastmath_blocks``' (0.79-0.83 ulp; VML's HA mode is within 1;
+at 256K elements, in L2, VML/ours 1.30, 1.23, 1.34): a short kernel over the ordinary
+arguments, whose large outputs also stream past the caches, which VML's cannot.
+
+expm1, log1p, log2, log10, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, atan2 and hypot,
+whose loops here call libm once an element, take 4-50x less time through VML (VML/ours
+0.02-0.23 in L2, load 3.4). Not routed: float32 tanh (our rational approximation, a few ulp:
+0.68 vs VML's 0.75 in cache, though 2.43 vs 1.79 at 4M), sqrt (one instruction in our loops;
+float32 0.35 vs 0.54 in cache), reciprocal and the rest (no VML function), integer, complex and
+16-bit float dtypes (bfloat16/float16 kernels stay ours; a float32 kernel that an op widens
+them for may be VML's).
 """
 
 from __future__ import annotations
@@ -66,10 +72,10 @@ MODE = _VML_HA | _VML_FTZDAZ_OFF | _VML_ERRMODE_IGNORE
 # op code -> VML function name (after the vms/vmd prefix); the dtypes routed, by precision
 _BOTH, _DOUBLE = ("s", "d"), ("d",)
 UNARY = {
-    opcodes.EXP: ("Exp", _BOTH),
+    opcodes.EXP: ("Exp", _DOUBLE),
     opcodes.LOG: ("Ln", _BOTH),
-    opcodes.SIN: ("Sin", _BOTH),
-    opcodes.COS: ("Cos", _BOTH),
+    opcodes.SIN: ("Sin", _DOUBLE),
+    opcodes.COS: ("Cos", _DOUBLE),
     opcodes.TAN: ("Tan", _BOTH),
     opcodes.TANH: ("Tanh", _DOUBLE),
     opcodes.EXPM1: ("Expm1", _BOTH),

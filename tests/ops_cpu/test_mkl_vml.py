@@ -39,11 +39,12 @@ NUMPY = {
     "hypot": np.hypot,
 }
 BINARY = ("power", "atan2", "hypot")
+OURS_F32 = ("tanh", "exp", "sin", "cos")  # float32 stays on our kernels (fastmath_blocks)
 ROUTED = [
     (name, dtype)
     for name in NUMPY
     for dtype in (np.float32, np.float64)
-    if (name in BINARY or name != "tanh" or dtype == np.float64)
+    if (name in BINARY or name not in OURS_F32 or dtype == np.float64)
 ]
 ONE = np.ones(1, np.int64)
 
@@ -126,7 +127,8 @@ def test_only_dense_float_operands_of_routed_ops_go_to_vml():
     assert not mkl_vml.unary(x.astype(np.float32), out, opcodes.EXP)  # two dtypes
     assert not mkl_vml.unary(np.arange(12), np.empty(12, np.int64), opcodes.EXP)
     assert not mkl_vml.unary(x, out, opcodes.SQRT)  # our kernel is as fast
-    assert not mkl_vml.unary(x.astype(np.float32), out.astype(np.float32), opcodes.TANH)
+    for code in (opcodes.TANH, opcodes.EXP, opcodes.SIN, opcodes.COS):  # float32: ours is faster
+        assert not mkl_vml.unary(x.astype(np.float32), out.astype(np.float32), code)
     shape, strides = np.array([3, 4], np.int64), np.array([4, 1], np.int64)
     assert mkl_vml.binary(x, strides, x, strides, out, shape, opcodes.POWER)
     np.testing.assert_allclose(out, x**x, rtol=2e-16)
@@ -209,5 +211,5 @@ def test_tiled_ops_on_both_paths(math_path, dtype, monkeypatch):
             number = ~np.isnan(expected)
             eps = np.finfo(dtype).eps
             np.testing.assert_allclose(result[number], expected[number], rtol=ulps * eps)
-    routed = {"Exp", "Sin", "Log1p", "Pow", "Atan2"} if math_path == "vml" else set()
-    assert set(calls) == routed
+    routed = {"Log1p", "Pow", "Atan2"} | ({"Exp", "Sin"} if dtype == np.float64 else set())
+    assert set(calls) == (routed if math_path == "vml" else set())
