@@ -177,7 +177,7 @@ class SpillTraffic:
         arena holds it (the caller maps a buffer of its own)."""
         state = self.nodes[HOST]
         arena, capacity = state.arena, state.node.capacity
-        if arena is None or handle.nbytes < MMAP_THRESHOLD:
+        if arena is None or capacity is None or handle.nbytes < MMAP_THRESHOLD:
             return None
         while True:
             plan = arena.plan(handle.nbytes)

@@ -153,3 +153,23 @@ def test_training_shaped_traffic_under_a_limit_matches_numpy(tmp_path, monkeypat
             assert len(fresh) > 0
     finally:
         nt.init()
+
+
+def test_tensors_spilled_from_an_arena_outlive_the_runtime(tmp_path):
+    # nt.init() brings spilled tiles home after the limit is lifted: not into the arena's
+    # accounting any more, and the values intact
+    nt.init(ncpu=2, host_mem_limit=256 * MiB, spill_dir=str(tmp_path))
+    try:
+        rng = np.random.default_rng(5)
+        arrays = [rng.standard_normal((2048, 4096)).astype(np.float32) for _ in range(5)]
+        inputs = [nt.from_numpy(a, tile_shape=(1024, 1024)) for a in arrays]  # 160 MiB
+        tensors = [x * 3.0 for x in inputs]  # as much again: more than the limit
+        nt.wait_all()
+        counters = nt.get_runtime().manager.counters()
+        assert counters["spill"]["writes"] > 0 and nt.get_runtime().manager.host.arena
+        nt.init()  # the old runtime closes and brings every tile back
+        for array, x, tensor in zip(arrays, inputs, tensors):
+            np.testing.assert_array_equal(x.to_numpy(), array)
+            np.testing.assert_array_equal(tensor.to_numpy(), array * np.float32(3.0))
+    finally:
+        nt.init()
