@@ -340,10 +340,7 @@ class Runtime(WorkerSupervision):
                     ready.append(succ)
             task.successors = []
             self._unfinished -= 1
-            # a waiter waits for the last task or for tasks it marked: waking it (and the GIL
-            # churn of its loop) at every other task cost gpt2-small's limited step ~5% of
-            # its samples in Condition.notify
-            if self._waiters and (task.awaited or not self._unfinished):
+            if self._waiters and (task.awaited or not self._unfinished):  # not every task
                 self._done.notify_all()
         if self._model_aware:
             self.scheduler.finished(task, worker)
@@ -389,8 +386,8 @@ class Runtime(WorkerSupervision):
             if self._broken is not None:
                 self._raise_broken()
             pending = [t for h in handles for t in h.writers if not t.finished]
-            for task in pending:
-                task.awaited = True  # its end wakes the waiters (``_complete``)
+            for task in pending:  # their ends wake the waiters (``_complete``)
+                task.awaited = True
             if pending:
                 self._waiters += 1
                 try:
