@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import collections
 import mmap
+import platform
 import weakref
 
 import numpy as np
@@ -37,7 +38,8 @@ from numtile.runtime.host_malloc import HUGE_PAGE, TileMapping
 
 CHUNK = HUGE_PAGE
 PAGE = 4096
-_MAP_NORESERVE = 0x4000  # Linux's mman-common.h; not in Python's mmap module
+# Linux's mman-common.h (not in Python's mmap module; other systems number it otherwise)
+_MAP_NORESERVE = 0x4000 if platform.system() == "Linux" else 0
 _SEARCH = 32  # free ranges looked at for resident pages before taking fresh ones
 
 
