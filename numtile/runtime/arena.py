@@ -254,3 +254,12 @@ class HostArena:
         self.touched[best // PAGE : (best + length) // PAGE] = bytes(length // PAGE)
         self.touched_bytes -= most * PAGE
         return most * PAGE
+
+
+def host_arena(capacity: int) -> HostArena | None:
+    """An arena for a host limited to ``capacity`` bytes, or None where the system refuses
+    the reservation (strict overcommit ignores ``MAP_NORESERVE``): the pool serves then."""
+    try:
+        return HostArena(capacity)
+    except (OSError, ValueError):
+        return None

@@ -27,7 +27,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES
-from numtile.runtime.arena import HostArena
+from numtile.runtime.arena import host_arena
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
 from numtile.runtime.host_malloc import prefault, unmap_freed_tiles
 from numtile.runtime.memory_nodes import HostNode, NodeState, Pins
@@ -72,7 +72,7 @@ class MemoryManager(SpillTraffic):
             self.io = SpillIO(self.spill, self._finish)
             self.nodes[HOST].pool_limit = host_limit // POOL_FRACTION
             if arena and host_limit >= ARENA_MIN:
-                self.host.arena = HostArena(host_limit)
+                self.host.arena = host_arena(host_limit)
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles

@@ -173,3 +173,17 @@ def test_tensors_spilled_from_an_arena_outlive_the_runtime(tmp_path):
             np.testing.assert_array_equal(tensor.to_numpy(), array * np.float32(3.0))
     finally:
         nt.init()
+
+
+def test_a_refused_reservation_leaves_the_pool_in_charge(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr("numtile.runtime.arena.TileMapping", refuse)
+    runtime = nt.init(ncpu=2, host_mem_limit=256 * MiB, spill_dir=str(tmp_path))
+    try:
+        assert runtime.manager.host.arena is None
+        x = nt.from_numpy(np.arange(1 << 22, dtype=np.float32), tile_shape=(1 << 20,))
+        np.testing.assert_array_equal((x * 2.0).to_numpy(), np.arange(1 << 22) * 2.0)
+    finally:
+        nt.init()
