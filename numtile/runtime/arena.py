@@ -17,8 +17,7 @@ page faults in whole); their bytes not held by a tile are ``pooled`` (counted ag
 limit like tiles, as the pool's buffers were), and ``release`` gives the pages of a free
 range back (``MADV_DONTNEED``) when the memory manager needs the room. A tile's buffer
 returns to the arena when the manager drops it (``free``) or, if something else still views
-it then
-(``disown``: counted as pooled meanwhile), when that view dies (a finaliser queues the
+it then (``disown``: counted as pooled meanwhile), when that view dies (a finaliser queues the
 range, freed at the next call). Limits under 256 MiB (``memory.ARENA_MIN``) keep the pool
 of same-size buffers: there the 2 MiB chunk a small tile leaves partly used would be a large
 share of the limit.
@@ -47,6 +46,11 @@ def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
+def _length(nbytes: int) -> int:
+    """The whole pages a buffer of ``nbytes`` takes."""
+    return _round_up(max(nbytes, 1), PAGE)
+
+
 class HostArena:
     """Free ranges of one reserved mapping, handed out as uint8 arrays (module notes).
 
@@ -54,7 +58,7 @@ class HostArena:
     >>> a = arena.allocate(3 << 20); b = arena.allocate(1 << 20)
     >>> arena.used, arena.touched_bytes
     (4194304, 4194304)
-    >>> arena.free(a); c = arena.allocate(2 << 20, resident=True)  # a's pages, no fault
+    >>> arena.free(a); c = arena.allocate(2 << 20)  # in a's resident pages, no fault
     >>> c.ctypes.data == a.ctypes.data, arena.pooled
     (True, 1048576)
     """
@@ -110,13 +114,13 @@ class HostArena:
     def fits(self, nbytes: int) -> bool:
         """Whether a free range holds ``nbytes`` in resident chunks."""
         self.collect()
-        return self._place(_round_up(max(nbytes, 1), PAGE), True) is not None
+        return self._place(_length(nbytes), True) is not None
 
     def plan(self, nbytes: int) -> tuple[int, int] | None:
         """Where ``allocate(nbytes)`` would put the range and how many bytes it would make
         resident (0 in resident pages), or None where no free range holds it."""
         self.collect()
-        length = _round_up(max(nbytes, 1), PAGE)
+        length = _length(nbytes)
         start = self._place(length, True)
         if start is not None:
             return start, 0
@@ -140,17 +144,15 @@ class HostArena:
         per_chunk = CHUNK // PAGE
         return start // CHUNK * per_chunk, -(-(start + length) // CHUNK) * per_chunk
 
-    def allocate(
-        self, nbytes: int, resident: bool = False, start: int | None = None
-    ) -> np.ndarray | None:
-        """A uint8 array of ``nbytes`` from the arena (at ``start``, a ``plan``'s), None
-        where no free range holds it (with ``resident``: none in resident pages)."""
-        self.collect()
-        length = _round_up(max(nbytes, 1), PAGE)
+    def allocate(self, nbytes: int, start: int | None = None) -> np.ndarray | None:
+        """A uint8 array of ``nbytes`` from the arena, at ``start`` (a ``plan``'s) or where
+        ``plan`` puts it; None where no free range holds it."""
         if start is None:
-            start = self._place(length, resident)
-            if start is None:
+            plan = self.plan(nbytes)
+            if plan is None:
                 return None
+            start = plan[0]
+        length = _length(nbytes)
         grows = self._growth(start, length)
         self._take(start, length)
         if grows:

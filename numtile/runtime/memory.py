@@ -225,14 +225,7 @@ class MemoryManager(SpillTraffic):
             data = state.take(handle.shape, handle.dtype)  # counted already: no room to make
         if data is not None:
             return data
-        try:
-            room = self._make_room(node, handle.nbytes, exclude, keep=handle.nbytes)
-        except SpillError as exc:
-            who = task.describe() if task is not None else "a read"
-            exc.add_note(f"while making room on {state.node.name} for {handle!r} ({who})")
-            raise
-        if not room:
-            raise OutOfMemoryError(no_room(self.nodes[node], handle.nbytes, task))
+        self._room_for(handle, node, handle.nbytes, exclude, task)
         if reuse and state.free:  # an evicted tile's buffer, kept for this one
             data = state.take(handle.shape, handle.dtype)
             if data is not None:

@@ -104,7 +104,8 @@ class NodeState:
         self._pooled = value  # the arena keeps its own count
 
     def has_buffer(self, nbytes: int) -> bool:
-        """Whether ``take`` has memory for ``nbytes`` without making room."""
+        """Whether ``nbytes`` fit in memory kept for reuse, without making room: a pooled
+        buffer of that size for ``take``, resident free pages of the arena."""
         if self.arena is not None:
             return nbytes >= MMAP_THRESHOLD and self.arena.fits(nbytes)
         return nbytes in self.free
@@ -112,13 +113,6 @@ class NodeState:
     def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
         """A free buffer viewed as ``shape`` and ``dtype`` (no longer pooled), or None."""
         nbytes = math.prod(shape) * dtype.itemsize
-        arena = self.arena
-        if arena is not None:
-            buffer = arena.allocate(nbytes, resident=True) if nbytes >= MMAP_THRESHOLD else None
-            if buffer is None:
-                return None
-            self.reused += 1
-            return buffer.view(dtype).reshape(shape)
         free = self.free.get(nbytes)
         if free is None:
             return None

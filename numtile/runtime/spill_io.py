@@ -188,14 +188,21 @@ class SpillTraffic:
                 state.reused += not growth
                 data = arena.allocate(handle.nbytes, start=start)
                 return data.view(handle.dtype).reshape(handle.shape)
-            try:
-                room = self._make_room(HOST, growth, exclude, keep=handle.nbytes)
-            except SpillError as exc:
-                who = task.describe() if task is not None else "a read"
-                exc.add_note(f"while making room on host for {handle!r} ({who})")
-                raise
-            if not room:
-                raise OutOfMemoryError(no_room(state, handle.nbytes, task))
+            self._room_for(handle, HOST, growth, exclude, task)
+
+    def _room_for(self, handle, node: int, nbytes: int, exclude, task) -> None:
+        """Make room for ``nbytes`` of ``handle``'s buffer on ``node`` (any node, for
+        ``_allocate`` and ``_from_arena``), or raise: the spill error with a note naming the
+        tile and who wanted it, ``OutOfMemoryError`` where nothing can leave."""
+        state = self.nodes[node]
+        try:
+            room = self._make_room(node, nbytes, exclude, keep=handle.nbytes)
+        except SpillError as exc:
+            who = task.describe() if task is not None else "a read"
+            exc.add_note(f"while making room on {state.node.name} for {handle!r} ({who})")
+            raise
+        if not room:
+            raise OutOfMemoryError(no_room(state, handle.nbytes, task))
 
     def _start_write(self, handle: DataHandle, drop: bool) -> SpillJob:
         job = SpillJob("write", handle, handle.replicas[HOST], drop=drop)

@@ -54,7 +54,7 @@ def test_random_allocations_never_overlap_and_free_ranges_coalesce():
             arena.free(array)
         else:
             n = int(rng.choice([128 << 10, 300 << 10, MiB, 3 * MiB + 5, 8 * MiB]))
-            array = arena.allocate(n, resident=bool(rng.random() < 0.5))
+            array = arena.allocate(n)
             if array is None:
                 continue
             assert array.nbytes == n
@@ -75,10 +75,11 @@ def test_a_freed_range_serves_a_tile_of_another_size_in_resident_pages():
     touched = arena.touched_bytes
     arena.free(a)
     assert arena.pooled == touched - MiB
-    small = [arena.allocate(1536 << 10, resident=True) for _ in range(4)]  # 4 x 1.5 MiB
+    assert arena.fits(1536 << 10)
+    small = [arena.allocate(1536 << 10) for _ in range(4)]  # 4 x 1.5 MiB, resident first
     assert all(s is not None for s in small)
     assert arena.touched_bytes == touched  # no fresh page: all inside a's old range
-    assert arena.allocate(8 * MiB, resident=True) is None  # no resident range holds 8 MiB
+    assert not arena.fits(8 * MiB)  # no resident range holds 8 MiB
     assert arena.plan(8 * MiB)[1] >= 8 * MiB - CHUNK
     del keep
 
