@@ -24,7 +24,7 @@ class TrainStep:
         self.time_step(batch_tile, head_tile)
 
     def time_step(self, batch_tile, head_tile):
-        _, loss = self.model(self.x, self.y)
+        loss = self.model(self.x, self.y)[1]  # logits dropped: freed tile by tile
         loss.backward()
         self.opt.step()
         self.opt.zero_grad()

@@ -164,7 +164,11 @@ def linear(
 
 
 class EmbeddingFunction(Function):
-    """out[..., :] = table[ids[...], :] with ``table`` tiled over (vocabulary, features)."""
+    """out[..., :] = table[ids[...], :] with ``table`` tiled over (vocabulary, features).
+    The backward scatters into the table's gradient itself when it already has one (GPT-2's
+    tied table, whose LM head gave it one first): no zeroed table-sized temporary."""
+
+    adds_into_leaves = True
 
     @staticmethod
     def forward(ctx, table, ids):
@@ -175,6 +179,10 @@ class EmbeddingFunction(Function):
     @staticmethod
     def backward(ctx, g):
         (ids,) = ctx.saved
+        into = ctx.leaf_grads[0]
+        if into is not None and (into.layout, into.dtype) == (ctx.table_layout, g.dtype):
+            embedding_backward(ids, g, ctx.table_layout, into)
+            return None, None
         return embedding_backward(ids, g, ctx.table_layout), None
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from numtile.nn import functional
 from numtile.nn.attention import causal_self_attention
 from numtile.nn.layers import MLP, Embedding, LayerNorm, Linear, ModuleList, TiedHead, token_ids
-from numtile.nn.loss import cross_entropy
+from numtile.nn.loss import linear_cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.elementwise import add
@@ -171,9 +171,9 @@ class GPT2(Module):
         for block in self.transformer.h:
             x = block(x)
         x = self.transformer.ln_f(x)
-        logits = functional.linear(x, self.lm_head.weight, transposed=True)  # (B, T, V)
-        loss = cross_entropy(logits, targets) if targets is not None else None
-        return logits, loss
+        if targets is not None:  # one node: its backward walks the vocabulary once
+            return linear_cross_entropy(x, self.lm_head.weight, targets)
+        return functional.linear(x, self.lm_head.weight, transposed=True), None  # (B, T, V)
 
     def generate(self, prompt_ids, max_new_tokens: int, **options):
         """Sample ids after ``prompt_ids`` with a key/value cache (``numtile.nn.generation``)."""

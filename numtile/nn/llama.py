@@ -11,7 +11,7 @@ from numtile.nn import functional
 from numtile.nn.attention import grouped_query_attention
 from numtile.nn.gpt2 import Tiling
 from numtile.nn.layers import Embedding, GatedMLP, Linear, ModuleList, RMSNorm, TiedHead, token_ids
-from numtile.nn.loss import cross_entropy
+from numtile.nn.loss import linear_cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.elementwise import add
@@ -273,9 +273,9 @@ class Llama(Module):
         for layer in self.model.layers:
             x = layer(x, cos, sin)
         x = self.model.norm(x)
-        logits = functional.linear(x, self.lm_head.weight, transposed=True)  # (B, T, V)
-        loss = cross_entropy(logits, targets) if targets is not None else None
-        return logits, loss
+        if targets is not None:  # one node: its backward walks the vocabulary once
+            return linear_cross_entropy(x, self.lm_head.weight, targets)
+        return functional.linear(x, self.lm_head.weight, transposed=True), None  # (B, T, V)
 
     def generate(self, prompt_ids, max_new_tokens: int, **options):
         """Sample ids after ``prompt_ids`` with a key/value cache (``numtile.nn.generation``)."""

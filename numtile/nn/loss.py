@@ -1,14 +1,25 @@
 """Cross-entropy of logits against integer targets: one autograd Function over the tiled
-op of ``numtile.tiletensor.fused.loss``, fused over vocabulary tiles (no softmax copy)."""
+op of ``numtile.tiletensor.fused.loss``, fused over vocabulary tiles (no softmax copy); and a
+language model's head and loss as one Function (``linear_cross_entropy``), whose backward
+finishes one vocabulary tile before the next (``numtile.tiletensor.fused.lm_head``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from numtile.autograd.tape import Function
+from numtile.nn.functional import BF16_MIXED, _bf16_able, _to_bf16, linear
 from numtile.tiletensor.creation import from_numpy
+from numtile.tiletensor.fused.lm_head import (
+    head_logits,
+    linear_cross_entropy_backward,
+    logit_columns,
+)
 from numtile.tiletensor.fused.loss import IGNORE, cross_entropy_backward, cross_entropy_forward
+from numtile.tiletensor.fused.rows import match_last_tile
 from numtile.tiletensor.manipulation import retile
+from numtile.tiletensor.placement import distributed
+from numtile.tiletensor.precision import gemm_rounding
 from numtile.tiletensor.tensor import TileTensor
 
 
@@ -28,6 +39,83 @@ class CrossEntropy(Function):
         return cross_entropy_backward(logits, targets, m, s, g, ctx.count), None, None
 
 
+class LinearCrossEntropy(Function):
+    """``cross_entropy(x @ W^T, targets)`` with W (vocabulary, features), as one node; the
+    logits go to ``sink`` (not differentiable: the loss is). Precision as ``linear``'s."""
+
+    @staticmethod
+    def forward(ctx, x, weight, targets, count, sink):
+        ctx.x_tiles, ctx.x_dtype, ctx.count = x.tile_shape, x.dtype, count
+        ctx.x_grad, ctx.weight_grad, ctx.weight_dtype = (
+            x.requires_grad,
+            weight.requires_grad,
+            weight.dtype,
+        )
+        x = match_last_tile(x, weight.tile_shape[1])
+        ctx.rounding = gemm_rounding()
+        if ctx.rounding == BF16_MIXED and _bf16_able(x, weight, None):
+            x = _to_bf16(x, share=True)  # W is cast a tile row at a time
+        logits = head_logits(x, weight, ctx.rounding)
+        loss, m, s = cross_entropy_forward(logits, targets, count)
+        # W itself is kept, not its bfloat16 copy (as ``LinearFunction`` does)
+        ctx.save_for_backward(x, weight, logits, targets, m, s)
+        sink.append(logits)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, logits, targets, m, s = ctx.saved
+        ctx.saved = ()
+        columns = logit_columns(logits)
+        del logits  # its tiles now die column by column, unless the caller holds the logits
+        gx, gw = linear_cross_entropy_backward(
+            columns,
+            x,
+            weight,
+            targets,
+            m,
+            s,
+            g,
+            ctx.count,
+            x_dtype=ctx.x_dtype,
+            weight_dtype=ctx.weight_dtype,
+            want_x=ctx.x_grad,
+            want_weight=ctx.weight_grad,
+            rounding=ctx.rounding,
+        )
+        if gx is not None:
+            gx = retile(gx, ctx.x_tiles)
+        return gx, gw, None, None
+
+
+def linear_cross_entropy(x: TileTensor, weight: TileTensor, targets):
+    """``(logits, loss)`` of a language model's head: ``logits = x @ W^T`` (W (vocabulary,
+    features), in the current precision as ``functional.linear``) and their mean
+    cross-entropy against ``targets`` (as ``cross_entropy``). The loss is differentiable in
+    ``x`` and W; the logits are returned for reading only (a backward from them raises).
+    Fused so that the backward walks the vocabulary tiles once, holding one tile's worth of
+    the logits' gradient and of W's bfloat16 copy at a time.
+
+    >>> import numtile as nt, numpy as np
+    >>> x = nt.ones((2, 3), tile_shape=(1, 3))
+    >>> logits, loss = linear_cross_entropy(x, nt.zeros((5, 3), tile_shape=(2, 3)), [1, 4])
+    >>> logits.shape, bool(abs(loss.item() - np.log(5)) < 1e-12)
+    ((2, 5), True)
+    """
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"linear_cross_entropy: input has {x.shape[-1]} features but the weight has shape "
+            f"{weight.shape} (vocabulary, features)"
+        )
+    if distributed():  # under MPI the two ops' chains place their partial sums by rank
+        logits = linear(x, weight, transposed=True)
+        return logits, cross_entropy(logits, targets)
+    targets, count = _targets(targets, x.shape[:-1] + weight.shape[:1], x.tile_shape[:-1])
+    sink: list[TileTensor] = []
+    loss = LinearCrossEntropy.apply(x, weight, targets, count, sink=sink)
+    return sink[0], loss
+
+
 def cross_entropy(logits: TileTensor, targets) -> TileTensor:
     """Mean cross-entropy of ``logits`` (..., V) against integer ``targets`` (...).
 
@@ -39,7 +127,14 @@ def cross_entropy(logits: TileTensor, targets) -> TileTensor:
     >>> bool(abs(cross_entropy(logits, np.array([1, 3])).item() - np.log(4)) < 1e-12)
     True
     """
-    vocab = logits.shape[-1]
+    targets, count = _targets(targets, logits.shape, logits.tile_shape[:-1])
+    return CrossEntropy.apply(logits, targets, count)
+
+
+def _targets(targets, logits_shape, lead_tiles) -> tuple[TileTensor, int]:
+    """``targets`` checked against logits of ``logits_shape`` (ids in [0, V) or -1), as an
+    int64 tensor tiled by ``lead_tiles``, and the number of positions not ignored."""
+    vocab = logits_shape[-1]
     if isinstance(targets, TileTensor):
         if targets.dtype != np.int64:
             raise TypeError(f"targets must be int64, got {targets.dtype}")
@@ -48,9 +143,9 @@ def cross_entropy(logits: TileTensor, targets) -> TileTensor:
         values = np.asarray(targets)
         if values.dtype.kind not in "iu":
             raise TypeError(f"targets must be integers, got {values.dtype}")
-    if values.shape != logits.shape[:-1]:
+    if values.shape != logits_shape[:-1]:
         raise ValueError(
-            f"targets have shape {values.shape} but logits {logits.shape} need {logits.shape[:-1]}"
+            f"targets have shape {values.shape} but logits {logits_shape} need {logits_shape[:-1]}"
         )
     bad = (values != IGNORE) & ((values < 0) | (values >= vocab))
     if bad.any():
@@ -60,7 +155,5 @@ def cross_entropy(logits: TileTensor, targets) -> TileTensor:
     count = int((values != IGNORE).sum())
     if count == 0:
         raise ValueError("every target is ignored (-1): the mean loss is undefined")
-    targets = from_numpy(values.astype(np.int64), tile_shape=logits.tile_shape[:-1])
-    if targets.tile_shape != logits.tile_shape[:-1]:
-        targets = retile(targets, logits.tile_shape[:-1])
-    return CrossEntropy.apply(logits, targets, count)
+    out = from_numpy(values.astype(np.int64), tile_shape=lead_tiles)
+    return (out if out.tile_shape == lead_tiles else retile(out, lead_tiles)), count

@@ -125,6 +125,15 @@ def wait_tensors(tensors) -> None:
     get_runtime().wait_handles([handle for tensor in tensors for handle in tensor.handles])
 
 
+def distributed() -> bool:
+    """True when the running runtime spans MPI ranks.
+
+    >>> distributed()
+    False
+    """
+    return get_runtime().distributed is not None
+
+
 def host_memory_limited() -> bool:
     """True when the running runtime limits host memory (tiles beyond the limit wait in
     spill files, ``NUMTILE_HOST_MEM_LIMIT``).

@@ -39,10 +39,17 @@ def embedding_forward(table: TileTensor, ids: TileTensor) -> TileTensor:
     return out
 
 
-def embedding_backward(ids: TileTensor, grad: TileTensor, table_layout: Layout) -> TileTensor:
-    """The table's gradient: each row of ``grad`` added to the table row its id picked."""
+def embedding_backward(
+    ids: TileTensor, grad: TileTensor, table_layout: Layout, into: TileTensor | None = None
+) -> TileTensor:
+    """The table's gradient: each row of ``grad`` added to the table row its id picked;
+    added into ``into`` (a tensor of ``table_layout`` and ``grad``'s dtype) when given."""
     grad = match_last_tile(grad, table_layout.tile_shape[1])
-    out = zeros(table_layout.shape, grad.dtype, table_layout.tile_shape)
+    if into is None:
+        out = zeros(table_layout.shape, grad.dtype, table_layout.tile_shape)
+    else:
+        assert into.layout == table_layout and into.dtype == grad.dtype
+        out = into
     runtime = get_runtime()
     for lead in lead_indices(_with_feature_axis(ids)):
         for v in range(table_layout.grid[0]):

@@ -28,49 +28,74 @@ from numtile.tiletensor.tensor import TileTensor
 R, W, RW = Access.R, Access.W, Access.RW
 
 
-def _chain(runtime, out_tile, pairs, trans_a: bool, trans_b: bool, rounding) -> None:
-    """out_tile = sum of op(a) @ op(b) over ``pairs``: one GEMM task per pair, in order.
+class GemmSum:
+    """out_tile = sum of op(a) @ op(b) over ``count`` pairs handed to ``add`` one at a time,
+    one GEMM task each, so that chains of several tiles can be submitted interleaved (the LM
+    head's backward walks the vocabulary tiles once for both of its gradients).
+
     ``rounding`` (input, output mantissa bits; ``precision.gemm_rounding``) rounds each GEMM's
-    inputs and the finished sum (only the last task rounds its output). Under MPI the chain
-    starts from zeros (``placement.zero_first``) and every GEMM adds."""
-    in_bits, out_bits = rounding
-    split = zero_first(runtime, out_tile, pairs)
-    for n, (a, b) in enumerate(pairs):
-        first = n == 0 and not split
-        accesses = [(a, R), (b, R), (out_tile, W if first else RW)]
-        args = (trans_a, trans_b, 1.0, 0.0 if first else 1.0)
-        if (in_bits, out_bits) == (FULL, FULL):
-            runtime.submit(gemm_rows, accesses, args)
+    inputs and the finished sum (only the last task rounds its output). With ``bf16`` operands
+    the sum is float32: in ``out_tile`` itself when it is float32, else in a float32 partial
+    that the last task adds to its product and ``bias_tile``, rounding once. ``split``: the
+    target already holds zeros (``placement.zero_first``), so every GEMM adds."""
+
+    def __init__(
+        self, runtime, out_tile, count, trans_a, trans_b, *, bf16, rounding=None, bias_tile=None
+    ):
+        self.runtime, self.out, self.count = runtime, out_tile, count
+        self.trans, self.bf16, self.rounding, self.bias = (
+            (trans_a, trans_b),
+            bf16,
+            rounding,
+            bias_tile,
+        )
+        self.narrow = bf16 and out_tile.dtype == BFLOAT16
+        if self.narrow:
+            self.partial = DataHandle(out_tile.shape, np.float32) if count > 1 else None
         else:
-            last = n == len(pairs) - 1
-            runtime.submit(
+            self.partial = out_tile
+        self.split = False
+        self.done = 0
+
+    def add(self, a, b) -> None:
+        n, self.done = self.done, self.done + 1
+        first, last = n == 0 and not self.split, n == self.count - 1
+        if self.narrow and last:
+            extra = [(t, R) for t in (self.partial, self.bias) if t is not None]
+            args = self.trans + (self.partial is not None, self.bias is not None)
+            self.runtime.submit(linear_bf16_out, [(a, R), (b, R), *extra, (self.out, W)], args)
+            return
+        accesses = [(a, R), (b, R), (self.partial, W if first else RW)]
+        if self.bf16:
+            self.runtime.submit(linear_bf16, accesses, self.trans + (0.0 if first else 1.0,))
+            return
+        in_bits, out_bits = self.rounding
+        args = self.trans + (1.0, 0.0 if first else 1.0)
+        if (in_bits, out_bits) == (FULL, FULL):
+            self.runtime.submit(gemm_rows, accesses, args)
+        else:
+            self.runtime.submit(
                 gemm_rows_rounded, accesses, args + (in_bits, out_bits if last else FULL)
             )
 
 
-def _chain_bf16(runtime, out_tile, pairs, trans_a, trans_b, bias_tile=None) -> None:
-    """out_tile = sum of op(a) @ op(b) over ``pairs`` of bfloat16 tiles (+ the bias row),
-    accumulated in float32: in ``out_tile`` itself when it is float32, else in a float32
-    partial that the last task adds to its product and the bias, rounding once."""
-    narrow = out_tile.dtype == BFLOAT16
-    body = pairs[:-1] if narrow else pairs
-    partial = (DataHandle(out_tile.shape, np.float32) if body else None) if narrow else out_tile
-    split = bool(body) and zero_first(runtime, partial, body)
-    for n, (a, b) in enumerate(body):
-        first = n == 0 and not split
-        runtime.submit(
-            linear_bf16,
-            [(a, R), (b, R), (partial, W if first else RW)],
-            (trans_a, trans_b, 0.0 if first else 1.0),
-        )
-    if narrow:
-        a, b = pairs[-1]
-        extra = [(t, R) for t in (partial, bias_tile) if t is not None]
-        runtime.submit(
-            linear_bf16_out,
-            [(a, R), (b, R), *extra, (out_tile, W)],
-            (trans_a, trans_b, partial is not None, bias_tile is not None),
-        )
+def _chain(runtime, out_tile, pairs, trans_a, trans_b, rounding=None, bf16=False, bias_tile=None):
+    """out_tile = sum of op(a) @ op(b) over ``pairs`` (``GemmSum``), submitted in order. Under
+    MPI the sum starts from zeros (``placement.zero_first``) and every GEMM adds."""
+    total = GemmSum(
+        runtime,
+        out_tile,
+        len(pairs),
+        trans_a,
+        trans_b,
+        bf16=bf16,
+        rounding=rounding,
+        bias_tile=bias_tile,
+    )
+    body = pairs[:-1] if total.narrow else pairs
+    total.split = bool(body) and zero_first(runtime, total.partial, body)
+    for a, b in pairs:
+        total.add(a, b)
 
 
 def _rounding(rounding, dtype) -> tuple[int, int]:
@@ -94,11 +119,10 @@ def _rows_times_weight(
                 (a.tile(lead + (inner,)), weight.tile(weight_tile(col, inner)))
                 for inner in range(a.grid[-1])
             ]
-            if narrow:
-                bias_tile = None if bias is None else bias.tile((col,))
-                _chain_bf16(runtime, out.tile(lead + (col,)), pairs, False, trans_b, bias_tile)
-            else:
-                _chain(runtime, out.tile(lead + (col,)), pairs, False, trans_b, rounding)
+            bias_tile = None if bias is None else bias.tile((col,))
+            _chain(
+                runtime, out.tile(lead + (col,)), pairs, False, trans_b, rounding, narrow, bias_tile
+            )
     return out
 
 
@@ -177,8 +201,5 @@ def linear_backward_weight(
         for lead in leads:
             g_tile, x_tile = grad.tile(lead + (j,)), x.tile(lead + (k,))
             pairs.append((g_tile, x_tile) if transposed else (x_tile, g_tile))
-        if is_narrow(x):
-            _chain_bf16(runtime, gw.tile(index), pairs, True, False)
-        else:
-            _chain(runtime, gw.tile(index), pairs, True, False, rounding)
+        _chain(runtime, gw.tile(index), pairs, True, False, rounding, is_narrow(x))
     return gw
