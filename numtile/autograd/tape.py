@@ -71,14 +71,27 @@ class Context:
 
 
 class Node:
-    """One recorded op: its function, context and inputs."""
+    """One recorded op: its function, context, output dtype and inputs. An input that is
+    itself a recorded output is kept as the Node that made it, not as the tensor (as
+    PyTorch's ``grad_fn`` graph does): the graph holds no tile of an intermediate tensor,
+    which dies once the caller and the saved tensors let it go (GPT-2 small: the float32
+    layer-norm outputs the linears read as bfloat16 copies, 75 MiB until the backward)."""
 
-    __slots__ = ("function", "ctx", "inputs")
+    __slots__ = ("function", "ctx", "inputs", "dtype")
+    requires_grad = True  # as the tensor it stands for
 
-    def __init__(self, function: type[Function], ctx: Context, inputs: tuple) -> None:
+    def __init__(self, function: type[Function], ctx: Context, inputs: tuple, dtype) -> None:
         self.function = function
         self.ctx = ctx
-        self.inputs = inputs
+        self.inputs = tuple(_graph_input(value) for value in inputs)
+        self.dtype = dtype
+
+
+def _graph_input(value):
+    """What a node keeps of one input: its producer's Node for a recorded tensor whose graph
+    is not consumed yet, else the value itself (a leaf, a constant)."""
+    node = getattr(value, "_node", None)
+    return node if isinstance(node, Node) and node.ctx is not None else value
 
 
 def needs_grad(*values) -> bool:
@@ -120,24 +133,25 @@ class Function:
             if any(out is value for value in inputs):  # an identity (reshape to its own shape)
                 out = out.detach()  # a new tensor on the same tiles, so the input keeps its node
             out.requires_grad = True
-            out._node = Node(cls, ctx, inputs)
+            out._node = Node(cls, ctx, inputs, out.dtype)
         return out
 
 
-def _topological_order(root: TileTensor) -> list[TileTensor]:
+def _topological_order(root: Node) -> list[Node]:
+    """The nodes ``root`` depends on, each after every node its output feeds."""
     order, seen = [], set()
     stack = [(root, False)]
     while stack:
-        tensor, expanded = stack.pop()
+        node, expanded = stack.pop()
         if expanded:
-            order.append(tensor)
+            order.append(node)
             continue
-        if id(tensor) in seen or tensor._node is None:
+        if id(node) in seen:
             continue
-        seen.add(id(tensor))
-        stack.append((tensor, True))
-        for value in tensor._node.inputs:
-            if getattr(value, "_node", None) is not None:
+        seen.add(id(node))
+        stack.append((node, True))
+        for value in node.inputs:
+            if isinstance(value, Node):
                 stack.append((value, False))
     return order
 
@@ -160,7 +174,7 @@ def _mark_shared(grads) -> None:
 def _own_grad(value):
     """``value.grad`` when a rule may add its gradient into it in place (a leaf's own
     gradient, held by nothing else, in one process), else None."""
-    if getattr(value, "_node", True) is not None or not getattr(value, "requires_grad", False):
+    if not isinstance(value, TileTensor) or value._node is not None or not value.requires_grad:
         return None
     grad = value.grad
     if grad is None or _shared.get(id(grad)) is grad or placement.distributed():
@@ -199,25 +213,30 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
                 f"only a single-element output gets an implicit 1"
             )
         grad = ones_like(root)
-    if root._node is None:
+    root_node, root._node = root._node, None  # the graph is consumed (no retain_graph)
+    if root_node is None or root_node.ctx is None:
         with no_grad():
             accumulate_grad(root, grad)
         return
-    grads: dict[int, TileTensor] = {id(root): grad}
+    grads: dict[int, TileTensor] = {id(root_node): grad}
     with no_grad():
-        for tensor in reversed(_topological_order(root)):
-            g = grads.pop(id(tensor), None)
-            node = tensor._node
-            tensor._node = None  # the graph is consumed (no retain_graph)
+        for node in reversed(_topological_order(root_node)):
+            g = grads.pop(id(node), None)
+            ctx, node.ctx = node.ctx, None  # saved activations are released after this rule
             if g is None:
                 continue
+            if ctx is None:
+                raise RuntimeError(
+                    f"backward() reached the {node.function.__name__} node, whose graph an "
+                    f"earlier backward() consumed (numtile keeps no graph: no retain_graph)"
+                )
             if node.function.adds_into_leaves:
-                node.ctx.leaf_grads = tuple(_own_grad(value) for value in node.inputs)
-            input_grads = node.function.backward(node.ctx, g)
+                ctx.leaf_grads = tuple(_own_grad(value) for value in node.inputs)
+            input_grads = node.function.backward(ctx, g)
+            del ctx
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)
             _mark_shared(input_grads)
-            node.ctx = None  # saved activations are released here, tiles recycled
             for value, value_grad in zip(node.inputs, input_grads):
                 if value_grad is None or not getattr(value, "requires_grad", False):
                     continue
@@ -225,7 +244,7 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
                     value_grad = real(value_grad)  # PyTorch's convention: a real input
                 if NARROW in (value.dtype, value_grad.dtype) and value_grad.dtype != value.dtype:
                     value_grad = astype(value_grad, value.dtype)  # as torch: grads take its dtype
-                if value._node is None:
+                if not isinstance(value, Node):
                     accumulate_grad(value, value_grad)
                 elif id(value) in grads:
                     grads[id(value)] = add(grads[id(value)], value_grad)

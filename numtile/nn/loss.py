@@ -10,15 +10,16 @@ import numpy as np
 from numtile.autograd.tape import Function
 from numtile.nn.functional import BF16_MIXED, _bf16_able, _to_bf16, linear
 from numtile.tiletensor.creation import from_numpy
+from numtile.tiletensor.dtypes import bfloat16
 from numtile.tiletensor.fused.lm_head import (
-    head_logits,
     linear_cross_entropy_backward,
+    linear_cross_entropy_forward,
     logit_columns,
 )
 from numtile.tiletensor.fused.loss import IGNORE, cross_entropy_backward, cross_entropy_forward
 from numtile.tiletensor.fused.rows import match_last_tile
 from numtile.tiletensor.manipulation import retile
-from numtile.tiletensor.placement import distributed
+from numtile.tiletensor.placement import distributed, host_memory_limited
 from numtile.tiletensor.precision import gemm_rounding
 from numtile.tiletensor.tensor import TileTensor
 
@@ -55,10 +56,11 @@ class LinearCrossEntropy(Function):
         ctx.rounding = gemm_rounding()
         if ctx.rounding == BF16_MIXED and _bf16_able(x, weight, None):
             x = _to_bf16(x, share=True)  # W is cast a tile row at a time
-        logits = head_logits(x, weight, ctx.rounding)
-        loss, m, s = cross_entropy_forward(logits, targets, count)
-        # W itself is kept, not its bfloat16 copy (as ``LinearFunction`` does)
-        ctx.save_for_backward(x, weight, logits, targets, m, s)
+        loss, m, s, logits = linear_cross_entropy_forward(x, weight, targets, count, ctx.rounding)
+        # W itself is kept, not its bfloat16 copy (as ``LinearFunction`` does); in bf16-mixed
+        # under a host memory limit not the logits either: the backward computes them again
+        kept = None if host_memory_limited() and x.dtype == bfloat16 else logits
+        ctx.save_for_backward(x, weight, kept, targets, m, s)
         sink.append(logits)
         return loss
 
@@ -66,7 +68,7 @@ class LinearCrossEntropy(Function):
     def backward(ctx, g):
         x, weight, logits, targets, m, s = ctx.saved
         ctx.saved = ()
-        columns = logit_columns(logits)
+        columns = None if logits is None else logit_columns(logits)
         del logits  # its tiles now die column by column, unless the caller holds the logits
         gx, gw = linear_cross_entropy_backward(
             columns,
@@ -94,7 +96,10 @@ def linear_cross_entropy(x: TileTensor, weight: TileTensor, targets):
     cross-entropy against ``targets`` (as ``cross_entropy``). The loss is differentiable in
     ``x`` and W; the logits are returned for reading only (a backward from them raises).
     Fused so that the backward walks the vocabulary tiles once, holding one tile's worth of
-    the logits' gradient and of W's bfloat16 copy at a time.
+    the logits' gradient and of W's bfloat16 copy at a time; drop the logits before the
+    backward and their tiles are freed as it goes. Under a host memory limit
+    (``NUMTILE_HOST_MEM_LIMIT``) the backward computes the logits again instead of keeping
+    them (a third more work in the head's GEMMs, the logits' memory free at the peak).
 
     >>> import numtile as nt, numpy as np
     >>> x = nt.ones((2, 3), tile_shape=(1, 3))

@@ -65,8 +65,8 @@ def test_fused_head_gives_only_the_gradients_asked(x_grad, w_grad):
     ref = _run(False, "bf16-mixed", x0, w0, y, x_tile, w_tile)[2]
     assert (got[0] is not None) == x_grad and (got[1] is not None) == w_grad
     for a, b in zip(got, ref):
-        if a is not None:
-            np.testing.assert_array_equal(a, b)
+        if a is not None:  # the loss's row sums fold tiles in any order: bf16 roundings
+            assert np.abs(a - b).max() <= 1e-2 * np.abs(b).max()
 
 
 def test_fused_head_matches_torch_and_logits_are_not_differentiable():

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import numtile as nt
+from numtile.autograd.tape import Node
 from numtile.nn import functional
-from numtile.nn.loss import cross_entropy
+from numtile.nn.loss import LinearCrossEntropy, cross_entropy
 from numtile.tiletensor.precision import PrecisionFallbackWarning
 from tests.nn import test_gpt2, test_llama
 
@@ -85,14 +86,13 @@ def test_norms_and_loss_read_bf16_and_compute_in_float32():
 def _saved_activations(loss):
     """(bytes by dtype of the activations the graph of ``loss`` keeps for its backward, the
     dtypes of the linear layers' saved inputs)."""
-    seen, stack, handles, by_dtype, linear_inputs = set(), [loss], set(), {}, set()
+    seen, stack, handles, by_dtype, linear_inputs = set(), [loss._node], set(), {}, set()
     while stack:
-        tensor = stack.pop()
-        node = tensor._node
-        if node is None or id(tensor) in seen:
+        node = stack.pop()  # the graph links nodes: a node's recorded inputs are their nodes
+        if id(node) in seen:
             continue
-        seen.add(id(tensor))
-        if node.function is functional.LinearFunction:
+        seen.add(id(node))
+        if node.function in (functional.LinearFunction, LinearCrossEntropy):
             linear_inputs.add(node.ctx.saved[0].dtype.name)
         for value in node.ctx.saved:
             floating = value.dtype in (np.float32, nt.bfloat16) if hasattr(value, "dtype") else 0
@@ -103,7 +103,7 @@ def _saved_activations(loss):
                         by_dtype[value.dtype.name] = (
                             by_dtype.get(value.dtype.name, 0) + handle.nbytes
                         )
-        stack.extend(v for v in node.inputs if isinstance(v, nt.TileTensor))
+        stack.extend(v for v in node.inputs if isinstance(v, Node))
     return by_dtype, linear_inputs
 
 

@@ -20,9 +20,16 @@ def _cast(ops, x, out):
     narrow.cast(ops, x.reshape(-1), out.reshape(-1))
 
 
+def _cast_after(ops, x, after, out):
+    narrow.cast(ops, x.reshape(-1), out.reshape(-1))
+
+
 fill = Codelet("fill", kernel=_fill)
 copy_strided = Codelet("copy_strided", kernel=_copy_strided)
 cast = Codelet("cast", kernel=_cast)
+# a cast that also reads ``after`` (unused), so it waits for that tile's writer: a copy of
+# a ready tile made just before its use instead of whenever a worker is free
+cast_after = Codelet("cast_after", kernel=_cast_after)
 
 
 def _batched(tile):

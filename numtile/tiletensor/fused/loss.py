@@ -33,26 +33,40 @@ def cross_entropy_forward(logits: TileTensor, targets: TileTensor, count: int):
     >>> bool(abs(loss.item() - np.log(4)) < 1e-12)
     True
     """
-    runtime = get_runtime()
-    m, s, picked = row_stats(logits, -np.inf), row_stats(logits), row_stats(logits)
-    v_starts = logits.layout.starts[-1]
+    stats = loss_stats(logits)
     for lead in lead_indices(logits):
-        t = targets.tile(lead)
         for v in range(logits.grid[-1]):
-            tile = logits.tile(lead + (v,))
-            runtime.submit(
-                codelets.nn.logsumexp, [(tile, R), (m.tile(lead), ACC), (s.tile(lead), ACC)]
-            )
-            runtime.submit(
-                codelets.nn.cross_entropy_pick,
-                [(tile, R), (t, R), (picked.tile(lead), ACC)],
-                (v_starts[v],),
-            )
+            add_loss_stats(stats, logits, targets, lead, v)
+    return finish_loss(stats, targets, count, logits.dtype)
+
+
+def loss_stats(logits: TileTensor) -> tuple[TileTensor, TileTensor, TileTensor]:
+    """Each row's running max ``m``, sum ``s`` of exp(logit - m) and target logit, before the
+    first vocabulary tile."""
+    return row_stats(logits, -np.inf), row_stats(logits), row_stats(logits)
+
+
+def add_loss_stats(stats, logits: TileTensor, targets: TileTensor, lead, v: int) -> None:
+    """Fold logits tile ``lead + (v,)`` into ``stats`` (``loss_stats``), in any order."""
+    runtime = get_runtime()
+    tile = logits.tile(lead + (v,))
+    m, s, picked = (t.tile(lead) for t in stats)
+    runtime.submit(codelets.nn.logsumexp, [(tile, R), (m, ACC), (s, ACC)])
+    runtime.submit(
+        codelets.nn.cross_entropy_pick,
+        [(tile, R), (targets.tile(lead), R), (picked, ACC)],
+        (logits.layout.starts[-1][v],),
+    )
+
+
+def finish_loss(stats, targets: TileTensor, count: int, dtype):
+    """(loss, m, s) once every logits tile is in ``stats``, for logits of ``dtype``."""
+    m, s, picked = stats
     row_loss = subtract(add(m, log(s)), picked)
     mask = astype(not_equal(targets, IGNORE), np.float64)
     total = tensor_sum(multiply(row_loss, mask))
     # a bfloat16 loss would keep 3 digits: float32, as autocast computes the loss
-    loss_dtype = np.float32 if logits.dtype == bfloat16 else logits.dtype
+    loss_dtype = np.float32 if dtype == bfloat16 else dtype
     return astype(multiply(total, 1.0 / count), loss_dtype), m, s
 
 
