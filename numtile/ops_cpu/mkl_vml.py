@@ -46,9 +46,10 @@ float32 power stays VML's (2026-12-06, one thread, ns an element, interleaved ro
 1-4): ``fastmath_pow``'s float64 kernel reduced to the fast path of a block kernel (positive
 normal bases, finite exponents, no sign or special-value selects) takes 2.3-2.4 in L1 and 2.3
 at 4M with streamed stores, 2.17 with Estrin's scheme and the clamp moved to a select at the
-end; VML 1.1-1.44. These cores retire about one 512-bit float64 FMA per 0.062 ns an element
-(float32: 0.030), and a table-free 2**(b log2 a) within 1 ulp needs about 33 float64
-operations (a float32 double-float version about 70 float32 ones): near 2 ns either way. The
+end; VML 1.1-1.44. A chain of 512-bit FMAs costs 0.07-0.09 ns an element an FMA in float64
+and 0.03-0.036 in float32 here, and a table-free 2**(b log2 a) within 1 ulp needs about 33
+float64 operations (a float32 double-float version about 70 float32 ones): near 2 ns either
+way. The
 2x over VML that float32 x ** y needs for 0.5x dask.array's time takes table lookups in
 registers (vpermps/vpermt2ps, as SVML's and VML's kernels use), which LLVM's vectoriser does
 not make from scalar code.
