@@ -146,6 +146,26 @@ def test_odd_sizes_offsets_and_in_place(name):
                     assert np.nanmax(_ulps(in_place, source, name)) <= 1.1
 
 
+@pytest.mark.parametrize("name", sorted(NUMPY))
+def test_prefetched_blocks_give_the_bits_of_the_ordinary_loop(name):
+    """Tiles of several prefetch blocks (exp's streamed loop goes a PREFETCH_BLOCK at a time),
+    from an odd offset, with special values in a middle block and in the last elements: the
+    streamed tile has the bits of the ordinary one, and NumPy's special values."""
+    rng = np.random.default_rng(11)
+    size = 3 * fastmath_blocks.PREFETCH_BLOCK + 1029
+    raw = rng.uniform(-5, 5, size + 16).astype(F32)
+    x = raw[5 : 5 + size]
+    x[fastmath_blocks.PREFETCH_BLOCK + 700] = np.inf
+    x[-3:] = (np.nan, -np.inf, 3e5)
+    streamed, ordinary = _unary(name, x, True), _unary(name, x, False)
+    np.testing.assert_array_equal(streamed.view(np.int32), ordinary.view(np.int32))
+    with np.errstate(all="ignore"):
+        expected = NUMPY[name](x)
+    special = ~np.isfinite(x)
+    np.testing.assert_array_equal(streamed[special], expected[special])
+    assert np.nanmax(_ulps(streamed[~special], x[~special], name)) <= 1.0
+
+
 def test_other_dtypes_keep_their_kernels():
     """float64 (when VML does not take it) and float32 into float64 go through exp_of and
     map_reduced, as before; the float32 limits are those the kernels are exact below."""
@@ -172,3 +192,4 @@ def test_the_streamed_loop_stores_whole_vectors_non_temporally():
     np.testing.assert_array_equal(out.view(np.int32), _unary("exp", x, False).view(np.int32))
     assembly = streamed_exp.inspect_asm(streamed_exp.signatures[0])
     assert re.search(r"vmovnt\w+\s+%zmm", assembly) and "sfence" in assembly
+    assert "prefetcht0" in assembly  # exp's input is prefetched a block ahead
