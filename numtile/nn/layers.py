@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from numtile.nn import functional
+from numtile.nn.activated import activated_linear
 from numtile.nn.module import Module, parameter
 from numtile.tiletensor.creation import ones, zeros
-from numtile.tiletensor.elementwise import gelu_tanh
 from numtile.tiletensor.layout import current_config
 from numtile.tiletensor.random import normal
 from numtile.tiletensor.tensor import TileTensor
@@ -143,6 +143,17 @@ class ModuleList(Module):
         return len(self._modules)
 
 
+def _activated(layer: Linear, activation: str, *inputs: TileTensor) -> TileTensor:
+    """``layer(act(*inputs))`` through ``activated_linear``."""
+    return activated_linear(
+        activation,
+        inputs,
+        layer.weight,
+        layer.bias,
+        transposed=layer.weight_layout == "out_in",
+    )
+
+
 class MLP(Module):
     """GPT-2's feed-forward block: ``c_proj(gelu_tanh(c_fc(x)))`` with a 4x wider inner layer.
 
@@ -169,7 +180,8 @@ class MLP(Module):
         )
 
     def forward(self, x: TileTensor) -> TileTensor:
-        return self.c_proj(gelu_tanh(self.c_fc(x)))
+        # in bf16-mixed, c_proj's weight gradient recomputes gelu_tanh(h) rather than keep it
+        return _activated(self.c_proj, "gelu_tanh", self.c_fc(x))
 
 
 class GatedMLP(Module):
@@ -210,8 +222,9 @@ class GatedMLP(Module):
 
     def forward(self, x: TileTensor) -> TileTensor:
         with functional.shared_bf16_casts():  # bf16-mixed: x cast once for gate and up
-            hidden = functional.swiglu(self.gate_proj(x), self.up_proj(x))
-        return self.down_proj(hidden)
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        # in bf16-mixed, down_proj's weight gradient recomputes swiglu(gate, up) (see MLP)
+        return _activated(self.down_proj, "swiglu", gate, up)
 
 
 class TiedHead(Module):

@@ -8,6 +8,7 @@ performance models of ``dmda`` tell the ops apart.
 """
 
 from numtile.tiletensor.codelets import (
+    activated,
     copy,
     decode,
     elementwise,
@@ -21,6 +22,7 @@ from numtile.tiletensor.codelets import (
 )
 
 __all__ = [
+    "activated",
     "copy",
     "decode",
     "elementwise",

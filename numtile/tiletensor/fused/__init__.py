@@ -5,6 +5,7 @@ record gradients themselves.
 """
 
 from numtile.tiletensor.fused import (
+    activated,
     attention,
     embedding,
     linear,
@@ -15,4 +16,14 @@ from numtile.tiletensor.fused import (
     swiglu,
 )
 
-__all__ = ["attention", "embedding", "linear", "loss", "norm", "optim", "rope", "swiglu"]
+__all__ = [
+    "activated",
+    "attention",
+    "embedding",
+    "linear",
+    "loss",
+    "norm",
+    "optim",
+    "rope",
+    "swiglu",
+]
