@@ -67,6 +67,13 @@ class Linear(Module):
             x, self.weight, self.bias, transposed=self.weight_layout == "out_in"
         )
 
+    def activated(self, activation: str, *inputs: TileTensor) -> TileTensor:
+        """``self(act(*inputs))`` for act ``"gelu_tanh"`` of one input or ``"swiglu"`` of
+        (gate, up) (``activated_linear``): in bf16-mixed, ``act(*inputs)`` is not kept for
+        the backward, the weight gradient recomputes it."""
+        transposed = self.weight_layout == "out_in"
+        return activated_linear(activation, inputs, self.weight, self.bias, transposed=transposed)
+
 
 class LayerNorm(Module):
     """Layer normalisation over the last axis (``weight``/``bias`` as in torch and HF).
@@ -143,17 +150,6 @@ class ModuleList(Module):
         return len(self._modules)
 
 
-def _activated(layer: Linear, activation: str, *inputs: TileTensor) -> TileTensor:
-    """``layer(act(*inputs))`` through ``activated_linear``."""
-    return activated_linear(
-        activation,
-        inputs,
-        layer.weight,
-        layer.bias,
-        transposed=layer.weight_layout == "out_in",
-    )
-
-
 class MLP(Module):
     """GPT-2's feed-forward block: ``c_proj(gelu_tanh(c_fc(x)))`` with a 4x wider inner layer.
 
@@ -181,7 +177,7 @@ class MLP(Module):
 
     def forward(self, x: TileTensor) -> TileTensor:
         # in bf16-mixed, c_proj's weight gradient recomputes gelu_tanh(h) rather than keep it
-        return _activated(self.c_proj, "gelu_tanh", self.c_fc(x))
+        return self.c_proj.activated("gelu_tanh", self.c_fc(x))
 
 
 class GatedMLP(Module):
@@ -224,7 +220,7 @@ class GatedMLP(Module):
         with functional.shared_bf16_casts():  # bf16-mixed: x cast once for gate and up
             gate, up = self.gate_proj(x), self.up_proj(x)
         # in bf16-mixed, down_proj's weight gradient recomputes swiglu(gate, up) (see MLP)
-        return _activated(self.down_proj, "swiglu", gate, up)
+        return self.down_proj.activated("swiglu", gate, up)
 
 
 class TiedHead(Module):
