@@ -37,8 +37,9 @@ def logit_columns(logits: TileTensor) -> list[list[DataHandle]]:
 def linear_cross_entropy_forward(
     x: TileTensor, weight: TileTensor, targets: TileTensor, count: int, rounding=None
 ):
-    """(loss, m, s, logits) of ``cross_entropy(x @ W^T, targets)`` (as ``cross_entropy_forward``
-    of ``linear_forward(x, W, transposed=True, rounding)``'s logits, the same bits), a
+    """(loss, m, s, logits) of ``cross_entropy(x @ W^T, targets)``, as
+    ``cross_entropy_forward`` of ``linear_forward(x, W, transposed=True, rounding)``'s logits
+    (the same logits bits; the row statistics fold tiles in any order, as there), computed a
     vocabulary tile at a time: each logits column is folded into the loss's row statistics
     right after its products, so logits the caller drops die column by column; for bfloat16
     ``x``, W's tile row v is cast to bfloat16 just before its products (one tile row of the
