@@ -20,7 +20,7 @@ from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.dtypes import bfloat16
 from numtile.tiletensor.fused.linear import GemmSum, _rounding
-from numtile.tiletensor.fused.loss import add_loss_stats, finish_loss, loss_stats
+from numtile.tiletensor.fused.loss import add_loss_grad, add_loss_stats, finish_loss, loss_stats
 from numtile.tiletensor.fused.rows import lead_indices
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
@@ -102,7 +102,6 @@ def linear_cross_entropy_backward(
         for lead in (leads if gx is not None else ())
     ]
     logit_rounding = _rounding(rounding, x.dtype)
-    grad_tile = grad.handles[0]
     behind: list[DataHandle] = []
     if columns is not None:
         columns.reverse()  # popped from the end: vocabulary tile 0 first
@@ -121,18 +120,7 @@ def linear_cross_entropy_backward(
             else:
                 tile = logit_tiles[i]
             dl = DataHandle(tile.shape, tile.dtype)
-            runtime.submit(
-                codelets.nn.cross_entropy_backward,
-                [
-                    (tile, R),
-                    (targets.tile(lead), R),
-                    (m.tile(lead), R),
-                    (s.tile(lead), R),
-                    (grad_tile, R),
-                    (dl, W),
-                ],
-                (v_starts[v], 1.0 / count),
-            )
+            add_loss_grad(tile, dl, targets, m, s, grad, count, lead, v_starts[v])
             del tile
             dlogits.append(dl)
             for k, total in enumerate(gx_sums[i] if gx_sums else ()):

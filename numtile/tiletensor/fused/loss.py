@@ -74,21 +74,34 @@ def cross_entropy_backward(logits, targets, m, s, grad: TileTensor, count: int) 
     """d(loss)/d(logits) for the 0-d ``grad`` of the loss ``cross_entropy_forward`` gave
     (of the logits' dtype: computed in float32 and rounded once for bfloat16 logits)."""
     dlogits = TileTensor(logits.layout, logits.dtype)
-    runtime = get_runtime()
-    v_starts = logits.layout.starts[-1]
-    grad_tile = grad.handles[0]
     for lead in lead_indices(logits):
         for v in range(logits.grid[-1]):
-            runtime.submit(
-                codelets.nn.cross_entropy_backward,
-                [
-                    (logits.tile(lead + (v,)), R),
-                    (targets.tile(lead), R),
-                    (m.tile(lead), R),
-                    (s.tile(lead), R),
-                    (grad_tile, R),
-                    (dlogits.tile(lead + (v,)), W),
-                ],
-                (v_starts[v], 1.0 / count),
+            add_loss_grad(
+                logits.tile(lead + (v,)),
+                dlogits.tile(lead + (v,)),
+                targets,
+                m,
+                s,
+                grad,
+                count,
+                lead,
+                logits.layout.starts[-1][v],
             )
     return dlogits
+
+
+def add_loss_grad(tile, out, targets, m, s, grad: TileTensor, count: int, lead, v_start):
+    """``out`` = the loss's gradient for logits ``tile`` (lead tile ``lead``, first vocabulary
+    id ``v_start``), from the row statistics ``m``, ``s`` and the 0-d loss gradient ``grad``."""
+    get_runtime().submit(
+        codelets.nn.cross_entropy_backward,
+        [
+            (tile, R),
+            (targets.tile(lead), R),
+            (m.tile(lead), R),
+            (s.tile(lead), R),
+            (grad.handles[0], R),
+            (out, W),
+        ],
+        (v_start, 1.0 / count),
+    )
