@@ -14,6 +14,7 @@ from numtile import ops_cpu
 from numtile.tiletensor.precision import (
     PrecisionFallbackWarning,
     cpu_fallback,
+    cpu_has_bf16_gemm,
     gemm_rounding,
     using_precision,
 )
@@ -348,22 +349,47 @@ def test_bf16_gemm_goes_to_the_library_measured_faster_for_its_inner_dimension(m
     assert precision.bf16_gemm(ops) == "widen" and precision.fused_bf16_linear(ops, 8) is None
 
 
-def test_bf16_flash_attention_is_the_float32_one_rounded_once():
+def _bf16_attention_pair(tile_shape=(1, 3, 2), seq=7):
+    """(output, gradient) of bfloat16 and of float32 flash attention on the same bf16 data."""
     from numtile.tiletensor.fused.attention import attention_backward, attention_forward
 
     rng = np.random.default_rng(4)
-    qkv = rng.standard_normal((1, 7, 12)).astype(ml_dtypes.bfloat16)
-    dout = rng.standard_normal((1, 7, 4)).astype(ml_dtypes.bfloat16)
+    qkv = rng.standard_normal((1, seq, 12)).astype(ml_dtypes.bfloat16)
+    dout = rng.standard_normal((1, seq, 4)).astype(ml_dtypes.bfloat16)
     results = {}
     for dtype in (ml_dtypes.bfloat16, np.float32):
-        x = nt.from_numpy(qkv.astype(dtype), tile_shape=(1, 3, 2))
+        x = nt.from_numpy(qkv.astype(dtype), tile_shape=tile_shape)
         out, x, lse = attention_forward(x, n_head=2, head_tile=1)
-        g = nt.from_numpy(dout.astype(dtype), tile_shape=(1, 3, 2))
+        g = nt.from_numpy(dout.astype(dtype), tile_shape=tile_shape)
         results[np.dtype(dtype).name] = (out, attention_backward(x, out, lse, g, 2, 1))
-    (out16, grad16), (out32, grad32) = results["bfloat16"], results["float32"]
+    return results["bfloat16"], results["float32"]
+
+
+def test_bf16_flash_attention_is_the_float32_one_rounded_once(monkeypatch):
+    """Without bf16 units (forced here) bfloat16 attention runs the float32 kernels on exact
+    float32 copies: its output is the float32 one rounded once."""
+    from numtile.tiletensor.codelets import nn as nn_codelets
+
+    monkeypatch.setattr(nn_codelets, "cpu_has_bf16_gemm", lambda: False)
+    (out16, grad16), (out32, grad32) = _bf16_attention_pair()
     assert out16.dtype == grad16.dtype == nt.bfloat16
     rounded = out32.to_numpy().astype(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(out16.to_numpy().astype(np.float32), rounded, rtol=2**-8)
     # the backward reads the bf16 output (as torch's does): bf16-sized differences, relative
     # to the gradient's norm where small elements cancel
     assert _rel(grad16.to_numpy().astype(np.float32), grad32.to_numpy()) < 2**-7
+
+
+@pytest.mark.skipif(
+    not (cpu_has_bf16_gemm() and ops_cpu.nn.bf16_attention_ready()),
+    reason="needs a CPU with bf16 units and oneMKL's bf16 GEMM",
+)
+@pytest.mark.parametrize("tile_shape, seq", [((1, 3, 2), 7), ((1, 16, 2), 40)])
+def test_bf16_flash_attention_on_bf16_units(tile_shape, seq):
+    """On bf16 units the products take bfloat16 P and dS (FlashAttention-2's rounding): the
+    output and gradients stay within bfloat16 error of the float32 kernels' on the same data,
+    for several key blocks per query block and one."""
+    (out16, grad16), (out32, grad32) = _bf16_attention_pair(tile_shape, seq)
+    assert out16.dtype == grad16.dtype == nt.bfloat16
+    assert _rel(out16.to_numpy().astype(np.float32), out32.to_numpy()) < 2**-7
+    assert _rel(grad16.to_numpy().astype(np.float32), grad32.to_numpy()) < 2**-6

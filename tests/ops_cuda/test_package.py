@@ -76,6 +76,10 @@ def test_every_cpu_kernel_has_a_cuda_twin_of_the_same_name(family):
     }
     # the CPU LU panel's in-place transposes and row swaps (the CUDA panel stacks its tiles)
     cpu_only |= {"getrf_tiles", "laswp_tiles", "leading_dimension"}
+    # flash attention's products on oneMKL's bf16 GEMM (a GPU runs its attention kernels on
+    # bfloat16 tiles widened to float32)
+    cpu_only |= {"attention_forward_block_bf16", "attention_backward_block_bf16"}
+    cpu_only |= {"bf16_attention_ready"}
     assert kernels(cpu) - helpers - cpu_only <= kernels(gpu)
     if family:
-        assert kernels(cpu) == kernels(gpu)
+        assert kernels(cpu) - cpu_only == kernels(gpu)

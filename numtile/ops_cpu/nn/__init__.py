@@ -13,6 +13,11 @@ from numtile.ops_cpu.nn.attention import (
     attention_forward_block,
     attention_forward_finalize,
 )
+from numtile.ops_cpu.nn.attention_bf16 import (
+    attention_backward_block_bf16,
+    attention_forward_block_bf16,
+    bf16_attention_ready,
+)
 from numtile.ops_cpu.nn.decode import (
     decode_attention_block,
     decode_attention_finalize,
@@ -54,6 +59,9 @@ __all__ = [
     "attention_forward_finalize",
     "attention_backward_delta",
     "attention_backward_block",
+    "attention_forward_block_bf16",
+    "attention_backward_block_bf16",
+    "bf16_attention_ready",
     "row_moments_accumulate",
     "layer_norm_apply",
     "layer_norm_backward_accumulate",

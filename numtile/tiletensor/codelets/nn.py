@@ -21,17 +21,33 @@ from numtile.tiletensor.codelets.narrow import (
     widen,
 )
 from numtile.tiletensor.codelets.views import flat, rows
-from numtile.tiletensor.precision import bf16_gemm, fused_bf16_linear
+from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.precision import bf16_gemm, cpu_has_bf16_gemm, fused_bf16_linear
 
 # -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
 
 
 def _attention_forward(ops, q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group=1):
-    q, k, v = _wide(ops, q, k, v)  # bfloat16 q/k/v: float32 scratch copies (exact)
+    if _on_bf16_units(ops, q, k, v):  # the products on the CPU's bf16 units, P rounded
+        kernel, (q, k, v) = ops.nn.attention_forward_block_bf16, (bits(t) for t in (q, k, v))
+    else:  # float32 products; bfloat16 q/k/v: float32 scratch copies (exact)
+        kernel, (q, k, v) = ops.nn.attention_forward_block, _wide(ops, q, k, v)
     for b in range(q.shape[0]):
-        ops.nn.attention_forward_block(
+        kernel(
             q[b], k[b], v[b], m[b], l[b], acc[b], n_heads, scale, q_start, k_start, causal, group
         )
+
+
+def _on_bf16_units(ops, *tiles) -> bool:
+    """Whether an attention task on bfloat16 ``tiles`` runs ``ops.nn``'s bf16 kernels (a CPU
+    worker whose CPU has bf16 units, with oneMKL's bf16 GEMM), not the float32 ones."""
+    ready = getattr(ops.nn, "bf16_attention_ready", None)
+    return (
+        ready is not None
+        and all(getattr(t, "dtype", None) == bfloat16 for t in tiles)
+        and cpu_has_bf16_gemm()
+        and ready()
+    )
 
 
 def _wide(ops, *tiles):
@@ -57,9 +73,13 @@ def _attention_backward(
     ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
 ):
     # dq, dk, dv: float32 accumulators, also for bfloat16 q, k, v (rounded once at the end)
-    q, k, v, dout = _wide(ops, q, k, v, dout)
+    if _on_bf16_units(ops, q, k, v, dout):
+        kernel = ops.nn.attention_backward_block_bf16
+        q, k, v, dout = (bits(t) for t in (q, k, v, dout))
+    else:
+        kernel, (q, k, v, dout) = ops.nn.attention_backward_block, _wide(ops, q, k, v, dout)
     for b in range(q.shape[0]):
-        ops.nn.attention_backward_block(
+        kernel(
             q[b],
             k[b],
             v[b],
