@@ -137,6 +137,19 @@ class Function:
         return out
 
 
+class Later:
+    """A leaf's gradient that a rule leaves to the end of its backward: ``compute()`` submits it
+    (returning the gradient, or None when it added into ``ctx.leaf_grads``) when the tape
+    reaches the next node that reads the leaf, or after the last node. A rule may return one
+    when ``ctx.may_defer`` and holding the gradient now costs memory that the rest of the
+    backward needs (GPT-2's tied table, 154 MiB, while every activation is alive)."""
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute) -> None:
+        self.compute = compute
+
+
 def _topological_order(root: Node) -> list[Node]:
     """The nodes ``root`` depends on, each after every node its output feeds."""
     order, seen = [], set()
@@ -200,8 +213,28 @@ def accumulate_grad(leaf: TileTensor, grad: TileTensor) -> None:
         accumulate(leaf.grad, grad)
 
 
-def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
-    """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` that requires a gradient."""
+def _last_uses(order: list[Node]) -> dict[int, list[TileTensor]]:
+    """Position in ``reversed(order)`` of the last node reading each leaf that requires a
+    gradient -> those leaves: after that node's rule, no more gradient comes to them."""
+    last: dict[int, tuple[int, TileTensor]] = {}
+    for position, node in enumerate(reversed(order)):
+        for value in node.inputs:
+            if isinstance(value, TileTensor) and value.requires_grad:
+                last[id(value)] = (position, value)
+    done: dict[int, list[TileTensor]] = {}
+    for position, leaf in last.values():
+        done.setdefault(position, []).append(leaf)
+    return done
+
+
+def backward(root: TileTensor, grad: TileTensor | None = None, *, on_leaf_done=None) -> None:
+    """Accumulate d(root)/d(leaf) into every leaf's ``.grad`` that requires a gradient.
+
+    ``on_leaf_done(leaf)`` (optional) is called for each leaf as soon as the rules of every
+    node that reads it have been submitted: its ``.grad`` is then complete (as tasks: work on
+    it is ordered after them by the runtime) while the rest of the backward goes on. An
+    optimizer updates the leaf there and drops its gradient (``Optimizer.step_in_backward``).
+    """
     if not root.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad")
     if grad is not None:
@@ -217,36 +250,79 @@ def backward(root: TileTensor, grad: TileTensor | None = None) -> None:
     if root_node is None or root_node.ctx is None:
         with no_grad():
             accumulate_grad(root, grad)
+            if on_leaf_done is not None:
+                on_leaf_done(root)
         return
     grads: dict[int, TileTensor] = {id(root_node): grad}
+    order = _topological_order(root_node)
+    leaves_done = _last_uses(order) if on_leaf_done is not None else {}
+    later: dict[int, tuple[TileTensor, Later]] = {}  # leaf id -> its deferred gradient
     with no_grad():
-        for node in reversed(_topological_order(root_node)):
-            g = grads.pop(id(node), None)
-            ctx, node.ctx = node.ctx, None  # saved activations are released after this rule
-            if g is None:
-                continue
-            if ctx is None:
-                raise RuntimeError(
-                    f"backward() reached the {node.function.__name__} node, whose graph an "
-                    f"earlier backward() consumed (numtile keeps no graph: no retain_graph)"
-                )
-            if node.function.adds_into_leaves:
-                ctx.leaf_grads = tuple(_own_grad(value) for value in node.inputs)
-            input_grads = node.function.backward(ctx, g)
-            del ctx
-            if not isinstance(input_grads, tuple):
-                input_grads = (input_grads,)
-            _mark_shared(input_grads)
-            for value, value_grad in zip(node.inputs, input_grads):
-                if value_grad is None or not getattr(value, "requires_grad", False):
-                    continue
-                if value_grad.dtype.kind == "c" and value.dtype.kind != "c":
-                    value_grad = real(value_grad)  # PyTorch's convention: a real input
-                if NARROW in (value.dtype, value_grad.dtype) and value_grad.dtype != value.dtype:
-                    value_grad = astype(value_grad, value.dtype)  # as torch: grads take its dtype
-                if not isinstance(value, Node):
-                    accumulate_grad(value, value_grad)
-                elif id(value) in grads:
-                    grads[id(value)] = add(grads[id(value)], value_grad)
-                else:
-                    grads[id(value)] = value_grad
+        for position, node in enumerate(reversed(order)):
+            for value in node.inputs:  # a deferred gradient is due before the leaf's next reader
+                if id(value) in later:
+                    _deliver(*later.pop(id(value)), grads)
+            _run_rule(node, grads, later, defer=on_leaf_done is not None)
+            for leaf in leaves_done.get(position, ()):
+                if id(leaf) not in later:
+                    on_leaf_done(leaf)
+        for leaf, gradient in list(later.values()):
+            _deliver(leaf, gradient, grads)
+            if on_leaf_done is not None:
+                on_leaf_done(leaf)
+
+
+def _run_rule(node: Node, grads: dict[int, TileTensor], later: dict, defer: bool) -> None:
+    """Submit ``node``'s backward rule on its gradient (taken from ``grads``) and pass the
+    gradients of its inputs on: into ``grads`` for recorded ones, into leaves' ``.grad`` (a
+    ``Later`` one of a leaf into ``later``). ``ctx.may_defer`` tells the rule whether leaf
+    gradients are consumed during the backward (``on_leaf_done``): only then does leaving one
+    to the end spare memory, rather than move the peak to where every gradient is held."""
+    g = grads.pop(id(node), None)
+    ctx, node.ctx = node.ctx, None  # saved activations are released after this rule
+    if g is None:
+        return
+    if ctx is None:
+        raise RuntimeError(
+            f"backward() reached the {node.function.__name__} node, whose graph an "
+            f"earlier backward() consumed (numtile keeps no graph: no retain_graph)"
+        )
+    if node.function.adds_into_leaves:
+        ctx.leaf_grads = tuple(_own_grad(value) for value in node.inputs)
+    ctx.may_defer = defer
+    input_grads = node.function.backward(ctx, g)
+    del ctx
+    if not isinstance(input_grads, tuple):
+        input_grads = (input_grads,)
+    _mark_shared(input_grads)
+    for value, value_grad in zip(node.inputs, input_grads):
+        if value_grad is None or not getattr(value, "requires_grad", False):
+            continue
+        if isinstance(value_grad, Later):
+            if id(value) in later:  # one waits per leaf: an earlier one is computed now
+                _deliver(*later.pop(id(value)), grads)
+            if isinstance(value, Node):  # only a leaf's gradient waits
+                _deliver(value, value_grad, grads)
+            else:
+                later[id(value)] = (value, value_grad)
+            continue
+        _deliver(value, value_grad, grads)
+
+
+def _deliver(value, value_grad, grads: dict[int, TileTensor]) -> None:
+    """Hand one input's gradient on: summed into ``grads`` for a recorded input, accumulated
+    into a leaf's ``.grad``; a ``Later`` one computed first."""
+    if isinstance(value_grad, Later):
+        value_grad = value_grad.compute()
+        if value_grad is None:
+            return
+    if value_grad.dtype.kind == "c" and value.dtype.kind != "c":
+        value_grad = real(value_grad)  # PyTorch's convention: a real input
+    if NARROW in (value.dtype, value_grad.dtype) and value_grad.dtype != value.dtype:
+        value_grad = astype(value_grad, value.dtype)  # as torch: grads take its dtype
+    if not isinstance(value, Node):
+        accumulate_grad(value, value_grad)
+    elif id(value) in grads:
+        grads[id(value)] = add(grads[id(value)], value_grad)
+    else:
+        grads[id(value)] = value_grad

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numtile.autograd.tape import Function
+from numtile.autograd.tape import Function, Later
 from numtile.nn.functional import BF16_MIXED, _bf16_able, _to_bf16, linear
 from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.dtypes import bfloat16
@@ -69,22 +69,33 @@ class LinearCrossEntropy(Function):
         x, weight, logits, targets, m, s = ctx.saved
         ctx.saved = ()
         columns = None if logits is None else logit_columns(logits)
+        # computing the logits again anyway (under a host limit), with gradients consumed as
+        # the backward goes (``Optimizer.step_in_backward``), W's gradient is left to the end
+        # of the backward, when the activations are gone: one more pass of the head's GEMMs
+        # instead of W's float32 gradient held through the whole backward
+        later = columns is None and ctx.x_grad and ctx.weight_grad and ctx.may_defer
         del logits  # its tiles now die column by column, unless the caller holds the logits
-        gx, gw = linear_cross_entropy_backward(
-            columns,
-            x,
-            weight,
-            targets,
-            m,
-            s,
-            g,
-            ctx.count,
-            x_dtype=ctx.x_dtype,
-            weight_dtype=ctx.weight_dtype,
-            want_x=ctx.x_grad,
-            want_weight=ctx.weight_grad,
-            rounding=ctx.rounding,
-        )
+
+        def grads(want_x, want_weight):
+            return linear_cross_entropy_backward(
+                columns,
+                x,
+                weight,
+                targets,
+                m,
+                s,
+                g,
+                ctx.count,
+                x_dtype=ctx.x_dtype,
+                weight_dtype=ctx.weight_dtype,
+                want_x=want_x,
+                want_weight=want_weight,
+                rounding=ctx.rounding,
+            )
+
+        gx, gw = grads(ctx.x_grad, ctx.weight_grad and not later)
+        if later:
+            gw = Later(lambda: grads(False, True)[1])
         if gx is not None:
             gx = retile(gx, ctx.x_tiles)
         return gx, gw, None, None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from numtile.autograd.tape import backward
 from numtile.tiletensor.creation import zeros
 from numtile.tiletensor.elementwise import multiply
 from numtile.tiletensor.fused.optim import adamw_step, sgd_step
-from numtile.tiletensor.placement import host_memory_limited, wait_tensors
+from numtile.tiletensor.placement import distributed, host_memory_limited, wait_tensors
 from numtile.tiletensor.reduction import sum_of_squares
 from numtile.tiletensor.tensor import TileTensor
 
@@ -40,6 +41,60 @@ class Optimizer:
 
     def zero_grad(self) -> None:
         for p in self.parameters():
+            p.grad = None
+
+    def step(self) -> None:
+        """Update every parameter that has a gradient."""
+        self.step_count += 1
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group)
+
+    def _update(self, p: TileTensor, group: dict) -> None:
+        raise NotImplementedError
+
+    def step_in_backward(self, loss: TileTensor) -> None:
+        """``loss.backward(); self.step(); self.zero_grad()`` in one pass: each parameter is
+        updated, and its gradient dropped, as soon as the backward has submitted the last
+        rule that adds to that gradient, while the rest of the backward runs.
+
+        The updates are the same numbers as step()'s (the update tasks read the completed
+        gradients: the runtime orders them after every task that adds to them), but the
+        gradients never all exist at once, and the optimizer's memory-bound tasks run beside
+        the backward's GEMMs instead of after them. Not for what needs every gradient before
+        any update: clipping by the global norm, accumulating gradients over several batches
+        (for those, call backward() and step()). A parameter that the loss does not reach
+        keeps the gradient it had, and is updated with it, as step() would. Under MPI it runs
+        backward(), step() and zero_grad().
+
+        >>> import numtile as nt
+        >>> w = nt.ones((3,)).requires_grad_()
+        >>> opt = SGD([w], lr=0.5)
+        >>> opt.step_in_backward((w * w).sum())
+        >>> w.to_numpy().tolist(), w.grad
+        ([0.0, 0.0, 0.0], None)
+        """
+        if distributed():
+            backward(loss)
+            self.step()
+            self.zero_grad()
+            return
+        self.step_count += 1
+        groups = {id(p): group for group in self.param_groups for p in group["params"]}
+        updated: set[int] = set()
+
+        def update(leaf: TileTensor) -> None:
+            group = groups.get(id(leaf))
+            if group is not None and leaf.grad is not None and id(leaf) not in updated:
+                self._update(leaf, group)
+                leaf.grad = None
+                updated.add(id(leaf))
+
+        backward(loss, on_leaf_done=update)
+        for p in self.parameters():  # beyond the loss's graph: as step() and zero_grad()
+            if p.grad is not None and id(p) not in updated:
+                update(p)
             p.grad = None
 
     @property
@@ -86,30 +141,24 @@ class AdamW(Optimizer):
             )
         return self.state[id(p)]
 
-    def step(self) -> None:
-        self.step_count += 1
+    def _update(self, p: TileTensor, group: dict) -> None:
+        exp_avg, exp_avg_sq = self._moments(p)
+        adamw_step(
+            p,
+            p.grad,
+            exp_avg,
+            exp_avg_sq,
+            lr=group["lr"],
+            betas=group["betas"],
+            eps=group["eps"],
+            weight_decay=group["weight_decay"],
+            step=self.step_count,
+        )
         # under a host memory limit the moments, read once a step, are the first tiles to
         # leave RAM after their update (before the weights the next forward reads)
-        spill_moments = host_memory_limited()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                exp_avg, exp_avg_sq = self._moments(p)
-                adamw_step(
-                    p,
-                    p.grad,
-                    exp_avg,
-                    exp_avg_sq,
-                    lr=group["lr"],
-                    betas=group["betas"],
-                    eps=group["eps"],
-                    weight_decay=group["weight_decay"],
-                    step=self.step_count,
-                )
-                if spill_moments:
-                    exp_avg.wont_use()
-                    exp_avg_sq.wont_use()
+        if host_memory_limited():
+            exp_avg.wont_use()
+            exp_avg_sq.wont_use()
 
 
 class SGD(Optimizer):
@@ -117,12 +166,8 @@ class SGD(Optimizer):
 
     defaults = {"lr": 1e-2}
 
-    def step(self) -> None:
-        self.step_count += 1
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    sgd_step(p, p.grad, lr=group["lr"])
+    def _update(self, p: TileTensor, group: dict) -> None:
+        sgd_step(p, p.grad, lr=group["lr"])
 
 
 def cosine_schedule(step: int, *, lr: float, warmup: int, total: int, min_lr: float = 0.0):

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 import numtile as nt
+from numtile.autograd import tape
+from numtile.autograd.tape import Later
 from numtile.nn import optim
 
 
@@ -71,3 +73,74 @@ def test_schedule_and_bad_hyperparameters():
         optim.AdamW([w], lr=-1.0)
     with pytest.raises(TypeError, match="require gradients"):
         optim.AdamW([nt.ones((2,))])
+
+
+@pytest.mark.parametrize("mode", ["fp32", "bf16-mixed", "bf16-mixed, host limit"])
+@pytest.mark.parametrize("make", [
+    lambda params: optim.AdamW(params, lr=1e-2, weight_decay=0.1),
+    lambda params: optim.SGD(params, lr=0.1),  # linear in the gradient: a partial one shows
+], ids=["adamw", "sgd"])  # fmt: skip
+def test_step_in_backward_matches_backward_then_step_on_gpt2(mode, make, monkeypatch):
+    """GPT-2 (tied embedding): updates made during the backward equal backward(); step();
+    zero_grad() over three steps, and leave no gradient; under a host memory limit (bf16
+    logits computed again in the backward) the head's weight gradient is left to the end of
+    the backward (``tape.Later``), after the embedding's. (Adam turns the last-bit differences
+    of gradient sums, which vary from run to run, into ~1e-6 differences of near-zero
+    entries: hence its absolute tolerance.)"""
+    from numtile.nn import loss as loss_module
+    from tests.nn.test_gpt2 import TILINGS, _batch, _pair
+
+    mode, limited = mode.split(", ")[0], mode.endswith("limit")
+    monkeypatch.setattr(loss_module, "host_memory_limited", lambda: limited)
+    deferred = []
+    monkeypatch.setattr(loss_module, "Later", lambda compute: deferred.append(1) or Later(compute))
+    models = [_pair("float32", TILINGS[1])[0] for _ in range(2)]
+    opts = []
+    for model in models:
+        model.set_precision(mode)
+        opts.append(make(model.parameters()))
+    for step in range(3):
+        idx, targets = _batch(step)
+        reference, fused = (model(idx, targets)[1] for model in models)
+        reference.backward()
+        opts[0].step()
+        opts[0].zero_grad()
+        opts[1].step_in_backward(fused)
+    assert opts[1].step_count == 3
+    for (name, p), q in zip(models[0].named_parameters(), models[1].parameters()):
+        assert q.grad is None, name
+        np.testing.assert_allclose(q.to_numpy(), p.to_numpy(), rtol=1e-5, atol=2e-5, err_msg=name)
+        if isinstance(opts[0], optim.SGD):
+            np.testing.assert_allclose(q.to_numpy(), p.to_numpy(), rtol=1e-5, atol=1e-7)
+    assert len(deferred) == (3 if limited else 0)  # once a step, in the fused runs only
+
+
+def test_step_in_backward_updates_each_parameter_once_its_gradient_is_complete():
+    """y = w2 * (w1 * x): w2's gradient is complete after the outer product's rule, before
+    w1's exists, so w2 is updated then; a parameter the loss does not reach keeps and uses
+    the gradient it had, as step() would; the updates are SGD's."""
+
+    x = nt.from_numpy(np.arange(1.0, 5.0), tile_shape=(2,))
+    w1, w2, w3 = (
+        nt.from_numpy(np.full(4, v), tile_shape=(2,)).requires_grad_() for v in (2.0, 3.0, 4.0)
+    )
+    w3.grad = nt.from_numpy(np.ones(4), tile_shape=(2,))
+    seen = []
+    opt = optim.SGD([w1, w2, w3], lr=0.1)
+    update = opt._update
+
+    def record(p, group):
+        seen.append((p is w2, w1.grad is None))
+        update(p, group)
+
+    opt._update = record
+    opt.step_in_backward((w2 * (w1 * x)).sum())
+    assert seen[:2] == [(True, True), (False, False)]  # w2 first, while w1 had no gradient
+    np.testing.assert_allclose(w1.to_numpy(), 2 - 0.1 * 3 * np.arange(1.0, 5.0))
+    np.testing.assert_allclose(w2.to_numpy(), 3 - 0.1 * 2 * np.arange(1.0, 5.0))
+    np.testing.assert_allclose(w3.to_numpy(), np.full(4, 3.9))
+    assert w1.grad is None and w2.grad is None and w3.grad is None
+    calls = []
+    y = (w1 * w1).sum()
+    tape.backward(y, on_leaf_done=calls.append)  # the hook alone: gradients stay
+    assert calls == [w1] and w1.grad is not None
