@@ -14,6 +14,13 @@ With ``--precision bf16-mixed`` the PyTorch side runs forward and loss under
 ``gemm_bf16`` kernel, measured in the same run). ``fp32-fast-bf16`` and ``tf32`` have no CPU
 counterpart in PyTorch: its side stays float32 there.
 
+numtile's side updates each parameter during the backward (``opt.step_in_backward(loss)``: the
+same AdamW updates as ``loss.backward(); opt.step(); opt.zero_grad()``, each made as soon as
+that parameter's gradient is complete, so the gradients never all exist at once and the
+optimizer's tasks run beside the backward's GEMMs); ``--separate-step`` runs the classic loop
+instead. PyTorch's side runs the classic loop (PyTorch can fuse it through
+``register_post_accumulate_grad_hook``, which transformers' training loops do not use).
+
 Usage: python bench/compare_gpt_train.py [--configs gpt2-mini,gpt2-small,llama-mini,llama-small]
        [--steps 4] [--torch-steps 1] [--precision fp32|bf16-mixed|fp32-fast-bf16|tf32]
        [--host-mem-limit SIZE | --host-mem-limit gpt2-small=1200MiB,llama-small=1GiB]
@@ -114,7 +121,7 @@ WORKER = r"""
 import json, resource, statistics, sys, time
 import numpy as np
 spec = json.loads(sys.argv[1]); framework = sys.argv[2]; steps = int(sys.argv[3])
-cores = int(sys.argv[4]); precision = sys.argv[5]
+cores = int(sys.argv[4]); precision = sys.argv[5]; separate = sys.argv[6] == "separate"
 import contextlib, warnings
 warnings.simplefilter("ignore")
 model_cfg, B, T = spec["model"], spec["batch"], spec["seq"]
@@ -164,7 +171,10 @@ else:
     for x, y in batches:
         start = time.perf_counter()
         loss = model(x, y)[1]  # logits dropped: freed tile by tile
-        loss.backward(); opt.step(); opt.zero_grad()
+        if separate:
+            loss.backward(); opt.step(); opt.zero_grad()
+        else:
+            opt.step_in_backward(loss)
         loss.item(); nt.wait_all()
         times.append(time.perf_counter() - start)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -221,6 +231,7 @@ def run(
     precision: str = "fp32",
     batch=None,
     host_mem_limit: str | None = None,
+    separate_step: bool = False,
 ) -> dict:
     spec = json.dumps({**CONFIGS[name], "batch": batch or CONFIGS[name]["batch"]})
     env = dict(os.environ, NUMTILE_NCPU=str(cores))
@@ -228,7 +239,17 @@ def run(
     if host_mem_limit is not None:
         env["NUMTILE_HOST_MEM_LIMIT"] = host_mem_limit
     result = subprocess.run(
-        [sys.executable, "-c", WORKER, spec, framework, str(steps), str(cores), precision],
+        [
+            sys.executable,
+            "-c",
+            WORKER,
+            spec,
+            framework,
+            str(steps),
+            str(cores),
+            precision,
+            "separate" if separate_step else "fused",
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -273,6 +294,11 @@ def main(argv=None) -> int:
         metavar="SIZE",
         help="also run numtile under NUMTILE_HOST_MEM_LIMIT=SIZE (or config=SIZE,...)",
     )
+    parser.add_argument(
+        "--separate-step",
+        action="store_true",
+        help="numtile: loss.backward(); opt.step() (default: opt.step_in_backward(loss))",
+    )
     args = parser.parse_args(argv)
     names = args.configs.split(",")
     limits = host_mem_limits(args.host_mem_limit, names)
@@ -295,13 +321,22 @@ def main(argv=None) -> int:
     print("-" * len(header))
     for name in names:
         results = {
-            fw: run(fw, name, steps[fw], cores, args.precision, batches[fw])
+            fw: run(
+                fw, name, steps[fw], cores, args.precision, batches[fw], None, args.separate_step
+            )
             for fw in ("torch", "numtile")
         }
         if name in limits:
             limited = f"numtile@{limits[name]}"
             results[limited] = run(
-                "numtile", name, args.steps, cores, args.precision, None, limits[name]
+                "numtile",
+                name,
+                args.steps,
+                cores,
+                args.precision,
+                None,
+                limits[name],
+                args.separate_step,
             )
         config = _model_config(CONFIGS[name]["model"], name)
         for fw, r in results.items():

@@ -14,7 +14,7 @@ profiles the same step of transformers under ``torch.autocast`` (bf16-mixed) wit
 ``torch.profiler``: self CPU seconds per op.
 
 Usage: python bench/profile_train.py [--config llama-small] [--precision bf16-mixed]
-       [--warmup 2] [--torch] [--trace step.json] [--top 30] [--by-shape]
+       [--warmup 2] [--torch] [--trace step.json] [--top 30] [--by-shape] [--step-in-backward]
 """
 
 from __future__ import annotations
@@ -43,7 +43,13 @@ def _batches(spec: dict, steps: int):
 
 
 def profile_numtile(
-    name: str, precision: str, warmup: int, trace_path: str | None, top: int, by_shape: bool
+    name: str,
+    precision: str,
+    warmup: int,
+    trace_path: str | None,
+    top: int,
+    by_shape: bool,
+    in_backward: bool = False,
 ):
     """Print the per-task-name table, idle time and the submitter's CPU time of one step."""
     import numtile as nt
@@ -67,12 +73,16 @@ def profile_numtile(
         loss = model(x, y)[1]  # logits dropped: freed tile by tile
         phases["forward"] = time.thread_time() - cpu
         mark = time.thread_time()
-        loss.backward()
-        phases["backward"] = time.thread_time() - mark
-        mark = time.thread_time()
-        opt.step()
-        opt.zero_grad()
-        phases["optimizer"] = time.thread_time() - mark
+        if in_backward:
+            opt.step_in_backward(loss)
+            phases["backward + optimizer"] = time.thread_time() - mark
+        else:
+            loss.backward()
+            phases["backward"] = time.thread_time() - mark
+            mark = time.thread_time()
+            opt.step()
+            opt.zero_grad()
+            phases["optimizer"] = time.thread_time() - mark
         phases["submit wall"] = time.perf_counter() - wall
         loss.item()
         nt.wait_all()
@@ -247,12 +257,23 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--by-shape", action="store_true", help="also the linear GEMM tasks by operand shapes"
     )
+    parser.add_argument(
+        "--step-in-backward",
+        action="store_true",
+        help="opt.step_in_backward(loss) instead of loss.backward(); opt.step()",
+    )
     args = parser.parse_args(argv)
     if args.torch:
         profile_torch(args.config, args.precision, args.warmup, args.top)
     else:
         profile_numtile(
-            args.config, args.precision, args.warmup, args.trace, args.top, args.by_shape
+            args.config,
+            args.precision,
+            args.warmup,
+            args.trace,
+            args.top,
+            args.by_shape,
+            args.step_in_backward,
         )
     return 0
 
