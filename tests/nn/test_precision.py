@@ -365,13 +365,15 @@ def _bf16_attention_pair(tile_shape=(1, 3, 2), seq=7):
     return results["bfloat16"], results["float32"]
 
 
-def test_bf16_flash_attention_is_the_float32_one_rounded_once(monkeypatch):
+@pytest.mark.parametrize("tile_shape", [(1, 3, 2), (1, 7, 2)], ids=["3 tiles", "one tile"])
+def test_bf16_flash_attention_is_the_float32_one_rounded_once(monkeypatch, tile_shape):
     """Without bf16 units (forced here) bfloat16 attention runs the float32 kernels on exact
-    float32 copies: its output is the float32 one rounded once."""
+    float32 copies: its output is the float32 one rounded once. With one sequence tile the
+    gradient tiles are bfloat16, written once by their only task (from float32 scratch)."""
     from numtile.tiletensor.codelets import nn as nn_codelets
 
     monkeypatch.setattr(nn_codelets, "cpu_has_bf16_gemm", lambda: False)
-    (out16, grad16), (out32, grad32) = _bf16_attention_pair()
+    (out16, grad16), (out32, grad32) = _bf16_attention_pair(tile_shape)
     assert out16.dtype == grad16.dtype == nt.bfloat16
     rounded = out32.to_numpy().astype(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(out16.to_numpy().astype(np.float32), rounded, rtol=2**-8)
@@ -384,11 +386,12 @@ def test_bf16_flash_attention_is_the_float32_one_rounded_once(monkeypatch):
     not (cpu_has_bf16_gemm() and ops_cpu.nn.bf16_attention_ready()),
     reason="needs a CPU with bf16 units and oneMKL's bf16 GEMM",
 )
-@pytest.mark.parametrize("tile_shape, seq", [((1, 3, 2), 7), ((1, 16, 2), 40)])
+@pytest.mark.parametrize("tile_shape, seq", [((1, 3, 2), 7), ((1, 16, 2), 40), ((1, 7, 2), 7)])
 def test_bf16_flash_attention_on_bf16_units(tile_shape, seq):
     """On bf16 units the products take bfloat16 P and dS (FlashAttention-2's rounding): the
     output and gradients stay within bfloat16 error of the float32 kernels' on the same data,
-    for several key blocks per query block and one."""
+    for several key blocks per query block and one (one sequence tile: bfloat16 gradient tiles
+    written once, rounded in the kernel)."""
     (out16, grad16), (out32, grad32) = _bf16_attention_pair(tile_shape, seq)
     assert out16.dtype == grad16.dtype == nt.bfloat16
     assert _rel(out16.to_numpy().astype(np.float32), out32.to_numpy()) < 2**-7

@@ -109,3 +109,21 @@ def test_rows_that_see_nothing_stay_and_nan_propagates():
     acc = np.zeros((6, 2 * D), np.float32)
     kernel(q, k, v, m, l, acc, 2, SCALE, 0, 0, False)
     assert np.isnan(acc[:, :D]).all() and np.isfinite(acc[:, D:]).all()
+
+
+@pytest.mark.parametrize("n_heads, group", [(3, 1), (4, 2), (2, 4)], ids=["mha", "gqa", "part"])
+def test_bfloat16_gradient_tiles_get_the_float32_sums_rounded_once(n_heads, group):
+    """uint16 dq, dk, dv (a task that is their only contribution) receive the float32 sums the
+    kernel adds into zeroed float32 tiles, rounded to bfloat16 once, dk and dv summed over the
+    query heads of their group first (a tile of fewer query heads than a group: one)."""
+    q, k, v, dout = _inputs(n_heads, max(1, n_heads // group))
+    lse, delta = random((T, n_heads), np.float64, 8) + 3, random((T, n_heads), np.float64, 9)
+    q, k, v, dout = (x.view(np.uint16) for x in (q, k, v, dout))
+    kernel = ops_cpu.nn.attention_backward_block_bf16
+    sums = [np.zeros(x.shape, np.float32) for x in (q, k, v)]
+    kernel(q, k, v, dout, lse, delta, *sums, n_heads, SCALE, 0, 0, True, group)
+    tiles = [np.zeros(x.shape, np.uint16) for x in (q, k, v)]
+    kernel(q, k, v, dout, lse, delta, *tiles, n_heads, SCALE, 0, 0, True, group)
+    for tile, total in zip(tiles, sums):
+        assert np.abs(total).max() > 0
+        np.testing.assert_array_equal(tile, total.astype(ml_dtypes.bfloat16).view(np.uint16))

@@ -20,6 +20,8 @@ thread: 47 us for the exponentials against 107 us with ``softmax_exp`` in 256-bi
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 from numtile.ops_cpu.bf16_kernels import rounded
 from numtile.ops_cpu.fastmath import select
@@ -95,12 +97,30 @@ def _gradient_row(scores, d_weights, p_bits, ds_bits, visible, shift, offset):
     ds_bits[visible:] = 0
 
 
-@inlined
-def _add_head(source, first, target):
-    """target[:, first:first + width] += source (one head's gradient into the tile)."""
-    for i in range(source.shape[0]):
-        for d in range(source.shape[1]):
-            target[i, first + d] += source[i, d]
+def _put_head(source, first, target):
+    """One head's float32 gradient into columns first:first + width of its tile: added to a
+    float32 tile (an accumulator), or rounded into a bfloat16 (uint16) one, the task being
+    that tile's only contribution (``fused.attention``: one sequence tile)."""
+    raise NotImplementedError("_put_head is only callable from numba-compiled code")
+
+
+@overload(_put_head, inline="always")
+def _put_head_overload(source, first, target):
+    if target.dtype == types.uint16:
+
+        def store(source, first, target):
+            for i in range(source.shape[0]):
+                for d in range(source.shape[1]):
+                    target[i, first + d] = rounded(source[i, d])
+
+        return store
+
+    def add(source, first, target):
+        for i in range(source.shape[0]):
+            for d in range(source.shape[1]):
+                target[i, first + d] += source[i, d]
+
+    return add
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -154,7 +174,8 @@ def attention_backward_block_bf16(
 ):
     """``attention.attention_backward_block`` for uint16 (bfloat16) q, k, v, dout and float32
     dq, dk, dv: P and dS rounded to bfloat16 as the inputs of the three gradient products,
-    which add into dq, dk, dv in place."""
+    which add into dq, dk, dv in place; or uint16 (bfloat16) dq, dk, dv when this task is
+    their only contribution: the gradients rounded into them once."""
     n_queries, n_keys = q.shape[0], k.shape[0]
     width = q.shape[1] // n_heads
     if n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
@@ -169,12 +190,14 @@ def attention_backward_block_bf16(
     v_head = np.empty((n_keys, width), np.uint16)
     d_queries = np.empty((n_queries, width), np.float32)
     d_keys = np.empty((n_keys, width), np.float32)
+    d_values = np.empty((n_keys, width), np.float32)
     for h in range(n_heads):
         kv = (h // group) * width
         first = h * width
         _copy_head(q, h, width, q_head)
         _copy_head(dout, h, width, dout_head)
-        if h % group == 0:
+        begins = h % group == 0  # the first query head of its key/value head in this tile
+        if begins:
             _copy_head(k, h // group, width, k_head)
             _copy_head(v, h // group, width, v_head)
         gemm(q_head, k_head, probabilities, False, True, scale, 0.0)
@@ -185,9 +208,11 @@ def attention_backward_block_bf16(
             shift = np.float32(lse[i, h])
             offset = np.float32(delta[i, h])
             _gradient_row(row, gradient, rounded_p[i], rounded_ds[i], visible, shift, offset)
-        gemm(rounded_p, dout_head, d_keys, True, False, 1.0, 0.0)
-        _add_head(d_keys, kv, dv)
         gemm(rounded_ds, k_head, d_queries, False, False, scale, 0.0)
-        _add_head(d_queries, first, dq)
-        gemm(rounded_ds, q_head, d_keys, True, False, scale, 0.0)
-        _add_head(d_keys, kv, dk)
+        _put_head(d_queries, first, dq)
+        # dk and dv sum over the group's query heads here, then go to their tiles once
+        gemm(rounded_p, dout_head, d_values, True, False, 1.0, 0.0 if begins else 1.0)
+        gemm(rounded_ds, q_head, d_keys, True, False, scale, 0.0 if begins else 1.0)
+        if h % group == group - 1 or h == n_heads - 1:
+            _put_head(d_values, kv, dv)
+            _put_head(d_keys, kv, dk)

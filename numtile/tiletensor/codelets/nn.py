@@ -72,12 +72,33 @@ def _attention_delta(ops, dout, out, delta, n_heads):
 def _attention_backward(
     ops, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
 ):
-    # dq, dk, dv: float32 accumulators, also for bfloat16 q, k, v (rounded once at the end)
+    # dq, dk, dv: float32 accumulators, also for bfloat16 q, k, v (rounded once at the end);
+    # bfloat16 ones when this task is their only contribution: the gradients rounded into them
+    targets, scratch = (dq, dk, dv), False
     if _on_bf16_units(ops, q, k, v, dout):
         kernel = ops.nn.attention_backward_block_bf16
-        q, k, v, dout = (bits(t) for t in (q, k, v, dout))
+        q, k, v, dout, dq, dk, dv = (bits(t) for t in (q, k, v, dout, dq, dk, dv))
     else:
         kernel, (q, k, v, dout) = ops.nn.attention_backward_block, _wide(ops, q, k, v, dout)
+        scratch = is_narrow(dq)  # float32 sums for the float32 kernel, rounded in after
+        if scratch:
+            dq, dk, dv = (_zeros32(ops, t) for t in targets)
+    _run_backward(kernel, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start,
+                  k_start, causal, group)  # fmt: skip
+    if scratch:
+        for values, tile in zip((dq, dk, dv), targets):
+            narrow_into(ops, values, tile)
+
+
+def _zeros32(ops, tile):
+    out = ops.empty(tuple(tile.shape), np.float32)
+    ops.fill(out.reshape(-1), np.float32(0))
+    return out
+
+
+def _run_backward(
+    kernel, q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group
+):
     for b in range(q.shape[0]):
         kernel(
             q[b],

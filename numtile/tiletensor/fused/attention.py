@@ -133,8 +133,27 @@ def _kv_group(h: int, head_tile: int, group: int) -> int:
     return (h * head_tile // group) // kv_head_tile(head_tile, group)
 
 
-def _backward(heads, grads, out, lse, dout, n_head, head_tile, group, D, causal) -> None:
-    """Accumulate d(attention)/d(q, k, v) into the tiles ``grads`` (a ``_Heads``) finds."""
+def _single(q: TileTensor, n_head: int, head_tile: int, group: int) -> bool:
+    """Whether each gradient tile of q, k and v gets one backward task's contribution: one
+    sequence tile (so one key tile per query tile) and one query head tile per key/value head
+    tile. Then bfloat16 inputs get bfloat16 gradients written once by those tasks, with no
+    float32 accumulators to zero and round afterwards."""
+    kv_tiles = -(-(n_head // group) // kv_head_tile(head_tile, group))
+    return q.grid[1] == 1 and n_head // head_tile == kv_tiles
+
+
+def _gradients(q: TileTensor, inputs, n_head: int, head_tile: int, group: int):
+    """The gradient tensors of ``inputs`` (like them): float32 accumulators at zero, or, for
+    bfloat16 inputs whose tiles each get a single contribution (``_single``), bfloat16 tiles
+    that the backward tasks write (not filled)."""
+    if q.dtype == bfloat16 and _single(q, n_head, head_tile, group):
+        return tuple(TileTensor(x.layout, bfloat16) for x in inputs), W
+    return tuple(zeros(x.shape, _work_dtype(x.dtype), x.tile_shape) for x in inputs), ACC
+
+
+def _backward(heads, grads, mode, out, lse, dout, n_head, head_tile, group, D, causal) -> None:
+    """Accumulate d(attention)/d(q, k, v) into the tiles ``grads`` (a ``_Heads``) finds (or
+    write them, ``mode`` W: one contribution each)."""
     q = heads.q
     groups = n_head // head_tile
     scale = 1.0 / math.sqrt(D)
@@ -162,7 +181,7 @@ def _backward(heads, grads, out, lse, dout, n_head, head_tile, group, D, causal)
             codelets.nn.attention_backward,
             [(q_tile, R), (k_tile, R), (v_tile, R), (dout.tile((b, i, h)), R)]
             + [(lse.tile((b, i, h)), R), (delta.tile((b, i, h)), R)]
-            + [(dq, ACC), (dk, ACC), (dv, ACC)],
+            + [(dq, mode), (dk, mode), (dv, mode)],
             (head_tile, scale, q_start, k_start, causal, group),
         )
 
@@ -190,10 +209,10 @@ def attention_backward(qkv, out, lse, dout, n_head: int, head_tile: int, causal:
     """d(attention)/d(qkv), tiled like ``qkv`` as ``attention_forward`` returned it."""
     D = qkv.shape[2] // 3 // n_head
     groups = n_head // head_tile
-    dqkv = zeros(qkv.shape, _work_dtype(qkv.dtype), qkv.tile_shape)
+    (dqkv,), mode = _gradients(qkv, (qkv,), n_head, head_tile, 1)
     heads = _Heads(qkv, qkv, qkv, 0, groups, 2 * groups)
     grads = _Heads(dqkv, dqkv, dqkv, 0, groups, 2 * groups)
-    _backward(heads, grads, out, lse, dout, n_head, head_tile, 1, D, causal)
+    _backward(heads, grads, mode, out, lse, dout, n_head, head_tile, 1, D, causal)
     return _narrowed(dqkv, qkv.dtype)
 
 
@@ -236,7 +255,9 @@ def grouped_attention_backward(
     """(dq, dk, dv) of ``grouped_attention_forward``, tiled like the q, k, v it returned; dk
     and dv sum over the query heads of each group."""
     D = q.shape[2] // n_head
-    grads = tuple(zeros(x.shape, _work_dtype(x.dtype), x.tile_shape) for x in (q, k, v))
     group = n_head // n_kv_head
-    _backward(_Heads(q, k, v), _Heads(*grads), out, lse, dout, n_head, head_tile, group, D, causal)
+    grads, mode = _gradients(q, (q, k, v), n_head, head_tile, group)
+    _backward(
+        _Heads(q, k, v), _Heads(*grads), mode, out, lse, dout, n_head, head_tile, group, D, causal
+    )
     return tuple(_narrowed(g, x.dtype) for g, x in zip(grads, (q, k, v)))
