@@ -75,6 +75,8 @@ class Optimizer:
         >>> w.to_numpy().tolist(), w.grad
         ([0.0, 0.0, 0.0], None)
         """
+        if not loss.requires_grad:
+            raise RuntimeError("step_in_backward() on a loss that does not require grad")
         if distributed():
             backward(loss)
             self.step()

@@ -140,6 +140,9 @@ def test_step_in_backward_updates_each_parameter_once_its_gradient_is_complete()
     np.testing.assert_allclose(w2.to_numpy(), 3 - 0.1 * 2 * np.arange(1.0, 5.0))
     np.testing.assert_allclose(w3.to_numpy(), np.full(4, 3.9))
     assert w1.grad is None and w2.grad is None and w3.grad is None
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        opt.step_in_backward(nt.ones(()))
+    assert opt.step_count == 1
     calls = []
     y = (w1 * w1).sum()
     tape.backward(y, on_leaf_done=calls.append)  # the hook alone: gradients stay
