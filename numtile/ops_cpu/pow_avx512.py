@@ -1,26 +1,38 @@
-"""float32 x ** y with explicit AVX-512 code: 16 lanes of float32 arithmetic and 32-entry
-tables held in registers (``vector_ir``), where the scalar kernels (``fastmath_pow``) work in
-float64 and oneMKL's VML takes 1.0-1.4 ns an element.
+"""float32 x ** y with explicit AVX-512 code: 16 float32 lanes and 32-entry tables held in
+registers, looked up by ``vpermi2ps`` (``vector_ir``), which LLVM's loop vectoriser does not
+make from scalar code (``fastmath_pow``'s float64 kernel, reduced to such a fast path, took
+2.2-2.4 ns an element).
 
-Fast path, for positive normal bases and finite exponents whose result is a normal float32
-(|y log2 a| < 125); every other element of a block of 16 sends the block to
-``fastmath_pow.pow_f32`` (C99's special values, negative bases, subnormal and overflowing
-results), so results match it within an ulp and special values bit for bit:
+Fast path, for positive normal bases whose result is a normal float32 (|b ln a| < 86, which
+also rules out infinite and NaN exponents); a block of 16 with any other lane stores the fast
+lanes and redoes the others by ``fastmath_pow.pow_f32`` (C99's special values bit for bit,
+negative bases, subnormal and overflowing results). Each element's bits depend on its a and b
+alone, not on where the block boundaries fall.
 
-- log2 a = k + log2 c + log2(1 + r): a = 2**k m, m in [0.711, 1.422) (the interval that holds 1
-  is centred on it); 32 intervals of m, each with a ``1/c`` of few bits such that
-  ``r = m / c - 1`` is exact in one float32 FMA (|r| < 2**-6) and ``log2 c`` in two floats,
-  the high one of 16 bits so that ``k + high`` is exact;
-- ln(1 + r) = r - r**2 / 2 + r**3 Q(r) as a float32 pair (r**2 / 2 split exactly by an FMA,
-  Fast2Sum), times 1 / ln 2 as a pair, added to k + log2 c by Fast2Sum (|k + log2 c| exceeds
-  the logarithm of 1 + r, or is 0): log2 a to about 2**-40 relative;
-- y log2 a as a pair (FMA for the product's error); 2**(n/32 + f), |f| <= 1/64: 2**(j/32) from
-  a 32-entry table as a pair, 2**f - 1 by a degree-3 polynomial, one rounding at the end, n >> 5
+- ln a = k ln 2 + ln c + ln(1 + r): a = 2**k m with m in [1, 2) (``vgetexpps``,
+  ``vgetmantps``), 32 intervals of m by its top 5 fraction bits, each with a ``1/c`` of few
+  bits such that ``r = m / c - 1`` is exact in one FMA (|r| < 2**-5; c = 1 and c = 2 at the
+  ends, so that k ln 2 + ln c is 0 next to 1); ln 2 and ln c as float32 pairs whose high parts
+  (16 fraction bits) make ``k ln 2 + ln c`` exact in one FMA;
+- ln(1 + r) = s + low, s = r - r**2 / 2 rounded once, its error by a second FMA, r**3 Q(r)
+  (degree 3, fitted here) in ``low``; added to k ln 2 + ln c by Fast2Sum (that sum exceeds
+  |s| or is 0, asserted for every interval): ln a to about 2**-36 relative;
+- z = b ln a as a pair (an FMA gives the product's error); n = rint(32 z / ln 2),
+  f = z - n ln 2 / 32 (Cody-Waite, the high part exact), e**f - 1 by a degree-3 polynomial,
+  2**(j/32) (j = n mod 32) from a table as a float32 pair, one rounding at the end, n >> 5
   added to the exponent bits.
 
-Within 0.51 ulp measured (``tests/ops_cpu/test_pow_avx512.py``). Used by ``binary`` only
-where ``vector_ir.have_avx512()`` and the switch (``set_enabled``) allow it; elsewhere float32
-power keeps VML or the scalar kernel.
+Within 0.55 ulp of long double's pow over random and hard pairs (bases within 3% of 1 with
+|b ln a| near 86 are the worst; ``tests/ops_cpu/test_pow_avx512.py``). One thread, CPU ns an
+element (``bench/vector_width.py --vml --ops power``, medians of 9-11 interleaved rounds, load
+1.7-2.7, 2026-12-06): 0.65 / 0.67 / 0.64 at 16K / 64K / 4M elements, VML (HA) 1.20 / 0.92 /
+0.99, NumPy's float32 power 0.74 / 0.78 / 0.84. Streamed tiles prefetch both inputs
+``_AHEAD`` elements ahead: 2 threads over 16 tiles of 4M, wall time, medians of 15
+interleaved rounds, 6 runs at load 1.7-2.5: 0.62-0.84x the time without.
+
+Used by ``binary`` only where ``vector_ir.have_avx512()`` and the switch (``set_enabled``)
+allow it; elsewhere (CPUs without AVX-512, Numba compiling for another CPU) float32 power
+goes to VML where MKL loads, else to ``fastmath_pow``'s scalar kernel, as before.
 """
 
 from __future__ import annotations
@@ -35,12 +47,13 @@ from numtile import opcodes
 from numtile.ops_cpu.fastmath_pow import pow_f32
 from numtile.ops_cpu.helpers import inlined
 from numtile.ops_cpu.per_op import c_contiguous
-from numtile.ops_cpu.streaming import LINE, store_fence, store_line, wanted
+from numtile.ops_cpu.streaming import LINE, prefetch, store_fence, store_line, wanted
 from numtile.ops_cpu.vector_ir import LANES, Vectors, have_avx512
 
 _INTERVAL_SHIFT = 18  # 32 intervals of the significand m in [1, 2): its top 5 fraction bits
 _R_LIMIT = 2.0**-5
 _Z_LIMIT = 86.0  # |b ln a| below (125 ln 2 = 86.6): the result and 2**(n >> 5) are normal
+_AHEAD = 2048  # elements: streamed tiles prefetch a and b this far ahead of the block
 _SHIFTER = 1.5 * 2.0**23  # fma(z, 32 / ln 2, it) rounds z 32 / ln 2 to n, in its low bits
 _LD = np.longdouble
 _LN2 = np.log(_LD(2))
@@ -222,8 +235,10 @@ def _edge(a, b, out, start, stop, spill):
 
 
 def _tile(streamed: bool):
-    """The tile function out = a ** b over flat float32 arrays, streamed or not. Each element's
-    bits depend on its a and b alone (not on its place in a block)."""
+    """The tile function out = a ** b over flat float32 arrays, streamed or not (a streamed
+    tile also prefetches its inputs: the hardware prefetcher alone leaves the loop waiting,
+    as in ``fastmath_blocks``' exp). Each element's bits depend on its a and b alone (not on
+    its place in a block)."""
     pow16 = _POW16_STREAMED if streamed else _POW16
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -236,6 +251,9 @@ def _tile(streamed: bool):
         _edge(a, b, out, 0, head, spill)
         stop = head + (size - head) // LANES * LANES
         for i in range(head, stop, LANES):
+            if streamed:
+                prefetch(a, i + _AHEAD)
+                prefetch(b, i + _AHEAD)
             slow = pow16(a, b, out, i, spill)
             if slow != 0:
                 _redo(a, b, out, i, spill, slow, streamed)
