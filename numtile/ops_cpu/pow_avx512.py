@@ -37,6 +37,8 @@ goes to VML where MKL loads, else to ``fastmath_pow``'s scalar kernel, as before
 
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -95,8 +97,11 @@ def _split(value, fraction_bits: int):
     return high, np.float32(value - _LD(high))
 
 
+@functools.cache
 def _tables():
-    """1/c, ln c (high, low), 2**(j/32) (high, low) as lists of 32, and the polynomials."""
+    """1/c, ln c (high, low), 2**(j/32) (high, low) as lists of 32, and the polynomials. Built
+    when a kernel is first compiled (about a second; never where the compiled kernel comes from
+    Numba's cache), not at import."""
     significands = _significands()
     inverse = [_inverse(significands[j], j) for j in range(32)]
     r = [significands[j] * inverse[j] - 1.0 for j in range(32)]
@@ -119,7 +124,6 @@ def _tables():
 
 _LN2_HIGH, _LN2_LOW = _split(_LN2, 16)  # k ln 2 + ln c's high part exact: k has 8 bits
 _STEP_HIGH, _STEP_LOW = _split(_LN2 / 32, 17)  # n ln 2 / 32's high part exact: n < 2**12
-(_INVERSE, _LOG_HIGH, _LOG_LOW, _EXP_HIGH, _EXP_LOW), _Q, _E = _tables()
 
 
 def _halves(v, values):
@@ -129,21 +133,23 @@ def _halves(v, values):
 
 def _pow16(v: Vectors, a, b):
     """(a ** b for 16 lanes, the mask of lanes on the fast path)."""
+    (inverses, log_high, log_low, exp_high, exp_low), q_poly, e_poly = _tables()
+    q0, q1, q2, q3 = (v.floats(c) for c in q_poly)
+    e0, e1, e2 = (v.floats(c) for c in e_poly)
     m = v.mantissa(a)
     k = v.exponent(a)
     index = v.shift_right(v.bits(m), _INTERVAL_SHIFT)
-    inverse = v.lookup(*_halves(v, _INVERSE), index)
+    inverse = v.lookup(*_halves(v, inverses), index)
     # k ln 2 + ln c = head + low: the high parts' sum exact
-    k_log_c = v.fma(k, v.floats(_LN2_HIGH), v.lookup(*_halves(v, _LOG_HIGH), index))
-    k_log_c_low = v.fma(k, v.floats(_LN2_LOW), v.lookup(*_halves(v, _LOG_LOW), index))
+    k_log_c = v.fma(k, v.floats(_LN2_HIGH), v.lookup(*_halves(v, log_high), index))
+    k_log_c_low = v.fma(k, v.floats(_LN2_LOW), v.lookup(*_halves(v, log_low), index))
     r = v.fma(m, inverse, v.floats(-1.0))  # exact
     # ln(1 + r) = s + low: s = r - r**2 / 2 rounded once, e its rounding error (r - s exact:
     # Sterbenz) to 2**-24 of itself
     minus_half = v.mul(r, v.floats(-0.5))
     s = v.fma(minus_half, r, r)
     e = v.fma(minus_half, r, v.sub(r, s))
-    q = v.fma(v.fma(v.floats(_Q[3]), r, v.floats(_Q[2])), r, v.floats(_Q[1]))
-    q = v.fma(q, r, v.floats(_Q[0]))
+    q = v.fma(v.fma(v.fma(q3, r, q2), r, q1), r, q0)
     low = v.fma(v.mul(r, v.mul(r, r)), q, e)
     # ln a = head + tail (Fast2Sum: |k ln 2 + ln c| > |s| or k ln 2 + ln c = 0)
     head = v.add(k_log_c, s)
@@ -156,9 +162,9 @@ def _pow16(v: Vectors, a, b):
     f = v.fma(n, v.floats(-_STEP_HIGH), z)
     f = v.fma(n, v.floats(-_STEP_LOW), v.add(f, z_low))
     steps = v.bits(shifted)  # n in the low bits: n & 31 indexes 2**(j/32), n >> 5 the exponent
-    step = v.lookup(*_halves(v, _EXP_HIGH), steps)
-    step_low = v.lookup(*_halves(v, _EXP_LOW), steps)
-    poly = v.mul(f, v.fma(v.fma(v.floats(_E[2]), f, v.floats(_E[1])), f, v.floats(_E[0])))
+    step = v.lookup(*_halves(v, exp_high), steps)
+    step_low = v.lookup(*_halves(v, exp_low), steps)
+    poly = v.mul(f, v.fma(v.fma(e2, f, e1), f, e0))
     value = v.add(step, v.fma(step, poly, step_low))
     exponent = v.int_and(v.shift_left(steps, 23 - 5), v.ints(-(1 << 23)))
     value = v.from_bits(v.int_add(v.bits(value), exponent))
