@@ -3,8 +3,9 @@ registers, looked up by ``vpermi2ps`` (``vector_ir``), which LLVM's loop vectori
 make from scalar code (``fastmath_pow``'s float64 kernel, reduced to such a fast path, took
 2.2-2.4 ns an element).
 
-Fast path, for positive normal bases whose result is a normal float32 (|b ln a| < 86, which
-also rules out infinite and NaN exponents); a block of 16 with any other lane stores the fast
+Fast path, for positive finite bases (subnormals too) whose result is a normal float32
+(|b ln a| < 86, which also rules out zero, infinite and NaN operands, and negative bases, whose
+significand ``vgetmantps`` makes NaN); a block of 16 with any other lane stores the fast
 lanes and redoes the others by ``fastmath_pow.pow_f32`` (C99's special values bit for bit,
 negative bases, subnormal and overflowing results). Each element's bits depend on its a and b
 alone, not on where the block boundaries fall.
@@ -17,18 +18,20 @@ alone, not on where the block boundaries fall.
 - ln(1 + r) = s + low, s = r - r**2 / 2 rounded once, its error by a second FMA, r**3 Q(r)
   (degree 3, fitted here) in ``low``; added to k ln 2 + ln c by Fast2Sum (that sum exceeds
   |s| or is 0, asserted for every interval): ln a to about 2**-36 relative;
-- z = b ln a as a pair (an FMA gives the product's error); n = rint(32 z / ln 2),
-  f = z - n ln 2 / 32 (Cody-Waite, the high part exact), e**f - 1 by a degree-3 polynomial,
-  2**(j/32) (j = n mod 32) from a table as a float32 pair, one rounding at the end, n >> 5
-  added to the exponent bits.
+- z = b ln a as a pair (an FMA gives the product's error); n = z / ln 2 rounded to a multiple
+  of 1/32, f = z - n ln 2 (Cody-Waite, the high part exact), e**f - 1 by a degree-3
+  polynomial, 2**(j/32) (j = 32 n mod 32) from a table as a float32 pair, one rounding, then
+  times 2**floor(n) (``vscalefps``: exact for normal results).
 
 Within 0.55 ulp of long double's pow over random and hard pairs (bases within 3% of 1 with
 |b ln a| near 86 are the worst; ``tests/ops_cpu/test_pow_avx512.py``). One thread, CPU ns an
 element (``bench/vector_width.py --vml --ops power``, medians of 9-11 interleaved rounds, load
 1.7-2.7, 2026-12-06): 0.65 / 0.67 / 0.64 at 16K / 64K / 4M elements, VML (HA) 1.20 / 0.92 /
-0.99, NumPy's float32 power 0.74 / 0.78 / 0.84. Streamed tiles prefetch both inputs
-``_AHEAD`` elements ahead: 2 threads over 16 tiles of 4M, wall time, medians of 15
-interleaved rounds, 6 runs at load 1.7-2.5: 0.62-0.84x the time without.
+0.99, NumPy's float32 power 0.74 / 0.78 / 0.84; then 0.91x that time (64K, 15 interleaved
+rounds, 2 runs, load 3.9-4.0) with vgetmantps' NaN for negative bases in place of a range
+check and vscalefps in place of the exponent's integer arithmetic. Streamed tiles prefetch
+both inputs ``_AHEAD`` elements ahead: 2 threads over 16 tiles of 4M, wall time, medians of
+15 interleaved rounds, 6 runs at load 1.7-2.5: 0.62-0.84x the time without.
 
 Used by ``binary`` only where ``vector_ir.have_avx512()`` and the switch (``set_enabled``)
 allow it; elsewhere (CPUs without AVX-512, Numba compiling for another CPU) float32 power
@@ -56,7 +59,7 @@ _INTERVAL_SHIFT = 18  # 32 intervals of the significand m in [1, 2): its top 5 f
 _R_LIMIT = 2.0**-5
 _Z_LIMIT = 86.0  # |b ln a| below (125 ln 2 = 86.6): the result and 2**(n >> 5) are normal
 _AHEAD = 2048  # elements: streamed tiles prefetch a and b this far ahead of the block
-_SHIFTER = 1.5 * 2.0**23  # fma(z, 32 / ln 2, it) rounds z 32 / ln 2 to n, in its low bits
+_SHIFTER = 1.5 * 2.0**18  # fma(z, 1 / ln 2, it) rounds z / ln 2 to a multiple n of 1/32
 _LD = np.longdouble
 _LN2 = np.log(_LD(2))
 _ONE_BITS = 0x3F800000
@@ -123,7 +126,7 @@ def _tables():
 
 
 _LN2_HIGH, _LN2_LOW = _split(_LN2, 16)  # k ln 2 + ln c's high part exact: k has 8 bits
-_STEP_HIGH, _STEP_LOW = _split(_LN2 / 32, 17)  # n ln 2 / 32's high part exact: n < 2**12
+_LN2_SHORT, _LN2_REST = _split(_LN2, 12)  # n ln 2 exact for n a multiple of 1/32 below 128
 
 
 def _halves(v, values):
@@ -157,22 +160,19 @@ def _pow16(v: Vectors, a, b):
     # z = b ln a = z + z_low; n = rint(z 32 / ln 2), f = z - n ln 2 / 32 (the high part exact)
     z = v.mul(b, head)
     z_low = v.fma(b, tail, v.fma(b, head, v.negate(z)))
-    shifted = v.fma(v.add(z, z_low), v.floats(32 / _LN2), v.floats(_SHIFTER))
-    n = v.sub(shifted, v.floats(_SHIFTER))
-    f = v.fma(n, v.floats(-_STEP_HIGH), z)
-    f = v.fma(n, v.floats(-_STEP_LOW), v.add(f, z_low))
-    steps = v.bits(shifted)  # n in the low bits: n & 31 indexes 2**(j/32), n >> 5 the exponent
+    shifted = v.fma(v.add(z, z_low), v.floats(1 / _LN2), v.floats(_SHIFTER))
+    n = v.sub(shifted, v.floats(_SHIFTER))  # a multiple of 1/32
+    f = v.fma(n, v.floats(-_LN2_SHORT), z)
+    f = v.fma(n, v.floats(-_LN2_REST), v.add(f, z_low))
+    steps = v.bits(shifted)  # 32 n in the low bits: its low 5 index 2**(j/32)
     step = v.lookup(*_halves(v, exp_high), steps)
     step_low = v.lookup(*_halves(v, exp_low), steps)
     poly = v.mul(f, v.fma(v.fma(e2, f, e1), f, e0))
-    value = v.add(step, v.fma(step, poly, step_low))
-    exponent = v.int_and(v.shift_left(steps, 23 - 5), v.ints(-(1 << 23)))
-    value = v.from_bits(v.int_add(v.bits(value), exponent))
-    # fast lanes: a positive normal finite, |z| < _Z_LIMIT (b infinite or NaN makes z infinite
-    # or NaN, 0 * inf for a = 1: out of range too)
-    normal = v.below_unsigned(v.int_sub(v.bits(a), v.ints(1 << 23)), v.ints(0x7F000000))
+    value = v.scale(v.add(step, v.fma(step, poly, step_low)), n)  # times 2**floor(n)
+    # fast lanes: |z| < _Z_LIMIT, false for NaN: a negative (m NaN), zero or infinite (k
+    # infinite), b infinite or NaN (0 * inf for a = 1) all make z infinite or NaN
     magnitude = v.from_bits(v.int_and(v.bits(z), v.ints(0x7FFFFFFF)))
-    return value, v.both(normal, v.below(magnitude, v.floats(_Z_LIMIT)))
+    return value, v.below(magnitude, v.floats(_Z_LIMIT))
 
 
 def _pow_block(streamed: bool):

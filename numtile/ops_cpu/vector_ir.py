@@ -116,8 +116,9 @@ class Vectors:
         return self.builder.and_(x, y)
 
     def mantissa(self, x):
-        """The significand of each lane scaled into [1, 2) (``vgetmantps``; subnormals too)."""
-        arguments = [x, ir.Constant(I32, 0), x, ir.Constant(ir.IntType(LANES), -1)]
+        """The significand of each lane scaled into [1, 2) (``vgetmantps``; subnormals too),
+        NaN for lanes with the sign bit set (-0 included)."""
+        arguments = [x, ir.Constant(I32, 0b1000), x, ir.Constant(ir.IntType(LANES), -1)]
         arguments.append(ir.Constant(I32, 4))  # the current rounding mode
         return self._call("llvm.x86.avx512.mask.getmant.ps.512", F32X16, arguments)
 
@@ -125,6 +126,11 @@ class Vectors:
         """floor(log2 |x|) of each lane as a float (``vgetexpps``; subnormals too)."""
         arguments = [x, x, ir.Constant(ir.IntType(LANES), -1), ir.Constant(I32, 4)]
         return self._call("llvm.x86.avx512.mask.getexp.ps.512", F32X16, arguments)
+
+    def scale(self, x, y):
+        """x 2**floor(y) a lane, rounded once (``vscalefps``)."""
+        arguments = [x, y, x, ir.Constant(ir.IntType(LANES), -1), ir.Constant(I32, 4)]
+        return self._call("llvm.x86.avx512.mask.scalef.ps.512", F32X16, arguments)
 
     def lookup(self, low, high, index):
         """(low, high)[index & 31] a lane: a 32-entry table in two registers (``vpermi2ps``),
