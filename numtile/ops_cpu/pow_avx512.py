@@ -33,9 +33,10 @@ check and vscalefps in place of the exponent's integer arithmetic. Streamed tile
 both inputs ``_AHEAD`` elements ahead: 2 threads over 16 tiles of 4M, wall time, medians of
 15 interleaved rounds, 6 runs at load 1.7-2.5: 0.62-0.84x the time without.
 
-Used by ``binary`` only where ``vector_ir.have_avx512()`` and the switch (``set_enabled``)
-allow it; elsewhere (CPUs without AVX-512, Numba compiling for another CPU) float32 power
-goes to VML where MKL loads, else to ``fastmath_pow``'s scalar kernel, as before.
+Used by ``binary`` only where ``vector_ir.have_avx512()`` and the switch (``NUMTILE_AVX512``,
+``set_enabled``) allow it; elsewhere (CPUs without AVX-512, Numba compiling for another CPU)
+float32 power goes to VML where MKL loads, else to ``fastmath_pow``'s scalar kernel, as
+before.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from numtile import opcodes
+from numtile.config import Config
 from numtile.ops_cpu.fastmath_pow import pow_f32
 from numtile.ops_cpu.helpers import inlined
 from numtile.ops_cpu.per_op import c_contiguous
@@ -276,15 +278,17 @@ _switch: dict[str, bool] = {}
 
 
 def enabled() -> bool:
-    """True where float32 power may take this kernel: the CPU has AVX-512 and the switch
-    (``set_enabled``, default on) is on."""
-    return _switch.get("on", True) and have_avx512()
+    """True where float32 power may take this kernel: the CPU has AVX-512 and the switch is on
+    (``NUMTILE_AVX512``, default on; ``set_enabled``)."""
+    if "on" not in _switch:
+        _switch["on"] = Config.defaults().avx512
+    return _switch["on"] and have_avx512()
 
 
 def set_enabled(on: bool) -> bool:
     """Turns this kernel on or off for this process (off: VML or the scalar kernel); returns
     the previous setting."""
-    previous = _switch.get("on", True)
+    previous = _switch["on"] if "on" in _switch else Config.defaults().avx512
     _switch["on"] = bool(on)
     return previous
 

@@ -12,6 +12,7 @@ import pytest
 
 import numtile as nt
 from numtile import opcodes, ops_cpu
+from numtile.config import Config
 from numtile.ops_cpu import pow_avx512
 from numtile.ops_cpu.vector_ir import have_avx512
 
@@ -164,3 +165,13 @@ def test_the_switch_sends_power_back_to_the_other_kernels_and_tiled_ops_agree():
         np.testing.assert_allclose(results[-1], out, rtol=3e-7)
     _check(results[0], x, y)
     np.testing.assert_array_equal(results[0], _power(x, y))
+
+
+def test_switch_from_the_environment(monkeypatch):
+    monkeypatch.setenv("NUMTILE_AVX512", "0")
+    assert Config().avx512 is False
+    monkeypatch.delenv("NUMTILE_AVX512")
+    assert Config().avx512 is True  # on by default
+    monkeypatch.setenv("NUMTILE_AVX512", "maybe")
+    with pytest.raises(ValueError, match="NUMTILE_AVX512"):
+        Config()
