@@ -25,7 +25,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from numtile import opcodes
-from numtile.ops_cpu import elementwise, mkl_vml
+from numtile.ops_cpu import elementwise, mkl_vml, pow_avx512
 
 
 @intrinsic
@@ -106,6 +106,8 @@ def _vml_cases(n: int, ops: list[str]) -> list[tuple[str, dict]]:
                 operands = (x, step, y, step, out, shape, code)
                 calls = {"vml": partial(mkl_vml.run, mkl_vml.BINARY[code][0], x, y, out)}
                 calls |= {"ours": partial(ours, *operands), "numpy": partial(ufunc, x, y, out=out)}
+                if op == "power" and dtype == np.float32 and pow_avx512.enabled():
+                    calls["avx512"] = partial(pow_avx512.power, x, y, out)
             else:
                 code = opcodes.UNARY_OPS[op]
                 name = mkl_vml.UNARY.get(code, (op.capitalize(),))[0]
@@ -144,6 +146,8 @@ def main() -> None:
         first, second = ("vml", "ours") if args.vml else ("512", "256")
         line += f"  | {first}/{second} {median[first] / median[second]:.2f}"
         line += f"  {first}/numpy {median[first] / median['numpy']:.2f}"
+        if "avx512" in median:
+            line += f"  avx512/vml {median['avx512'] / median['vml']:.2f}"
         if "libm" in median:
             line += f"  512/libm {median['512'] / median['libm']:.2f}"
         print(f"{name:8s} {line}")

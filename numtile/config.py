@@ -88,6 +88,9 @@ class Config:
     stream_stores: bool = field(
         default_factory=lambda: _env_flag("NUMTILE_STREAM_STORES") is not False
     )
+    # float32 power in explicit AVX-512 code where the CPU has it (ops_cpu.pow_avx512); 0 sends
+    # it to VML or numtile's scalar kernel, as on CPUs without AVX-512
+    avx512: bool = field(default_factory=lambda: _env_flag("NUMTILE_AVX512") is not False)
 
     # a limited host cuts its tile buffers from one mapping (runtime/arena.py); 0 keeps a
     # mapping per tile and the pool of same-size buffers

@@ -9,7 +9,7 @@ loop that is inlined, so Numba compiles (and caches) one vectorisable loop per o
 import numba
 
 from numtile import opcodes
-from numtile.ops_cpu import mkl_vml
+from numtile.ops_cpu import mkl_vml, pow_avx512
 from numtile.ops_cpu.fastmath import broadcast_gathered
 from numtile.ops_cpu.fastmath_blocks import map_cos, map_exp, map_sin
 from numtile.ops_cpu.fastmath_trig import map_reduced
@@ -442,8 +442,15 @@ unary_backward = OpKernel(
     forward input.""",
     streamed=(_unary_backward_streamed, 2),
 )
+
+
+def _binary_library(*args) -> bool:
+    """float32 power by the AVX-512 kernel where the CPU has it, else ops VML takes."""
+    return pow_avx512.binary(*args) or mkl_vml.binary(*args)
+
+
 binary = LibraryFirst(
-    mkl_vml.binary,
+    _binary_library,
     OpKernel(
         "binary",
         {n: c for n, c in opcodes.BINARY_OPS.items() if c not in opcodes.BINARY_MATH},

@@ -42,17 +42,12 @@ float32 exp, sin and cos are ``fastmath_blocks``' (0.79-0.83 ulp; VML's HA mode 
 at 256K elements, in L2, VML/ours 1.30, 1.23, 1.34): a short kernel over the ordinary
 arguments, whose large outputs also stream past the caches, which VML's cannot.
 
-float32 power stays VML's (2026-12-06, one thread, ns an element, interleaved rounds, load
-1-4): ``fastmath_pow``'s float64 kernel reduced to the fast path of a block kernel (positive
-normal bases, finite exponents, no sign or special-value selects) takes 2.3-2.4 in L1 and 2.3
-at 4M with streamed stores, 2.17 with Estrin's scheme and the clamp moved to a select at the
-end; VML 1.1-1.44. A chain of 512-bit FMAs costs 0.07-0.09 ns an element an FMA in float64
-and 0.03-0.036 in float32 here, and a table-free 2**(b log2 a) within 1 ulp needs about 33
-float64 operations (a float32 double-float version about 70 float32 ones): near 2 ns either
-way. The
-2x over VML that float32 x ** y needs for 0.5x dask.array's time takes table lookups in
-registers (vpermps/vpermt2ps, as SVML's and VML's kernels use), which LLVM's vectoriser does
-not make from scalar code.
+float32 power is VML's only where the CPU lacks AVX-512: elsewhere ``pow_avx512``'s kernel
+(float32 lanes, 32-entry tables in registers by vpermi2ps, 0.55 ulp) takes 0.64-0.67 ns an
+element against VML's 0.92-1.20 and NumPy's 0.74-0.84 (one thread, medians of 9-11
+interleaved rounds at 16K, 64K and 4M elements, load 1.7-2.7, 2026-12-06). ``fastmath_pow``'s
+float64 kernel reduced to such a fast path had taken 2.2-2.4: LLVM's vectoriser does not make
+table lookups in registers from scalar code.
 
 expm1, log1p, log2, log10, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, atan2 and hypot,
 whose loops here call libm once an element, take 4-50x less time through VML (VML/ours

@@ -40,6 +40,7 @@ CHECKED = {
     "mpi_max_poll",  # below, and its effect under mpiexec: tests/distributed/program_scheduling
     "vml",  # the variable and its effect: tests/ops_cpu/test_mkl_vml.py
     "stream_stores",  # the variable and its effect: tests/ops_cpu/test_streaming.py
+    "avx512",  # the variable and its effect: tests/ops_cpu/test_pow_avx512.py
     "host_arena",  # its effect: tests/runtime/test_arena.py (arena on and off)
 }
 
