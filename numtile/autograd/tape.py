@@ -298,15 +298,12 @@ def _run_rule(node: Node, grads: dict[int, TileTensor], later: dict, defer: bool
     for value, value_grad in zip(node.inputs, input_grads):
         if value_grad is None or not getattr(value, "requires_grad", False):
             continue
-        if isinstance(value_grad, Later):
+        if isinstance(value_grad, Later) and not isinstance(value, Node):  # a leaf's waits
             if id(value) in later:  # one waits per leaf: an earlier one is computed now
                 _deliver(*later.pop(id(value)), grads)
-            if isinstance(value, Node):  # only a leaf's gradient waits
-                _deliver(value, value_grad, grads)
-            else:
-                later[id(value)] = (value, value_grad)
-            continue
-        _deliver(value, value_grad, grads)
+            later[id(value)] = (value, value_grad)
+        else:
+            _deliver(value, value_grad, grads)  # computes a recorded input's Later now
 
 
 def _deliver(value, value_grad, grads: dict[int, TileTensor]) -> None:

@@ -84,20 +84,16 @@ class Optimizer:
             return
         self.step_count += 1
         groups = {id(p): group for group in self.param_groups for p in group["params"]}
-        updated: set[int] = set()
 
-        def update(leaf: TileTensor) -> None:
+        def update(leaf: TileTensor) -> None:  # an updated parameter's gradient is dropped
             group = groups.get(id(leaf))
-            if group is not None and leaf.grad is not None and id(leaf) not in updated:
+            if group is not None and leaf.grad is not None:
                 self._update(leaf, group)
                 leaf.grad = None
-                updated.add(id(leaf))
 
         backward(loss, on_leaf_done=update)
         for p in self.parameters():  # beyond the loss's graph: as step() and zero_grad()
-            if p.grad is not None and id(p) not in updated:
-                update(p)
-            p.grad = None
+            update(p)
 
     @property
     def lr(self) -> float:

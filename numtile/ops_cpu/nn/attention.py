@@ -28,7 +28,7 @@ True
 import numba
 import numpy as np
 
-from numtile.ops_cpu.helpers import as_type_of, inlined, widen
+from numtile.ops_cpu.helpers import as_type_of, inlined, wide_vectors, widen
 from numtile.ops_cpu.matmul import gemm
 from numtile.ops_cpu.scalar_math import _maximum, softmax_exp
 
@@ -49,7 +49,9 @@ def _wide_sum(values, count):
 # the output through exp, so attention propagates it all the same.
 @numba.njit(nogil=True, error_model="numpy", fastmath={"nnan", "reassoc"})
 def _row_max(values, count):
-    """Largest of values[:count] (count >= 1)."""
+    """Largest of values[:count] (count >= 1), in 512-bit vectors where the CPU has them (the
+    max is the same in any order)."""
+    wide_vectors()
     peak = values[0]
     for j in range(1, count):
         peak = _maximum(peak, values[j])

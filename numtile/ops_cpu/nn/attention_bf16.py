@@ -29,8 +29,7 @@ from numtile.ops_cpu.fastmath_blocks import exp_f32_ordinary
 from numtile.ops_cpu.helpers import inlined, wide_vectors
 from numtile.ops_cpu.mkl_bf16 import bind
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_compiled as gemm
-from numtile.ops_cpu.nn.attention import _copy_head, _visible_keys
-from numtile.ops_cpu.scalar_math import _maximum
+from numtile.ops_cpu.nn.attention import _copy_head, _row_max, _visible_keys
 
 
 def bf16_attention_ready() -> bool:
@@ -50,21 +49,10 @@ def _shifted_exp(x):
     return select(x > _FLUSH, y, select(x != x, x, np.float32(0)))
 
 
-# nnan: the max of a row holding NaN is unspecified, but the NaN itself reaches the sum and the
-# output through exp, as in ``attention``
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"nnan", "reassoc"})
-def _row_max(values, count):
-    """Largest of values[:count] (count >= 1)."""
-    wide_vectors()
-    peak = values[0]
-    for j in range(1, count):
-        peak = _maximum(peak, values[j])
-    return peak
-
-
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
 def _row_sum(values, count):
-    """Sum of the float32 values[:count] in float64."""
+    """Sum of the float32 values[:count] in float64, in 512-bit vectors (``attention``'s
+    ``_wide_sum`` keeps its 256-bit summation order: the float32 kernels' bits)."""
     wide_vectors()
     total = 0.0
     for j in range(count):
