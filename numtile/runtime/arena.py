@@ -18,9 +18,13 @@ limit like tiles, as the pool's buffers were), and ``release`` gives the pages o
 range back (``MADV_DONTNEED``) when the memory manager needs the room. A tile's buffer
 returns to the arena when the manager drops it (``free``) or, if something else still views
 it then (``disown``: counted as pooled meanwhile), when that view dies (a finaliser queues the
-range, freed at the next call). Limits under 256 MiB (``memory.ARENA_MIN``) keep the pool
-of same-size buffers: there the 2 MiB chunk a small tile leaves partly used would be a large
-share of the limit.
+range, freed at the next call). A training step asks for the same sizes over and over, so a
+buffer the manager drops whole is kept as it is, by byte size (``keep``), and the next tile
+of that size takes it back (``reuse``) without searching or cutting ranges; these kept
+buffers count as pooled, and go back to the free ranges (``drain``) before a tile of another
+size would make fresh pages resident, and before ``release``. Limits under 256 MiB
+(``memory.ARENA_MIN``) keep the pool of same-size buffers: there the 2 MiB chunk a small tile
+leaves partly used would be a large share of the limit.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ class HostArena:
         self.live: dict[int, tuple[int, weakref.finalize]] = {}  # start -> (length, finaliser)
         self.orphans: collections.deque = collections.deque()  # (start, length) to free
         self.disowned: set[int] = set()  # starts of ranges dropped while still viewed
+        self.kept: dict[int, list[np.ndarray]] = {}  # nbytes -> whole arrays dropped (keep)
 
     @property
     def pooled(self) -> int:
@@ -112,9 +117,13 @@ class HostArena:
         return None
 
     def fits(self, nbytes: int) -> bool:
-        """Whether a free range holds ``nbytes`` in resident chunks."""
+        """Whether a kept buffer or a free range holds ``nbytes`` in resident chunks."""
+        if nbytes in self.kept:
+            return True
         self.collect()
-        return self._place(_length(nbytes), True) is not None
+        if self._place(_length(nbytes), True) is not None:
+            return True
+        return self.drain() and self._place(_length(nbytes), True) is not None
 
     def plan(self, nbytes: int) -> tuple[int, int] | None:
         """Where ``allocate(nbytes)`` would put the range and how many bytes it would make
@@ -122,6 +131,8 @@ class HostArena:
         self.collect()
         length = _length(nbytes)
         start = self._place(length, True)
+        if start is None and self.drain():  # kept buffers of other sizes: resident pages
+            start = self._place(length, True)
         if start is not None:
             return start, 0
         start = self._place(length, False)
@@ -199,7 +210,47 @@ class HostArena:
         del self.by_size[bisect.bisect_left(self.by_size, (length, start))]
         return length
 
+    def reuse(self, nbytes: int, dtype=np.uint8, shape=None) -> np.ndarray | None:
+        """A buffer of exactly ``nbytes`` that ``keep`` holds (resident), viewed as ``dtype``
+        and ``shape`` (1-d by default), or None."""
+        kept = self.kept.get(nbytes)
+        if kept is None:
+            return None
+        array = kept.pop()
+        if not kept:
+            del self.kept[nbytes]
+        self.used += _length(nbytes)
+        shape = (nbytes // np.dtype(dtype).itemsize,) if shape is None else shape
+        if array.dtype != dtype or array.shape != shape:  # a tile's of another kind
+            owner = array.base if type(array.base) is np.ndarray else array
+            array = owner.view(dtype).reshape(shape)
+        return array
+
     # -- taking back ------------------------------------------------------------------------
+
+    def keep(self, array: np.ndarray) -> None:
+        """Hold ``array`` (an array ``allocate`` gave, or its only view: a tile's, handed back
+        as it is to a tile of the same shape and dtype) for ``reuse`` by a tile of its byte
+        size; its pages count as pooled meanwhile."""
+        self.used -= _length(array.nbytes)
+        self.kept.setdefault(array.nbytes, []).append(array)
+
+    def drain(self) -> bool:
+        """Return every kept buffer to the free ranges; whether there was one."""
+        if not self.kept:
+            return False
+        for arrays in self.kept.values():
+            for array in arrays:
+                self.used += _length(array.nbytes)
+                self.free(array)
+        self.kept.clear()
+        return True
+
+    def holds(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is an array ``allocate`` gave (not a view of one): a cheap
+        ``owns`` for the manager's recycling."""
+        base = array.base
+        return type(base) is memoryview and base.obj is self.mapping
 
     def free(self, array: np.ndarray) -> None:
         """Return the range of ``array`` (an array ``allocate`` gave, or its only view)."""
@@ -241,6 +292,7 @@ class HostArena:
         """Give back the resident pages of one free range (the one with the most); the bytes
         released, 0 where no free range has any. Pages inside a huge page split it."""
         self.collect()
+        self.drain()
         best, most = None, 0
         for start in list(self.dirty):  # the free ranges tiles left (not the untouched rest)
             count = self.touched.count(1, start // PAGE, (start + self.lengths[start]) // PAGE)

@@ -291,7 +291,7 @@ class Runtime(WorkerSupervision):
                 elif self.manager is None:
                     buffers = [h.host_replica() for h in task.handles]
                 else:
-                    if self.manager.io is not None:  # the next tasks' tiles, read meanwhile
+                    if self.manager.spilled:  # the next tasks' spilled tiles, read meanwhile
                         self.manager.prefetch(self.scheduler.peek(worker))
                     buffers, pins = self.manager.acquire(task, HOST)
                 task.start = time.perf_counter()

@@ -30,8 +30,8 @@ from numtile.runtime.access import READS, WRITES
 from numtile.runtime.arena import host_arena
 from numtile.runtime.handle import DISK, HOST, DataHandle, track_without_manager
 from numtile.runtime.host_malloc import prefault, unmap_freed_tiles
-from numtile.runtime.memory_nodes import HostNode, NodeState, Pins
-from numtile.runtime.room import OutOfMemoryError, no_room, tile_bytes
+from numtile.runtime.memory_nodes import HostNode, NodeState, Pins, counters
+from numtile.runtime.room import OutOfMemoryError, no_room
 from numtile.runtime.spill import Spill, SpillError
 from numtile.runtime.spill_io import SpillIO, SpillTraffic
 
@@ -305,36 +305,43 @@ class MemoryManager(SpillTraffic):
         ``OutOfMemoryError`` when the task's own tiles exceed the node's capacity.
         """
         state = self.nodes[node]
-        distinct = {h.id: h for h in task.handles}
+        distinct = {h.id: h for h in task.handles}.values()
         scratch = task.scratch_bytes()
-        need = tile_bytes(task) + scratch
-        capacity = state.node.capacity
+        capacity, need = state.node.capacity, scratch + sum(h.nbytes for h in distinct)
         if capacity is not None and need > capacity:
-            raise OutOfMemoryError(
-                no_room(self.nodes[node], need, task, held=False, scratch=scratch)
-            )
+            raise OutOfMemoryError(no_room(state, need, task, held=False, scratch=scratch))
         with self.lock:
-            self._reap()
+            if self.dead:
+                self._reap()
             # others' pinned tiles cannot be evicted: wait until ours fit beside them
-            while capacity is not None and not self._admits(state, distinct.values(), scratch):
+            while capacity is not None and not self._admits(state, distinct, scratch):
                 if not wait:
                     return None
                 self._wait_freed("admission")  # a running task will unpin its tiles
                 self._reap()
-            pins = Pins((h, node) for h in distinct.values())
-            for h in distinct.values():
+            pins = Pins([(h, node) for h in distinct])
+            for h in distinct:
                 self._pin(h, node)
             try:
                 if scratch:  # first: its tiles' reads may wait, and others' admission count it
-                    self._reserve(task, node, scratch, distinct.values(), pins)
-                if node == HOST and self.io is not None:  # start every read before waiting
+                    self._reserve(task, node, scratch, distinct, pins)
+                if node == HOST and self.io is not None and self.spilled:  # every read first
                     for h, mode in zip(task.handles, task.modes):
-                        if READS[mode] and set(h.replicas) == {DISK} and h.id not in self.reading:
-                            self._start_read(h, task)
-                buffers = [
-                    self._fetch(h, node, READS[m], WRITES[m], task, pins)
-                    for h, m in zip(task.handles, task.modes)
-                ]
+                        replicas = h.replicas
+                        if READS[mode] and DISK in replicas and len(replicas) == 1:
+                            if h.id not in self.reading:
+                                self._start_read(h, task)
+                buffers = []
+                lru, reading, writing = state.lru, self.reading, self.writing
+                for h, m in zip(task.handles, task.modes):
+                    data = h.replicas.get(node)
+                    if data is not None and h.id in lru and h.id not in reading:  # _fetch's hit
+                        lru.move_to_end(h.id)
+                        if WRITES[m] and (len(h.replicas) > 1 or h.id in writing):
+                            self._set_written(h, node)
+                    else:
+                        data = self._fetch(h, node, READS[m], WRITES[m], task, pins)
+                    buffers.append(data)
             except BaseException:
                 self._unpin(pins)
                 raise
@@ -363,23 +370,27 @@ class MemoryManager(SpillTraffic):
 
     def _pin(self, handle: DataHandle, node: int) -> None:
         state = self.nodes[node]
-        if not state.pins[handle.id]:
+        count = state.pins.get(handle.id, 0)  # not ``pins[id]``: Counter's __missing__ is Python
+        if not count:
             state.pinned_bytes += handle.nbytes
-        state.pins[handle.id] += 1
+        state.pins[handle.id] = count + 1
 
     def _unpin(self, pins: list) -> None:
         for handle, node in pins:
             state = self.nodes[node]
-            state.pins[handle.id] -= 1
-            if state.pins[handle.id] <= 0:
-                del state.pins[handle.id]
+            count = state.pins[handle.id] - 1
+            if count <= 0:
+                state.pins.pop(handle.id)  # not ``del``: Counter's __delitem__ is Python
                 state.pinned_bytes -= handle.nbytes
+            else:
+                state.pins[handle.id] = count
         if getattr(pins, "scratch", None) is not None:
             node, pinned, used = pins.scratch
             pins.scratch = None
             self.nodes[node].used -= used
             self.nodes[node].pinned_bytes -= pinned
-        self.freed.notify_all()
+        if self.freed._waiters:  # CPython's Condition: notify_all costs a call even with none
+            self.freed.notify_all()
 
     def release(self, pins: list, failed_writes: list | None = None) -> None:
         """Unpin a finished task's tiles; drop the replicas a failed task was writing."""
@@ -465,29 +476,4 @@ class MemoryManager(SpillTraffic):
         """Bytes moved per route, evictions, spills and peak bytes per node."""
         with self.lock:
             self._reap()
-            out = {
-                "transferred_bytes": dict(self.transfers),
-                "transfer_seconds": dict(self.transfer_seconds),
-                "nodes": {
-                    s.node.name: {
-                        "capacity": s.node.capacity,
-                        "used": s.used,
-                        "peak": s.peak,
-                        "evictions": s.evictions,
-                        "pooled": s.pooled,
-                        "reused": s.reused,
-                    }
-                    for s in self.nodes.values()
-                },
-            }
-            if self.spill is not None:
-                out["spill"] = {
-                    "directory": self.spill.directory,
-                    "writes": self.spill.writes,
-                    "bytes_written": self.transfers["host->disk"],
-                    "reads": self.spill.reads,
-                    "bytes_read": self.transfers["disk->host"],
-                    "prefetched": self.prefetches,
-                    "wait_seconds": dict(self.waits),
-                }
-            return out
+            return counters(self)

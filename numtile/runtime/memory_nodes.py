@@ -127,8 +127,8 @@ class NodeState:
         """Keep the memory of ``array`` (from ``owner_alone``) for reuse."""
         arena = self.arena
         if arena is not None:
-            if arena.owns(array):
-                arena.free(array)
+            if arena.holds(array if array.base is None else array.base):
+                arena.keep(array)  # the next tile of its size takes it back (arena.py)
             return  # another buffer (a fallback mapping) is simply dropped
         owner = array if array.base is None else array.base
         self.free.setdefault(owner.nbytes, []).append(owner)
@@ -171,3 +171,34 @@ def owner_alone(array: np.ndarray, holders: int) -> bool:
         and owner.nbytes == array.nbytes
         and sys.getrefcount(owner) <= 3
     )
+
+
+def counters(manager) -> dict:
+    """A ``MemoryManager``'s report (its lock held): bytes moved per route, evictions, spills
+    and peak bytes per node."""
+    out = {
+        "transferred_bytes": dict(manager.transfers),
+        "transfer_seconds": dict(manager.transfer_seconds),
+        "nodes": {
+            s.node.name: {
+                "capacity": s.node.capacity,
+                "used": s.used,
+                "peak": s.peak,
+                "evictions": s.evictions,
+                "pooled": s.pooled,
+                "reused": s.reused,
+            }
+            for s in manager.nodes.values()
+        },
+    }
+    if manager.spill is not None:
+        out["spill"] = {
+            "directory": manager.spill.directory,
+            "writes": manager.spill.writes,
+            "bytes_written": manager.transfers["host->disk"],
+            "reads": manager.spill.reads,
+            "bytes_read": manager.transfers["disk->host"],
+            "prefetched": manager.prefetches,
+            "wait_seconds": dict(manager.waits),
+        }
+    return out

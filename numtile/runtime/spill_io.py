@@ -179,6 +179,10 @@ class SpillTraffic:
         arena, capacity = state.arena, state.node.capacity
         if arena is None or capacity is None or handle.nbytes < MMAP_THRESHOLD:
             return None
+        data = arena.reuse(handle.nbytes, handle.dtype, handle.shape)  # a dropped tile's
+        if data is not None:
+            state.reused += 1
+            return data
         while True:
             plan = arena.plan(handle.nbytes)
             if plan is None:

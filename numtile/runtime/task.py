@@ -206,6 +206,7 @@ class Task:
         "end",
         "name",
         "awaited",
+        "_scratch",
     )
 
     def __init__(
@@ -234,15 +235,19 @@ class Task:
         self.end = 0.0
         self.name = name
         self.awaited = False  # a thread waits for this task (``Runtime.wait_handles``)
+        self._scratch: int | None = None
 
     @property
     def finished(self) -> bool:
         return self.state >= TaskState.DONE
 
     def scratch_bytes(self) -> int:
-        """The working memory the codelet declares for this call (``Codelet.scratch``)."""
-        scratch = self.codelet.scratch
-        return 0 if scratch is None else int(scratch(*self.handles, *self.args))
+        """The working memory the codelet declares for this call (``Codelet.scratch``),
+        computed once (at submission under a limit, then again by each acquire)."""
+        if self._scratch is None:
+            scratch = self.codelet.scratch
+            self._scratch = 0 if scratch is None else int(scratch(*self.handles, *self.args))
+        return self._scratch
 
     def describe(self) -> str:
         """Human-readable name: codelet, sequence number and tiles touched."""

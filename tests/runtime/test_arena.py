@@ -14,13 +14,14 @@ from numtile.runtime.arena import CHUNK, PAGE, HostArena
 MiB = 1 << 20
 
 
-def _check(arena: HostArena, live: dict) -> None:
-    """Free ranges and live arrays tile the arena exactly once; the counts add up."""
+def _check(arena: HostArena, live: dict, kept: tuple = ()) -> None:
+    """Free ranges, live arrays and ``kept`` ones (held for reuse) tile the arena exactly
+    once; the counts add up (a kept array's pages count as pooled, not used)."""
     spans = sorted(
         [(s, s + n, "free") for s, n in arena.lengths.items()]
         + [
             (a.ctypes.data - arena.base, a.ctypes.data - arena.base + -(-n // PAGE) * PAGE, "live")
-            for a, n in live.values()
+            for a, n in [*live.values(), *kept]
         ]
     )
     position = 0
@@ -42,16 +43,21 @@ def _check(arena: HostArena, live: dict) -> None:
     assert 0 <= arena.pooled <= arena.touched_bytes
 
 
+def _pop_unharmed(live: dict, rng) -> np.ndarray:
+    """A random live array, taken out of ``live``, that nobody wrote over."""
+    key = list(live)[rng.integers(len(live))]
+    array, _ = live.pop(key)
+    assert array[0] == key % 251 and array[-1] == key % 251
+    return array
+
+
 def test_random_allocations_never_overlap_and_free_ranges_coalesce():
     rng = np.random.default_rng(0)
     arena = HostArena(64 * MiB)
     live: dict[int, tuple[np.ndarray, int]] = {}
     for step in range(600):
         if live and (rng.random() < 0.45 or arena.used > 100 * MiB):
-            key = list(live)[rng.integers(len(live))]
-            array, n = live.pop(key)
-            assert array[0] == key % 251 and array[-1] == key % 251  # nobody wrote over it
-            arena.free(array)
+            arena.free(_pop_unharmed(live, rng))
         else:
             n = int(rng.choice([128 << 10, 300 << 10, MiB, 3 * MiB + 5, 8 * MiB]))
             array = arena.allocate(n)
@@ -66,6 +72,63 @@ def test_random_allocations_never_overlap_and_free_ranges_coalesce():
     for array, _ in live.values():
         arena.free(array)
     assert arena.used == 0 and arena.starts == [0] and arena.lengths == {0: arena.size}
+
+
+def test_kept_buffers_serve_their_size_as_they_are_and_drain_for_other_sizes():
+    rng = np.random.default_rng(1)
+    arena = HostArena(64 * MiB)
+    live: dict[int, tuple[np.ndarray, int]] = {}
+    sizes = [300 << 10, MiB, 3 * MiB + 5]
+    for step in range(600):
+        kept = [(a, n) for n, arrays in arena.kept.items() for a in arrays]
+        roll = rng.random()
+        if live and (roll < 0.45 or arena.used > 100 * MiB):
+            array = _pop_unharmed(live, rng)
+            arena.keep(array) if rng.random() < 0.7 else arena.free(array)
+        else:
+            n = int(rng.choice(sizes))
+            held = {a.ctypes.data for a, m in kept if m == n}
+            touched = arena.touched_bytes
+            array = arena.reuse(n) if rng.random() < 0.5 else None
+            if array is not None:  # a kept one of that size, no page made resident
+                assert array.ctypes.data in held and arena.touched_bytes == touched
+            else:
+                array = arena.allocate(n)
+            if array is None:
+                continue
+            assert array.nbytes == n
+            array[:] = step % 251
+            live[step] = (array, n)
+        if step % 50 == 0:
+            arena.release()
+            assert not arena.kept  # drained first
+        _check(arena, live, [(a, n) for n, arrays in arena.kept.items() for a in arrays])
+    arena.drain()
+    for array, _ in live.values():
+        arena.free(array)
+    assert arena.used == 0 and arena.starts == [0] and arena.lengths == {0: arena.size}
+
+
+def test_a_kept_tile_comes_back_as_it_is_and_another_size_takes_its_pages():
+    arena = HostArena(64 * MiB)
+    a = arena.allocate(3 * MiB).view(np.float32).reshape(3, MiB // 4)
+    keep = arena.allocate(MiB)  # after a: a's range does not merge with the untouched rest
+    touched, used = arena.touched_bytes, arena.used
+    arena.keep(a)
+    assert arena.used == used - 3 * MiB and arena.pooled == touched - arena.used
+    assert arena.fits(3 * MiB) and arena.reuse(MiB) is None
+    b = arena.reuse(3 * MiB, np.dtype(np.float32), (3, MiB // 4))
+    assert b is a and arena.used == used  # the tile's own array: no view made, nothing cut
+    arena.keep(b)
+    c = arena.reuse(3 * MiB, np.dtype(np.int16), (3 * MiB // 2,))  # another dtype: a view
+    assert c.dtype == np.int16 and c.ctypes.data == a.ctypes.data
+    arena.keep(c)
+    del a, b, c
+    # a tile of another size takes the kept buffer's resident pages, not fresh ones
+    assert arena.plan(2 * MiB)[1] == 0 and not arena.kept
+    d = arena.allocate(2 * MiB)
+    assert arena.touched_bytes == touched
+    arena.free(d), arena.free(keep)
 
 
 def test_a_freed_range_serves_a_tile_of_another_size_in_resident_pages():
