@@ -12,6 +12,7 @@ from numba import njit
 
 from numtile.ops_cpu.bf16 import bf16_widen
 from numtile.ops_cpu.matmul import gemm
+from numtile.ops_cpu.scratch import empty
 
 
 @njit(nogil=True, cache=True)
@@ -52,7 +53,7 @@ def gemm_rounded(a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits) -> N
     """c = alpha * round(op(a)) @ round(op(b)) + beta * c on float32 tiles, the inputs'
     mantissas rounded to ``in_bits`` bits and, when ``out_bits`` < 23, c's afterwards (the
     compiled pieces run without the GIL)."""
-    a_rounded, b_rounded = np.empty_like(a), np.empty_like(b)
+    a_rounded, b_rounded = empty(a.shape, a.dtype), empty(b.shape, b.dtype)
     round_mantissa(a, a_rounded, in_bits)
     round_mantissa(b, b_rounded, in_bits)
     gemm(a_rounded, b_rounded, c, trans_a, trans_b, alpha, beta)
@@ -61,9 +62,11 @@ def gemm_rounded(a, b, c, trans_a, trans_b, alpha, beta, in_bits, out_bits) -> N
 
 def gemm_bf16(a, b, c, trans_a, trans_b, alpha, beta) -> None:
     """c (float32) = alpha * op(a) @ op(b) + beta * c for bfloat16 a and b given as uint16 bit
-    patterns: widened to float32 (exact), then sgemm."""
-    a_wide = np.empty(a.shape, np.float32)
-    b_wide = np.empty(b.shape, np.float32)
+    patterns: widened to float32 (exact), then sgemm. The float32 copies are this thread's
+    scratch (``scratch.empty``): fresh buffers would fault in every page at each call where
+    malloc maps them (under a host limit: 3 GB a llama-small step on an AVX2 CPU)."""
+    a_wide = empty(a.shape, np.float32)
+    b_wide = empty(b.shape, np.float32)
     bf16_to_float32(a, a_wide)
     bf16_to_float32(b, b_wide)
     gemm(a_wide, b_wide, c, trans_a, trans_b, alpha, beta)

@@ -71,3 +71,23 @@ def test_each_thread_keeps_its_own_buffers():
     thread.join()
     assert seen[0].ctypes.data != address
     assert scratch.empty(1 << 20, np.uint8).ctypes.data == address
+
+
+def test_the_bf16_gemm_fallback_widens_into_this_threads_scratch():
+    import ml_dtypes
+
+    from numtile.ops_cpu.low_precision import gemm_bf16
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 384)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((384, 200)).astype(ml_dtypes.bfloat16)
+    expected = a.astype(np.float32) @ b.astype(np.float32)
+    for _ in range(2):
+        c = np.zeros((256, 200), np.float32)
+        gemm_bf16(a.view(np.uint16), b.view(np.uint16), c, False, False, 1.0, 0.0)
+        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
+        if _ == 0:
+            kept = [buffer.ctypes.data for buffer in scratch._cache.buffers]
+    # both float32 copies came from this thread's buffers, and the second call reused them
+    assert sorted(buffer.nbytes for buffer in scratch._cache.buffers) == [200 * 384 * 4, a.size * 4]
+    assert [buffer.ctypes.data for buffer in scratch._cache.buffers] == kept
