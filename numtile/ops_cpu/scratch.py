@@ -41,11 +41,14 @@ def empty(shape, dtype=float) -> np.ndarray:
     buffers = getattr(_cache, "buffers", None)
     if buffers is None:
         buffers = _cache.buffers = []
+        _cache.total = 0
     buffer = _smallest_free(buffers, nbytes)
     if buffer is None:
         buffer = np.empty(nbytes, np.uint8)
-        buffers.append(buffer)
-    _trim(buffers, keep=buffer)
+        buffers.insert(_first_of(buffers, nbytes), buffer)  # the list stays sorted by size
+        _cache.total = getattr(_cache, "total", 0) + nbytes
+    if _cache.total > CACHE_BYTES:
+        _trim(buffers, keep=buffer)
     return buffer[:nbytes].view(dtype).reshape(shape)
 
 
@@ -55,22 +58,33 @@ def _in_use(buffer: np.ndarray) -> bool:
     return sys.getrefcount(buffer) > 4
 
 
+def _first_of(buffers: list, nbytes: int) -> int:
+    """The index of the first buffer of at least ``nbytes`` in ``buffers`` (sorted by size)."""
+    low, high = 0, len(buffers)
+    while low < high:
+        middle = (low + high) // 2
+        if buffers[middle].nbytes < nbytes:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 def _smallest_free(buffers: list, nbytes: int) -> np.ndarray | None:
-    """The smallest buffer of at least ``nbytes`` that no array uses, or None."""
-    best = None
-    for buffer in buffers:
-        if buffer.nbytes >= nbytes and (best is None or buffer.nbytes < best.nbytes):
-            if not _in_use(buffer):
-                best = buffer
-    return best
+    """The smallest buffer of at least ``nbytes`` that no array uses, or None (``buffers``
+    is sorted by size: the first free one from the first that fits)."""
+    for index in range(_first_of(buffers, nbytes), len(buffers)):
+        buffer = buffers[index]
+        if not _in_use(buffer):
+            return buffer
+        buffer = None
+    return None
 
 
 def _trim(buffers: list, keep: np.ndarray) -> None:
     """Forget free buffers (the largest first) while the thread keeps more than
     ``CACHE_BYTES``; buffers in use stay."""
     total = sum(buffer.nbytes for buffer in buffers)
-    if total <= CACHE_BYTES:
-        return
     leaving = []
     for index in sorted(range(len(buffers)), key=lambda i: -buffers[i].nbytes):
         if total <= CACHE_BYTES:
@@ -82,3 +96,4 @@ def _trim(buffers: list, keep: np.ndarray) -> None:
         buffer = None
     for index in sorted(leaving, reverse=True):
         del buffers[index]
+    _cache.total = total

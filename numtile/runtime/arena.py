@@ -121,18 +121,22 @@ class HostArena:
         if nbytes in self.kept:
             return True
         self.collect()
-        if self._place(_length(nbytes), True) is not None:
-            return True
-        return self.drain() and self._place(_length(nbytes), True) is not None
+        return self._place_resident(_length(nbytes)) is not None
+
+    def _place_resident(self, length: int) -> int | None:
+        """``_place`` in resident pages, returning kept buffers to the free ranges (the
+        largest first) until a range holds ``length`` or none is kept."""
+        start = self._place(length, True)
+        while start is None and self._return_one():
+            start = self._place(length, True)
+        return start
 
     def plan(self, nbytes: int) -> tuple[int, int] | None:
         """Where ``allocate(nbytes)`` would put the range and how many bytes it would make
         resident (0 in resident pages), or None where no free range holds it."""
         self.collect()
         length = _length(nbytes)
-        start = self._place(length, True)
-        if start is None and self.drain():  # kept buffers of other sizes: resident pages
-            start = self._place(length, True)
+        start = self._place_resident(length)  # kept buffers of other sizes: resident pages
         if start is not None:
             return start, 0
         start = self._place(length, False)
@@ -239,11 +243,23 @@ class HostArena:
         """Return every kept buffer to the free ranges; whether there was one."""
         if not self.kept:
             return False
-        for arrays in self.kept.values():
-            for array in arrays:
-                self.used += _length(array.nbytes)
-                self.free(array)
-        self.kept.clear()
+        while self._return_one():
+            pass
+        return True
+
+    def _return_one(self, avoid: int | None = None) -> bool:
+        """Return one kept buffer (of the largest size kept, not ``avoid`` bytes if another
+        is) to the free ranges; False when none is kept."""
+        if not self.kept:
+            return False
+        sizes = sorted(self.kept, reverse=True)
+        nbytes = next((n for n in sizes if n != avoid), sizes[0])
+        arrays = self.kept[nbytes]
+        array = arrays.pop()
+        if not arrays:
+            del self.kept[nbytes]
+        self.used += _length(nbytes)
+        self.free(array)
         return True
 
     def holds(self, array: np.ndarray) -> bool:
@@ -288,11 +304,12 @@ class HostArena:
             if self.live.get(start, (None,))[0] == length:
                 self._free(start, length)
 
-    def release(self) -> int:
-        """Give back the resident pages of one free range (the one with the most); the bytes
-        released, 0 where no free range has any. Pages inside a huge page split it."""
+    def release(self, keep: int | None = None) -> int:
+        """Give back the resident pages of one free range (the one with the most), a kept
+        buffer returned to the ranges first (not one of ``keep`` bytes if another is kept);
+        the bytes released, 0 where no free range has any. Pages inside a huge page split it."""
         self.collect()
-        self.drain()
+        self._return_one(avoid=keep)
         best, most = None, 0
         for start in list(self.dirty):  # the free ranges tiles left (not the untouched rest)
             count = self.touched.count(1, start // PAGE, (start + self.lengths[start]) // PAGE)

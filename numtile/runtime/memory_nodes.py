@@ -143,7 +143,7 @@ class NodeState:
         resident whole free chunks of one free range."""
         arena = self.arena
         if arena is not None:
-            return arena.release() > 0
+            return arena.release(keep) > 0
         for key in [k for k in self.free if k != keep] + ([keep] if keep in self.free else []):
             free = self.free[key]
             array = free.pop()
