@@ -194,9 +194,7 @@ def defer(name: str, args: tuple) -> TileTensor | None:
 
 def _temporary(tensor: TileTensor, holders: tuple) -> bool:
     """True when ``holders`` (a consumer's operands) are all that hold ``tensor``."""
-    held = 0
-    for holder in holders:
-        held += holder is tensor
+    held = sum(holder is tensor for holder in holders)
     # beyond those: the caller's loop variable, this argument and getrefcount's own
     return sys.getrefcount(tensor) - 3 <= held
 
