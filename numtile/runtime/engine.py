@@ -371,6 +371,7 @@ class Runtime(WorkerSupervision):
 
     def wait_all(self) -> None:
         """Block until every submitted task has finished; re-raise the first task error."""
+        data_handles.materialise_all()  # deferred tensors submit their tasks first
         with self._lock:
             if self._broken is not None:
                 self._raise_broken()

@@ -57,15 +57,19 @@ def set_manager(manager) -> None:
 
 # deferred readers: objects (tensors whose tasks are not submitted yet) that will read a
 # handle's current value once they ``materialise()``; a task that writes the handle first
-# materialises them, so they read the value they were given. Set once a reader is registered
-# (until then ``submit`` skips the check).
+# materialises them, so they read the value they were given, and ``Runtime.wait_all``
+# materialises them all. Set once a reader is registered (until then ``submit`` skips the
+# check).
 DEFERRED_READS = [False]
+_DEFERRED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> reader, in order
 
 
 def defer_read(handles, reader) -> None:
     """Have ``reader.materialise()`` run before any task writing one of ``handles`` is
-    submitted (``reader`` is held weakly: dropped unused, it costs nothing)."""
+    submitted, and before ``wait_all`` waits (``reader`` is held weakly: dropped unused, it
+    costs nothing)."""
     DEFERRED_READS[0] = True
+    _DEFERRED[id(reader)] = reader
     for handle in handles:
         readers = handle.deferred_readers
         if readers is None:
@@ -75,6 +79,7 @@ def defer_read(handles, reader) -> None:
 
 def forget_reader(handles, reader) -> None:
     """Undo ``defer_read`` (``reader`` materialised)."""
+    _DEFERRED.pop(id(reader), None)
     for handle in handles:
         if handle.deferred_readers:
             handle.deferred_readers.pop(id(reader), None)
@@ -89,6 +94,17 @@ def materialise_readers(accesses) -> None:
             handle.deferred_readers = None
             for reader in list(readers.values()):
                 reader.materialise()
+
+
+def materialise_all() -> None:
+    """Materialise every deferred reader, the newest first (so that a reader inlines the
+    older ones it alone holds instead of reading their tiles)."""
+    while _DEFERRED:
+        for key in reversed(list(_DEFERRED.keys())):  # ids: no reference keeps one alive
+            reader = _DEFERRED.pop(key, None)
+            if reader is not None:
+                reader.materialise()
+            del reader  # a reader held here is no temporary the next one may inline
 
 
 def track_without_manager(handle: DataHandle) -> None:

@@ -79,10 +79,11 @@ class Expression:
     """What a deferred tensor computes: op ``name`` of ``operands`` (tensors, deferred or
     not, and scalars); ``ops`` and ``inputs`` bound the size it would have inlined."""
 
-    __slots__ = ("name", "operands", "ops", "inputs")
+    __slots__ = ("name", "operands", "ops", "inputs", "runtime")
 
-    def __init__(self, name: str, operands: tuple, ops: int, inputs: int) -> None:
+    def __init__(self, name: str, operands: tuple, ops: int, inputs: int, runtime) -> None:
         self.name, self.operands, self.ops, self.inputs = name, operands, ops, inputs
+        self.runtime = runtime  # the runtime it was deferred under
 
     def materialise(self, tensor: TileTensor) -> None:
         _materialise(tensor)
@@ -127,10 +128,9 @@ def _plan(key, signature: tuple):
         return None
 
 
-def _exact(plan, name: str) -> bool:
-    """True where the runtime's workers are all CPU workers whose fused kernels compute op
+def _exact(runtime, plan, name: str) -> bool:
+    """True where ``runtime``'s workers are all CPU workers whose fused kernels compute op
     ``name`` as its own kernel does (``ops_cpu.fused_exact``)."""
-    runtime = get_runtime()
     exact = getattr(runtime.ops[0], "fused_exact", None) if runtime.ops else None
     if exact is None or len(set(runtime.kinds)) != 1:
         return False
@@ -168,7 +168,8 @@ def defer(name: str, args: tuple) -> TileTensor | None:
         return None
     signature = tuple(e + (1,) if e[0] == "tensor" else e for e in entries)
     plan = _plan((name, *range(len(args))), signature)
-    if plan is None or not _exact(plan, name):
+    runtime = get_runtime()
+    if plan is None or not _exact(runtime, plan, name):
         return None
     layout = _layout(tensors)
     if layout is None:
@@ -179,17 +180,25 @@ def defer(name: str, args: tuple) -> TileTensor | None:
         return None
     with _lock:
         pending = {id(t): t._pending for t in tensors if t._pending is not None}
+        if any(h.invalidated for t in tensors if t._pending is None for h in t._handles):
+            return None  # the op itself raises InvalidatedError now
         ops = 1 + sum(e.ops for e in pending.values())
         inputs = sum(e.inputs for e in pending.values()) + len(tensors) - len(pending)
         if ops > MAX_OPS or inputs > MAX_INPUTS:
             for tensor in tensors:
                 tensor.materialise()
             ops, inputs = 1, len(tensors)
-        out = TileTensor.deferred(layout, plan.dtype, Expression(name, args, ops, inputs))
-        for tensor in tensors:
-            if tensor._pending is None:
-                defer_read(tensor._handles, out)
+        out = TileTensor.deferred(layout, plan.dtype, Expression(name, args, ops, inputs, runtime))
+        defer_read([h for t in tensors if t._pending is None for h in t._handles], out)
     return out
+
+
+class _Cut(Exception):  # noqa: N818  (a signal, caught by _materialise)
+    """An input's task was cut by the shutdown of the runtime the tensor was deferred under."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 def _temporary(tensor: TileTensor, holders: tuple) -> bool:
@@ -214,6 +223,10 @@ def _flatten(expression: Expression, leaves: list, seen: dict) -> tuple:
                 operand.materialise()
             index = seen.get(id(operand))
             if index is None:
+                if expression.runtime.closed:  # deferred before a shutdown that cut its input
+                    for handle in operand._handles:
+                        if handle.error is not None:
+                            raise _Cut(handle.error)
                 index = seen[id(operand)] = len(leaves)
                 leaves.append(operand)
         else:
@@ -244,15 +257,22 @@ def _materialise(tensor: TileTensor) -> None:
         if expression is None:  # materialised meanwhile (another reader's write)
             return
         leaves: list = []
-        key = _flatten(expression, leaves, {})
-        fused = any(isinstance(child, tuple) for child in key[1:])
-        plan = _plan(key, _signature(leaves)) if fused else None
-        if plan is None:
-            result = _unfused(key, leaves)
+        try:
+            key = _flatten(expression, leaves, {})
+        except _Cut as cut:  # the tiles carry the error, as the cut tasks' results would
+            result = TileTensor(tensor.layout, tensor.dtype)
+            for handle in result.handles:
+                handle.error = cut.error
         else:
-            result = run(plan, leaves, tensor.layout)
+            fused = any(isinstance(child, tuple) for child in key[1:])
+            plan = _plan(key, _signature(leaves)) if fused else None
+            if plan is None:
+                result = _unfused(key, leaves)
+            else:
+                result = run(plan, leaves, tensor.layout)
         assert result.layout == tensor.layout and result.dtype == tensor.dtype, (
-            f"deferred {key}: {result.layout} {result.dtype} != {tensor.layout} {tensor.dtype}"
+            f"deferred {expression.name}: {result.layout} {result.dtype} != {tensor.layout} "
+            f"{tensor.dtype}"
         )
         tensor._handles, tensor._pending = result.handles, None
         for operand in expression.operands:

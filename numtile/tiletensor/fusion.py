@@ -42,7 +42,8 @@ def _signature(args) -> tuple:
         if isinstance(value, TileTensor):
             entries.append(("tensor", value.dtype, value.ndim))
         elif isinstance(value, (numbers.Number, np.generic)):
-            entries.append(("scalar", _weak_stand_in(value)))
+            # the type too: 0, 0.0 and False (and NumPy zeros) are equal keys
+            entries.append(("scalar", _weak_stand_in(value), type(value)))
         else:
             raise TypeError(
                 f"nt.fuse: arguments are TileTensors and scalars, got {type(value).__name__}"

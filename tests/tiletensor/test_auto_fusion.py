@@ -206,6 +206,15 @@ def test_copy_into_and_invalidate_wait_for_deferred_readers(fusing):
     np.testing.assert_array_equal(u.to_numpy(), G32 * G32 + 2)
 
 
+def test_exporting_a_tile_by_dlpack_submits_its_deferred_readers(fusing):
+    x = _tensor(F32, (7, 9))  # one tile: DLPack exports its own buffer
+    t = x * 2 + 1
+    exported = np.from_dlpack(x)
+    get_runtime().wait_all()  # the reads submitted at the export are done
+    exported[...] = 0
+    np.testing.assert_array_equal(t.to_numpy(), F32 * 2 + 1)
+
+
 def test_an_intermediate_with_a_name_runs_once(submitted):
     x, y = _tensor(F32, (4, 9)), _tensor(G32, (4, 9))
     t = x * y
@@ -307,3 +316,18 @@ def test_the_variable_turns_it_off():
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
         assert result.stdout.strip() == expected
+
+
+def test_wait_all_submits_every_deferred_tensor_fused(submitted):
+    x, y = _tensor(F32, (4, 9)), _tensor(G32, (4, 9))
+    t = x * y + 1
+    nt.wait_all()
+    assert submitted == ["fused:multiply+add"] * 2 and t._pending is None
+
+
+def test_a_tensor_deferred_before_a_restart_computes_after_it(fusing):
+    x = _tensor(F32, (4, 9))
+    t = x * 2 - 1
+    nt.init()  # the old runtime waits for its work: deferred tensors are submitted first
+    assert t._pending is None
+    np.testing.assert_array_equal(t.to_numpy(), F32 * 2 - 1)
