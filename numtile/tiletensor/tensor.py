@@ -158,7 +158,13 @@ class TileTensor:
     def materialise(self) -> TileTensor:
         """Submit now the tasks of a tensor whose element-wise ops were deferred to run fused
         (``NUMTILE_AUTO_FUSE``); a no-op on every other tensor. The runtime calls it before a
-        task overwrites a tile that a deferred tensor reads."""
+        task overwrites a tile that a deferred tensor reads.
+
+        >>> import numtile as nt
+        >>> y = nt.ones((2,)) * 2 + 1  # deferred: one fused task when materialised
+        >>> y.materialise().to_numpy().tolist()
+        [3.0, 3.0]
+        """
         if self._pending is not None:
             self._pending.materialise(self)
         return self
