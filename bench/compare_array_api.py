@@ -5,7 +5,8 @@ NumPy, whose ufuncs use one core, and <= 0.5 x dask.array with its best chunks, 
 Cases:
   -x of 64M float32 (case neg: one read and one write an element and no maths, the floor that
   memory traffic sets for every one-in-one-out op on this machine); exp, sin, cos and x ** y
-  of 64M float32; x * y + z of 64M float32 (and as one nt.fuse kernel: case fused); sin and
+  of 64M float32; x * y + z of 64M float32 (fused automatically unless NUMTILE_AUTO_FUSE=0;
+  case fused: as one nt.fuse kernel beside the ops run one by one); sin and
   x ** y of 16M float64 (sin64, pow64: NumPy's float64 sin and pow are libm's, one call per
   element)
   sum and var over axis 0 of an 8192 x 8192 float64 matrix
@@ -35,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import median_time, print_table  # noqa: E402
 
 import numtile as nt  # noqa: E402
+from numtile.tiletensor import auto_fusion  # noqa: E402
 
 CORES = os.cpu_count() or 1
 
@@ -119,10 +121,15 @@ def bench_fused(n, tile, repeat, da) -> list[dict]:
     arrays = [rng.standard_normal(n, dtype=np.float32) for _ in range(3)]
     tensors = [nt.from_numpy(a, tile_shape=(tile,)) for a in arrays]
     fused = nt.fuse(lambda x, y, z: x * y + z)
-    got, unfused = fused(*tensors).to_numpy(), (tensors[0] * tensors[1] + tensors[2]).to_numpy()
+    previous = auto_fusion.set_enabled(False)  # the unfused ops: one pass over memory each
+    try:
+        unfused = (tensors[0] * tensors[1] + tensors[2]).to_numpy()
+        t_unfused = median_time(lambda: (tensors[0] * tensors[1] + tensors[2]).wait(), repeat)
+    finally:
+        auto_fusion.set_enabled(previous)
+    got = fused(*tensors).to_numpy()
     np.testing.assert_array_equal(got.view(np.int32), unfused.view(np.int32))  # bit for bit
     t_fused = median_time(lambda: fused(*tensors).wait(), repeat)
-    t_unfused = median_time(lambda: (tensors[0] * tensors[1] + tensors[2]).wait(), repeat)
     t_numpy = median_time(lambda: arrays[0] * arrays[1] + arrays[2], repeat)
     function = lambda x, y, z: x * y + z  # noqa: E731
     best = _best_dask(da, arrays, function, [n // 16, n // 8, n // 4], repeat)

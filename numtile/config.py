@@ -6,7 +6,7 @@ all: ``NUMTILE_NCPU``, ``NUMTILE_SCHEDULER``, ``NUMTILE_CACHE_DIR``,
 ``NUMTILE_TILE``, ``NUMTILE_TILE_1D``, ``NUMTILE_NCUDA``, ``NUMTILE_RESTRICT``,
 ``NUMTILE_CUDA_MEM_LIMIT``, ``NUMTILE_HOST_MEM_LIMIT``, ``NUMTILE_SPILL_DIR``,
 ``NUMTILE_CUDA_BLOCK``, ``NUMTILE_CUDA_GEMM_TILE``, ``NUMTILE_DISTRIBUTED``,
-``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``, ``NUMTILE_STREAM_STORES``,
+``NUMTILE_MPI_MAX_POLL``, ``NUMTILE_VML``, ``NUMTILE_STREAM_STORES``, ``NUMTILE_AUTO_FUSE``,
 ``NUMTILE_HOST_ARENA``, and per process
 ``NUMTILE_BLAS`` (``kernel_blas_setting``).
 """
@@ -91,6 +91,9 @@ class Config:
     # float32 power in explicit AVX-512 code where the CPU has it (ops_cpu.pow_avx512); 0 sends
     # it to VML or numtile's scalar kernel, as on CPUs without AVX-512
     avx512: bool = field(default_factory=lambda: _env_flag("NUMTILE_AVX512") is not False)
+    # element-wise ops on tensors that need no gradient wait and run fused with the ops that
+    # use them, one kernel per chain (tiletensor.auto_fusion); 0 runs each op at once
+    auto_fuse: bool = field(default_factory=lambda: _env_flag("NUMTILE_AUTO_FUSE") is not False)
 
     # a limited host cuts its tile buffers from one mapping (runtime/arena.py); 0 keeps a
     # mapping per tile and the pool of same-size buffers

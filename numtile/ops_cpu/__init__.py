@@ -75,7 +75,7 @@ from numtile.ops_cpu.elementwise import (
     unary_backward,
 )
 from numtile.ops_cpu.factorizations import herk, potrf, syrk, trsm
-from numtile.ops_cpu.fusion import fused  # nt.fuse's generated kernels (issue 13, wave 7)
+from numtile.ops_cpu.fusion import fused, fused_exact  # nt.fuse and automatic fusion
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
     compact,
@@ -124,6 +124,7 @@ def to_host(array):
 
 __all__ = [
     "fused",
+    "fused_exact",
     "arange_fill",
     "arg_reduce",
     "assign_where",

@@ -33,12 +33,14 @@ import sys
 import threading
 
 import numba
+import numpy as np
 
 from numtile.config import Config
-from numtile.ops_cpu import streaming
+from numtile.ops_cpu import mkl_vml, pow_avx512, streaming
 from numtile.ops_cpu.helpers import is_c_contiguous
 
 _TRIGONOMETRIC = ("sin", "cos", "tan")
+_BLOCKS_F32 = ("exp", "sin", "cos")  # float32 ops whose own kernels are fastmath_blocks'
 # the module holding each family's scalar functions, and how a name maps to a function
 _SCALAR_MATH = "numtile.ops_cpu.scalar_math"
 _LOGIC = "numtile.ops_cpu.logic"
@@ -248,3 +250,17 @@ def fused(expression: tuple, out, shape, inputs: tuple, strides: tuple, scalars:
     streamed = getattr(module, "fused_streamed", None)
     function = streamed if streamed is not None and streaming.wanted(out) else module.fused
     function(out, shape, *arguments, *scalars)
+
+
+def fused_exact(name: str, dtype) -> bool:
+    """True where a fused kernel's step of op ``name`` on ``dtype`` values computes what the
+    op's own kernel computes, bit for bit: not where that kernel hands the op to a math
+    library (oneMKL's VML, ``pow_avx512``) or, for float32 exp, sin and cos, to
+    ``fastmath_blocks``' kernels: each within an ulp of the scalar functions inlined here.
+    Automatic fusion (``tiletensor.auto_fusion``) runs those ops unfused."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32 and name in _BLOCKS_F32:
+        return False
+    if name == "power" and dtype == np.float32 and pow_avx512.enabled():
+        return False
+    return not mkl_vml.routes(name, dtype)

@@ -141,6 +141,18 @@ def _routed(table, code, dtype) -> str | None:
     return entry[0]
 
 
+def routes(name: str, dtype) -> bool:
+    """True where VML computes op ``name`` (of UNARY_OPS or BINARY_OPS) on dense tiles of
+    ``dtype``: the fused kernels (``fusion``), which inline our scalar functions, then differ
+    from the unfused op by up to an ulp."""
+    if not enabled():
+        return False
+    for codes, table in ((opcodes.UNARY_OPS, UNARY), (opcodes.BINARY_OPS, BINARY)):
+        if name in codes and _routed(table, codes[name], np.dtype(dtype)) is not None:
+            return True
+    return False
+
+
 def _dense(array, size) -> bool:
     return array.size == size and array.flags.c_contiguous
 

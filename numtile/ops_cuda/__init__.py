@@ -74,7 +74,7 @@ from numtile.ops_cuda.f16_kernels import (
     f16_unary,
     f16_unary_backward,
 )
-from numtile.ops_cuda.fusion import fused  # nt.fuse's generated kernels (issue 13, wave 7)
+from numtile.ops_cuda.fusion import fused, fused_exact  # nt.fuse and automatic fusion
 from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
     compact,
@@ -113,6 +113,7 @@ from numtile.ops_cuda.structured import band, linspace_fill
 
 __all__ = [
     "fused",
+    "fused_exact",
     "SIMULATOR",
     "CudaUnavailableError",
     "LaunchSettings",

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from numtile.config import Config
+from numtile.runtime import handle as data_handles
 from numtile.runtime.access import WRITES, Access
 from numtile.runtime.blas_threads import limit_kernel_blas_threads
 from numtile.runtime.codelet import Codelet
@@ -231,8 +232,9 @@ class Runtime(WorkerSupervision):
             self._raise_broken()
         if codelet not in self._where:
             self.where(codelet)  # a codelet nothing here can run is refused now
-        handles = [h for h, _ in accesses]
-        modes = [m for _, m in accesses]
+        if data_handles.DEFERRED_READS[0]:  # tensors yet to run may read tiles it writes
+            data_handles.materialise_readers(accesses)
+        handles, modes = [h for h, _ in accesses], [m for _, m in accesses]
         task = Task(codelet, handles, modes, args, priority, next(self._seq), name)
         if self.manager is not None and not codelet.control:
             self._check_fits(task)
@@ -369,6 +371,7 @@ class Runtime(WorkerSupervision):
 
     def wait_all(self) -> None:
         """Block until every submitted task has finished; re-raise the first task error."""
+        data_handles.materialise_all()  # deferred tensors submit their tasks first
         with self._lock:
             if self._broken is not None:
                 self._raise_broken()
@@ -476,12 +479,8 @@ def _cancelled(task: Task) -> TaskCancelled:
 
 def _accumulate_locks(task: Task) -> list:
     """Take the locks of ``task``'s ACCUMULATE tiles, in handle order (no deadlock)."""
-    locks = [
-        lock
-        for _, lock in sorted(
-            {h.id: h.lock for h, m in zip(task.handles, task.modes) if m is ACC}.items()
-        )
-    ]
+    by_id = {h.id: h.lock for h, m in zip(task.handles, task.modes) if m is ACC}
+    locks = [lock for _, lock in sorted(by_id.items())]
     for lock in locks:
         lock.acquire()
     return locks

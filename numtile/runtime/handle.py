@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from numtile.runtime.access import WRITES
 from numtile.runtime.pool import POOL, sole_owner
 
 if TYPE_CHECKING:
@@ -52,6 +53,58 @@ def set_manager(manager) -> None:
             handles = list(_UNMANAGED)
             _UNMANAGED.clear()
         manager.adopt(handles)
+
+
+# deferred readers: objects (tensors whose tasks are not submitted yet) that will read a
+# handle's current value once they ``materialise()``; a task that writes the handle first
+# materialises them, so they read the value they were given, and ``Runtime.wait_all``
+# materialises them all. Set once a reader is registered (until then ``submit`` skips the
+# check).
+DEFERRED_READS = [False]
+_DEFERRED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> reader, in order
+
+
+def defer_read(handles, reader) -> None:
+    """Have ``reader.materialise()`` run before any task writing one of ``handles`` is
+    submitted, and before ``wait_all`` waits (``reader`` is held weakly: dropped unused, it
+    costs nothing)."""
+    DEFERRED_READS[0] = True
+    _DEFERRED[id(reader)] = reader
+    for handle in handles:
+        readers = handle.deferred_readers
+        if readers is None:
+            readers = handle.deferred_readers = weakref.WeakValueDictionary()
+        readers[id(reader)] = reader
+
+
+def forget_reader(handles, reader) -> None:
+    """Undo ``defer_read`` (``reader`` materialised)."""
+    _DEFERRED.pop(id(reader), None)
+    for handle in handles:
+        if handle.deferred_readers:
+            handle.deferred_readers.pop(id(reader), None)
+
+
+def materialise_readers(accesses) -> None:
+    """Materialise the deferred readers of every handle that ``accesses`` writes (the check
+    ``Runtime.submit`` makes before a task, or a direct host write, changes a tile)."""
+    for handle, mode in accesses:
+        readers = handle.deferred_readers
+        if readers and WRITES[mode]:
+            handle.deferred_readers = None
+            for reader in list(readers.values()):
+                reader.materialise()
+
+
+def materialise_all() -> None:
+    """Materialise every deferred reader, the newest first (so that a reader inlines the
+    older ones it alone holds instead of reading their tiles)."""
+    while _DEFERRED:
+        for key in reversed(list(_DEFERRED.keys())):  # ids: no reference keeps one alive
+            reader = _DEFERRED.pop(key, None)
+            if reader is not None:
+                reader.materialise()
+            del reader  # a reader held here is no temporary the next one may inline
 
 
 def track_without_manager(handle: DataHandle) -> None:
@@ -92,6 +145,7 @@ class DataHandle:
         "owner",
         "ranks",
         "holder",
+        "deferred_readers",  # None, or id -> object to materialise before a write (defer_read)
         "__weakref__",
     )
 
@@ -117,6 +171,7 @@ class DataHandle:
         self.lock: threading.Lock | None = None  # serialises ACCUMULATE tasks (made on demand)
         self.invalidated = False
         self.error: BaseException | None = None  # set when the task writing it failed
+        self.deferred_readers: weakref.WeakValueDictionary | None = None
 
     def host_replica(self) -> np.ndarray:
         """The host replica, allocated on first use: without a memory manager (the CPU-only

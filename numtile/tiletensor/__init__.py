@@ -6,6 +6,7 @@ soon as TileTensor can be used.
 
 from numtile.tiletensor import (
     assignment,
+    auto_fusion,
     creation,
     dispatch,
     elementwise,
@@ -30,6 +31,7 @@ from numtile.tiletensor.tensor import TileTensor
 
 __all__ = [
     "assignment",
+    "auto_fusion",
     "Layout",
     "TileTensor",
     "creation",

@@ -20,6 +20,9 @@ from numtile.tiletensor import placement
 PLAIN: dict[str, Callable] = {}  # op name -> the plain tiled implementation
 TABLE: dict[str, Callable] = {}  # op name -> what a call runs (plain, or autograd's override)
 PUBLIC_NAMES: dict[str, str] = {}  # op name -> the name users call it by, for messages
+# op name -> its deferred form (auto_fusion.py, while automatic fusion is on): it returns a
+# tensor whose tasks wait to run fused with the ops that use it, or None to run the op now
+DEFERRED: dict[str, Callable] = {}
 
 
 def dispatched(plain: Callable | None = None, *, name: str | None = None, public=None):
@@ -38,9 +41,7 @@ def dispatched(plain: Callable | None = None, *, name: str | None = None, public
 
     @functools.wraps(plain)
     def op(*args, **kwargs):
-        if placement.ACTIVE[0]:  # under MPI: new tensors take their inputs' distribution
-            return placement.run_placed(TABLE[key], args, kwargs)
-        return TABLE[key](*args, **kwargs)
+        return call(key, *args, **kwargs)
 
     op.dispatch_name = key
     return op
@@ -48,8 +49,13 @@ def dispatched(plain: Callable | None = None, *, name: str | None = None, public
 
 def call(name: str, *args, **kwargs):
     """Run op ``name`` through the table (TileTensor's operators and methods use this)."""
-    if placement.ACTIVE[0]:
+    if placement.ACTIVE[0]:  # under MPI: new tensors take their inputs' distribution
         return placement.run_placed(TABLE[name], args, kwargs)
+    deferred = DEFERRED.get(name)
+    if deferred is not None and not kwargs:
+        out = deferred(name, args)
+        if out is not None:
+            return out
     return TABLE[name](*args, **kwargs)
 
 

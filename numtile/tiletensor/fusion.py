@@ -20,7 +20,9 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import NARROW_FLOATING
 from numtile.tiletensor.elementwise_core import element_strides, shape_array, source_tile
 from numtile.tiletensor.fusion_trace import Plan, Unfusable, trace
+from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.logic import _align_all
+from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
 
 R, W = Access.R, Access.W
@@ -40,7 +42,8 @@ def _signature(args) -> tuple:
         if isinstance(value, TileTensor):
             entries.append(("tensor", value.dtype, value.ndim))
         elif isinstance(value, (numbers.Number, np.generic)):
-            entries.append(("scalar", _weak_stand_in(value)))
+            # the type too: 0, 0.0 and False (and NumPy zeros) are equal keys
+            entries.append(("scalar", _weak_stand_in(value), type(value)))
         else:
             raise TypeError(
                 f"nt.fuse: arguments are TileTensors and scalars, got {type(value).__name__}"
@@ -87,9 +90,25 @@ def _scalar_values(plan: Plan, args) -> tuple:
     return tuple(values)
 
 
-def run(plan: Plan, args) -> TileTensor:
-    """Submit one task per output tile of ``plan`` on the tensors and scalars ``args``."""
-    tensors, layout = _align_all(*(args[index] for index in plan.inputs))
+def _aligned(tensor: TileTensor, layout: Layout) -> TileTensor:
+    """``tensor`` (of ``layout``'s ndim) tiled as ``layout`` along every axis it spans."""
+    wanted = tuple(
+        tile if extent == size != 1 else own
+        for own, tile, extent, size in zip(
+            tensor.tile_shape, layout.tile_shape, tensor.shape, layout.shape
+        )
+    )
+    return tensor if wanted == tensor.tile_shape else retile(tensor, wanted)
+
+
+def run(plan: Plan, args, layout: Layout | None = None) -> TileTensor:
+    """Submit one task per output tile of ``plan`` on the tensors and scalars ``args``; the
+    result takes ``layout`` (of the inputs' broadcast shape and ndim) or ``_align_all``'s."""
+    tensors = [args[index] for index in plan.inputs]
+    if layout is None:
+        tensors, layout = _align_all(*tensors)
+    else:
+        tensors = [_aligned(t, layout) for t in tensors]
     out = TileTensor(layout, plan.dtype)
     codelet = _codelet(plan.expression, len(tensors))
     scalars = _scalar_values(plan, args)

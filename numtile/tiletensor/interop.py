@@ -17,7 +17,8 @@ import inspect
 
 import numpy as np
 
-from numtile.runtime import get_runtime
+from numtile.runtime import Access, get_runtime
+from numtile.runtime.handle import materialise_readers
 from numtile.tiletensor import dispatch
 from numtile.tiletensor.dlpack_bf16 import export_bf16
 from numtile.tiletensor.dtypes import bfloat16, result_type
@@ -84,6 +85,8 @@ def dlpack(x: TileTensor, stream=None, max_version=None, dl_device=None, copy=No
         raise BufferError(f"a TileTensor exports to the host (device (1, 0)), not {dl_device}")
     if len(x.handles) == 1 and copy is not True:
         get_runtime().wait_handles(x.handles)
+        # the consumer may write the exported buffer: deferred readers submit their reads now
+        materialise_readers([(x.handles[0], Access.W)])
         array = x.handles[0].host_array().reshape(x.shape)
     elif copy is False:
         raise BufferError(

@@ -109,7 +109,8 @@ class TileTensor:
     __slots__ = (
         "layout",
         "dtype",
-        "handles",
+        "_handles",
+        "_pending",
         "requires_grad",
         "grad",
         "_node",
@@ -130,10 +131,43 @@ class TileTensor:
             if distribution is not None and placement.place_tiles(layout, handles, distribution):
                 self.distribution = distribution
         assert len(handles) == layout.ntiles
-        self.handles = list(handles)
+        self._handles = list(handles)
+        self._pending = None  # a deferred tensor's expression (auto_fusion.py), else None
         self.requires_grad = False
         self.grad: TileTensor | None = None
         self._node = None  # the autograd node that produced this tensor, if recorded
+
+    @classmethod
+    def deferred(cls, layout: Layout, dtype, pending) -> TileTensor:
+        """A tensor whose tasks are not submitted yet: ``pending.materialise(tensor)`` submits
+        them (and gives it its handles) the first time anything reads its tiles."""
+        tensor = cls.__new__(cls)
+        tensor.layout, tensor.dtype, tensor.distribution = layout, dtype, None
+        tensor._handles, tensor._pending = None, pending
+        tensor.requires_grad, tensor.grad, tensor._node = False, None, None
+        return tensor
+
+    @property
+    def handles(self) -> list[DataHandle]:
+        """One data handle per tile, in C order of the grid (a deferred tensor's tasks are
+        submitted on first access)."""
+        if self._pending is not None:
+            self.materialise()
+        return self._handles
+
+    def materialise(self) -> TileTensor:
+        """Submit now the tasks of a tensor whose element-wise ops were deferred to run fused
+        (``NUMTILE_AUTO_FUSE``); a no-op on every other tensor. The runtime calls it before a
+        task overwrites a tile that a deferred tensor reads.
+
+        >>> import numtile as nt
+        >>> y = nt.ones((2,)) * 2 + 1  # deferred: one fused task when materialised
+        >>> y.materialise().to_numpy().tolist()
+        [3.0, 3.0]
+        """
+        if self._pending is not None:
+            self._pending.materialise(self)
+        return self
 
     # -- metadata ---------------------------------------------------------------------------
 

@@ -117,7 +117,9 @@ def test_other_workers_run_while_a_tile_is_read_back(limited, monkeypatch, withi
     c, z = _tensor(2, 2)  # x's tile went to disk
     assert all(set(h.replicas) == {DISK} for h in x.handles)
     gate = Gate(monkeypatch, "read")
-    doubled = x * 2.0  # its task (on one worker) waits for its tile, held at the gate
+    # its task (on one worker) waits for its tile, held at the gate (submitted now, not
+    # deferred to run fused with a later op: tiletensor/auto_fusion.py)
+    doubled = (x * 2.0).materialise()
     assert gate.entered.wait(10)
     # the lock is free meanwhile: another worker runs tasks on tiles in RAM
     np.testing.assert_array_equal(within_deadline((z + 1.0).to_numpy), c + 1.0)

@@ -41,6 +41,7 @@ CHECKED = {
     "vml",  # the variable and its effect: tests/ops_cpu/test_mkl_vml.py
     "stream_stores",  # the variable and its effect: tests/ops_cpu/test_streaming.py
     "avx512",  # the variable and its effect: tests/ops_cpu/test_pow_avx512.py
+    "auto_fuse",  # the variable and its effect: tests/tiletensor/test_auto_fusion.py
     "host_arena",  # its effect: tests/runtime/test_arena.py (arena on and off)
 }
 

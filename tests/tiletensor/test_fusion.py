@@ -147,3 +147,12 @@ def test_traced_dtypes_follow_the_unfused_ops_rules(dtype):
     for name, (function, expected) in functions.items():
         plan = trace(function, (("tensor", np.dtype(dtype), 1),))
         assert plan.dtype == np.dtype(expected), name
+
+
+def test_scalars_of_another_type_trace_again():
+    """0, 0.0 and False are equal dict keys: the plan of an int scalar must not serve a float."""
+    scaled = nt.fuse(lambda x, a: x * a + 1)
+    x = nt.asarray(np.arange(4))
+    assert scaled(x, 2).to_numpy().tolist() == [1, 3, 5, 7]
+    assert scaled(x, 2.5).to_numpy().tolist() == [1.0, 3.5, 6.0, 8.5]
+    assert scaled(x, np.float32(0.5)).dtype == np.float64  # int64 * a float32 scalar

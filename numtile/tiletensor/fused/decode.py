@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from numtile.runtime import Access, get_runtime
-from numtile.tiletensor import codelets
+from numtile.tiletensor import auto_fusion, codelets
 from numtile.tiletensor.creation import empty
 from numtile.tiletensor.fused.attention import kv_head_tile
 from numtile.tiletensor.fused.rows import match_last_tile
@@ -114,9 +114,12 @@ class TaskRecording:
 
         shadowed = vars(runtime).get("submit")  # under MPI the distributed front's submit
         runtime.submit = record  # the tiled ops look ``submit`` up on the runtime each call
+        # the ops inside submit at once (a deferred op would submit outside, unrecorded)
+        fusing = auto_fusion.set_enabled(False)
         try:
             yield self
         finally:
+            auto_fusion.set_enabled(fusing)
             if shadowed is None:
                 del runtime.submit
             else:
