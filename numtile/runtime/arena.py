@@ -21,8 +21,9 @@ it then (``disown``: counted as pooled meanwhile), when that view dies (a finali
 range, freed at the next call). A training step asks for the same sizes over and over, so a
 buffer the manager drops whole is kept as it is, by byte size (``keep``), and the next tile
 of that size takes it back (``reuse``) without searching or cutting ranges; these kept
-buffers count as pooled, and go back to the free ranges (``drain``) before a tile of another
-size would make fresh pages resident, and before ``release``. Limits under 256 MiB
+buffers count as pooled, and go back to the free ranges one at a time, the largest first,
+where a tile of another size would otherwise make fresh pages resident, and before
+``release`` gives pages back. Limits under 256 MiB
 (``memory.ARENA_MIN``) keep the pool of same-size buffers: there the 2 MiB chunk a small tile
 leaves partly used would be a large share of the limit.
 """
@@ -238,14 +239,6 @@ class HostArena:
         size; its pages count as pooled meanwhile."""
         self.used -= _length(array.nbytes)
         self.kept.setdefault(array.nbytes, []).append(array)
-
-    def drain(self) -> bool:
-        """Return every kept buffer to the free ranges; whether there was one."""
-        if not self.kept:
-            return False
-        while self._return_one():
-            pass
-        return True
 
     def _return_one(self, avoid: int | None = None) -> bool:
         """Return one kept buffer (of the largest size kept, not ``avoid`` bytes if another

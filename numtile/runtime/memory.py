@@ -327,10 +327,9 @@ class MemoryManager(SpillTraffic):
                     self._reserve(task, node, scratch, distinct, pins)
                 if node == HOST and self.io is not None and self.spilled:  # every read first
                     for h, mode in zip(task.handles, task.modes):
-                        replicas = h.replicas
-                        if READS[mode] and DISK in replicas and len(replicas) == 1:
-                            if h.id not in self.reading:
-                                self._start_read(h, task)
+                        on_disk_only = DISK in h.replicas and len(h.replicas) == 1
+                        if READS[mode] and on_disk_only and h.id not in self.reading:
+                            self._start_read(h, task)
                 buffers = []
                 lru, reading, writing = state.lru, self.reading, self.writing
                 for h, m in zip(task.handles, task.modes):

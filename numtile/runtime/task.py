@@ -243,7 +243,8 @@ class Task:
 
     def scratch_bytes(self) -> int:
         """The working memory the codelet declares for this call (``Codelet.scratch``),
-        computed once (at submission under a limit, then again by each acquire)."""
+        computed on the first call and kept (asked at submission under a limit, and again
+        by the memory manager's ``acquire``)."""
         if self._scratch is None:
             scratch = self.codelet.scratch
             self._scratch = 0 if scratch is None else int(scratch(*self.handles, *self.args))
