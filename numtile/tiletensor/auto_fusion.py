@@ -51,6 +51,7 @@ from numtile.runtime import get_runtime
 from numtile.runtime.handle import defer_read, forget_reader
 from numtile.tiletensor import dispatch
 from numtile.tiletensor.dtypes import NARROW_FLOATING
+from numtile.tiletensor.elementwise_core import result_tile_shape
 from numtile.tiletensor.fusion import _scalar_values, run
 from numtile.tiletensor.fusion_trace import RECORDERS, Trace, Traced, Unfusable, _finish, _scalar
 from numtile.tiletensor.layout import Layout
@@ -150,11 +151,7 @@ def _layout(tensors: list[TileTensor]) -> Layout | None:
         shape = np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
         return None
-    tile_shape = tuple(
-        tx if extent == size != 1 else ty
-        for tx, ty, extent, size in zip(x.tile_shape, y.tile_shape, x.shape, shape)
-    )
-    return Layout(shape, tile_shape)
+    return Layout(shape, result_tile_shape(x, y, shape))
 
 
 def defer(name: str, args: tuple) -> TileTensor | None:

@@ -141,19 +141,23 @@ def _align(x: TileTensor, y: TileTensor) -> tuple[TileTensor, TileTensor, Layout
         x = reshape(x, (1,) * (ndim - x.ndim) + x.shape)
     if y.ndim < ndim:
         y = reshape(y, (1,) * (ndim - y.ndim) + y.shape)
-    tile_shape = []
-    y_tiles = list(y.tile_shape)
-    for axis in range(ndim):
-        tx, ty = x.tile_shape[axis], y.tile_shape[axis]
-        if x.shape[axis] == shape[axis] and shape[axis] != 1:
-            tile_shape.append(tx)
-            if y.shape[axis] == shape[axis] and ty != tx:
-                y_tiles[axis] = tx
-        else:
-            tile_shape.append(ty)
-    if tuple(y_tiles) != y.tile_shape:
-        y = retile(y, tuple(y_tiles))
-    return x, y, Layout(shape, tuple(tile_shape))
+    tile_shape = result_tile_shape(x, y, shape)
+    y_tiles = tuple(  # y spans an axis x spans too: x's tiling there
+        tile if x.shape[axis] == size != 1 and y.shape[axis] == size else ty
+        for axis, (tile, ty, size) in enumerate(zip(tile_shape, y.tile_shape, shape))
+    )
+    if y_tiles != y.tile_shape:
+        y = retile(y, y_tiles)
+    return x, y, Layout(shape, tile_shape)
+
+
+def result_tile_shape(x: TileTensor, y: TileTensor, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The tile shape of a binary op's result of ``shape`` (``x`` and ``y`` of its ndim):
+    x's tiling on the axes x spans (of extent above 1), y's elsewhere."""
+    return tuple(
+        tx if extent == size != 1 else ty
+        for tx, ty, extent, size in zip(x.tile_shape, y.tile_shape, x.shape, shape)
+    )
 
 
 def source_tile(operand: TileTensor, out_index: tuple[int, ...]):
