@@ -14,11 +14,15 @@ function as the ordinary loop, so both write the same bits. A fence at the end o
 weakly ordered streaming stores before whatever the thread does next (another worker may read
 the tile once the task is done).
 
-A loop bound by its arithmetic, and the unary maps (``map_streamed``), stream their stores
-from inside the vectorised loop instead (``store_streamed``, from the output's first 64-byte
-boundary): computing a block and then streaming it serialises the two (float32 exp over 4M
-elements, one thread: 0.97 ns an element through the buffer, 0.29 from the loop, VML with
-ordinary stores 0.41; ``fastmath_blocks``).
+A loop bound by its arithmetic, the unary maps (``map_streamed``) and ``nt.fuse``'s kernels
+(``fusion``) stream their stores from inside the vectorised loop instead (``store_streamed``,
+from the output's first 64-byte boundary; ``stream_head`` counts the elements before it):
+computing a block and then streaming it serialises the two (float32 exp over 4M elements, one
+thread: 0.97 ns an element through the buffer, 0.29 from the loop, VML with ordinary stores
+0.41; ``fastmath_blocks``), and a loop that reads three streams for the one it writes
+(x * y + z) loses to the buffer's bursts of streaming stores: 0.90x its CPU time from the loop
+(2 threads over 16 tiles of 4M float32). LLVM vectorises a non-temporal store only where a
+vector of two elements is at least 4 bytes: 1-byte outputs (bool, int8) keep the buffer.
 
 Measured (``python bench/streaming_stores.py``; 2-core Xeon with AVX-512, 2 MiB L2 a core,
 shared with other benchmarks, load 2-7; medians of 9-15 rounds, the two kinds of store timed
@@ -209,6 +213,13 @@ _inlined = numba.njit(nogil=True, error_model="numpy", inline="always")
 
 
 @_inlined
+def stream_head(out):
+    """The elements of ``out`` before its first 64-byte boundary (all of them where it ends
+    first): what a streamed loop stores as usual before its aligned streaming stores."""
+    return min(out.size, (LINE - out.ctypes.data % LINE) % LINE // out.itemsize)
+
+
+@_inlined
 def block_bounds(out):
     """(buffer, start, end): an L1 buffer of ``BLOCK_BYTES`` of out's dtype, and the elements
     [start, end) of ``out`` that whole buffers stream to, start on a 64-byte boundary."""
@@ -259,8 +270,7 @@ def map_streamed(function, x, out):
     streaming stores (``store_streamed``): -x in 0.84-0.96x the time of the loop through a
     buffer that the others keep (2 threads over 16 tiles of 4M float32, thread CPU time,
     medians of 31-41 interleaved rounds, 5 runs, load 4-5; x * y measured 0.94-1.02x so)."""
-    size = out.size
-    head = min(size, (LINE - out.ctypes.data % LINE) % LINE // out.itemsize)
+    head = stream_head(out)
     for i in range(head):
         out[i] = function(x[i])
     body, source = out[head:], x[head:]
@@ -327,6 +337,7 @@ __all__ = [
     "store_fence",
     "store_line",
     "store_streamed",
+    "stream_head",
     "write_block",
     "next_block",
     "prefetch",
