@@ -14,11 +14,15 @@ function as the ordinary loop, so both write the same bits. A fence at the end o
 weakly ordered streaming stores before whatever the thread does next (another worker may read
 the tile once the task is done).
 
-A loop bound by its arithmetic, and the unary maps (``map_streamed``), stream their stores
-from inside the vectorised loop instead (``store_streamed``, from the output's first 64-byte
-boundary): computing a block and then streaming it serialises the two (float32 exp over 4M
-elements, one thread: 0.97 ns an element through the buffer, 0.29 from the loop, VML with
-ordinary stores 0.41; ``fastmath_blocks``).
+A loop bound by its arithmetic, the unary maps (``map_streamed``) and ``nt.fuse``'s kernels
+(``fusion``) stream their stores from inside the vectorised loop instead (``store_streamed``,
+from the output's first 64-byte boundary; ``aligned_start`` finds the elements before it):
+computing a block and then streaming it serialises the two (float32 exp over 4M elements, one
+thread: 0.97 ns an element through the buffer, 0.29 from the loop, VML with ordinary stores
+0.41; ``fastmath_blocks``), and a loop that reads three streams for the one it writes
+(x * y + z) loses to the buffer's bursts of streaming stores: 0.90x its CPU time from the loop
+(2 threads over 16 tiles of 4M float32). LLVM vectorises a non-temporal store only where a
+vector of two elements is at least 4 bytes: 1-byte outputs (bool, int8) keep the buffer.
 
 Measured (``python bench/streaming_stores.py``; 2-core Xeon with AVX-512, 2 MiB L2 a core,
 shared with other benchmarks, load 2-7; medians of 9-15 rounds, the two kinds of store timed
@@ -323,6 +327,7 @@ def select_streamed(condition, a, b, out):
 
 __all__ = [
     "BLOCK_BYTES",
+    "aligned_start",
     "LINE",
     "STREAM_MIN_BYTES",
     "block_bounds",
