@@ -5,8 +5,9 @@ interleaved rounds; prints medians in ns an element (of the thread's CPU time, s
 jobs on a shared machine count less) and the ratios.
 
 With ``--vml``: oneMKL's VML (``ops_cpu.mkl_vml``, HA mode) against our kernel of the same op
-and NumPy, for every op VML may take (the table of ``mkl_vml``'s docstring comes from it; run
-it at ``--size 16384``, in cache, and at a tile's size, ``--size 4194304``).
+and NumPy (power: also ``pow_blocks``' and ``pow_avx512``'s kernels), for every op VML may
+take (the tables of ``mkl_vml``'s docstring come from it; run it at ``--size 16384``, in cache,
+and at a tile's size, ``--size 4194304``).
 
 Usage: python bench/vector_width.py [--rounds 9] [--size 16384] [--vml] [--ops exp,sin]
 """
@@ -25,7 +26,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from numtile import opcodes
-from numtile.ops_cpu import elementwise, mkl_vml, pow_avx512
+from numtile.ops_cpu import elementwise, mkl_vml, pow_avx512, pow_blocks
 
 
 @intrinsic
@@ -106,6 +107,8 @@ def _vml_cases(n: int, ops: list[str]) -> list[tuple[str, dict]]:
                 operands = (x, step, y, step, out, shape, code)
                 calls = {"vml": partial(mkl_vml.run, mkl_vml.BINARY[code][0], x, y, out)}
                 calls |= {"ours": partial(ours, *operands), "numpy": partial(ufunc, x, y, out=out)}
+                if op == "power":  # the kernels that take dense power before VML or after
+                    calls["blocks"] = partial(pow_blocks.power, x, y, out)
                 if op == "power" and dtype == np.float32 and pow_avx512.enabled():
                     calls["avx512"] = partial(pow_avx512.power, x, y, out)
             else:
@@ -146,6 +149,8 @@ def main() -> None:
         first, second = ("vml", "ours") if args.vml else ("512", "256")
         line += f"  | {first}/{second} {median[first] / median[second]:.2f}"
         line += f"  {first}/numpy {median[first] / median['numpy']:.2f}"
+        if "blocks" in median:
+            line += f"  blocks/vml {median['blocks'] / median['vml']:.2f}"
         if "avx512" in median:
             line += f"  avx512/vml {median['avx512'] / median['vml']:.2f}"
         if "libm" in median:

@@ -80,8 +80,8 @@ class Config:
     mpi_max_poll: float = field(
         default_factory=lambda: _env_number("NUMTILE_MPI_MAX_POLL", 2e-2, float)
     )
-    # element-wise maths through oneMKL's VML where MKL loads (ops_cpu.mkl_vml); 0 keeps
-    # numtile's own kernels
+    # element-wise maths through oneMKL's VML where MKL loads (ops_cpu.mkl_vml: the ops it
+    # measured faster, by CPU vendor); 0 keeps numtile's own kernels
     vml: bool = field(default_factory=lambda: _env_flag("NUMTILE_VML") is not False)
     # element-wise kernels write outputs of a core's L2 or more with streaming (non-temporal)
     # stores (ops_cpu.streaming); 0 keeps ordinary stores everywhere
@@ -89,7 +89,7 @@ class Config:
         default_factory=lambda: _env_flag("NUMTILE_STREAM_STORES") is not False
     )
     # float32 power in explicit AVX-512 code where the CPU has it (ops_cpu.pow_avx512); 0 sends
-    # it to VML or numtile's scalar kernel, as on CPUs without AVX-512
+    # it to VML (Intel CPUs) or ops_cpu.pow_blocks, as on CPUs without AVX-512
     avx512: bool = field(default_factory=lambda: _env_flag("NUMTILE_AVX512") is not False)
     # element-wise ops on tensors that need no gradient wait and run fused with the ops that
     # use them, one kernel per chain (tiletensor.auto_fusion); 0 runs each op at once

@@ -9,7 +9,8 @@ Modules: ``elementwise`` (unary, binary, binary_math, compare, axpy) over ``scal
 more written with non-temporal stores by ``streaming``)
 (``fastmath``, ``fastmath_trig``, ``fastmath_f32``, ``fastmath_pow``: vectorisable exp, log, pow,
 sin, cos, tan; float32 sin/cos/tan in float32; ``fastmath_blocks``: float32 exp, sin, cos a
-block at a time; ``pow_avx512``: float32 power in explicit AVX-512 code over ``vector_ir``);
+block at a time; ``pow_avx512``: float32 power in explicit AVX-512 code over ``vector_ir``;
+``pow_blocks``: dense float32/float64 power a block at a time, vectorised on AVX2);
 ``logic``
 (predicate, where, bitwise); ``complex`` (the complex twins of unary, binary, compare, reduce);
 ``reduction`` (reduce_accumulate, modulus_reduce_accumulate, softmax); ``copy`` (fill,

@@ -9,7 +9,7 @@ loop that is inlined, so Numba compiles (and caches) one vectorisable loop per o
 import numba
 
 from numtile import opcodes
-from numtile.ops_cpu import mkl_vml, pow_avx512
+from numtile.ops_cpu import mkl_vml, pow_avx512, pow_blocks
 from numtile.ops_cpu.fastmath import broadcast_gathered
 from numtile.ops_cpu.fastmath_blocks import map_cos, map_exp, map_sin
 from numtile.ops_cpu.fastmath_trig import map_reduced
@@ -445,8 +445,9 @@ unary_backward = OpKernel(
 
 
 def _binary_library(*args) -> bool:
-    """float32 power by the AVX-512 kernel where the CPU has it, else ops VML takes."""
-    return pow_avx512.binary(*args) or mkl_vml.binary(*args)
+    """float32 power by the AVX-512 kernel where the CPU has it, else ops VML takes (on this
+    CPU's vendor), else dense float32/float64 power by ``pow_blocks``."""
+    return pow_avx512.binary(*args) or mkl_vml.binary(*args) or pow_blocks.binary(*args)
 
 
 binary = LibraryFirst(

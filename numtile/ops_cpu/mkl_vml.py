@@ -4,7 +4,9 @@ Our float32/float64 kernels vectorise exp, log, sin, cos, tan and pow (``fastmat
 other functions (log1p, expm1, asin, atan2...) call libm once per element. VML computes whole
 arrays with SIMD code for every function. ``unary`` and ``binary`` below run an op through
 VML when MKL loads (``mkl_lib.library()``), the switch is on (``NUMTILE_VML``, default on;
-``set_enabled``), the op has a VML function in the tables below, the dtypes are one of
+``set_enabled``), the op is routed for this CPU's vendor (``cpu_vendor``: the first table below
+on Intel CPUs and where the vendor is unknown, the second on AMD's and others', where MKL runs
+generic code paths), the dtypes are one of
 float32/float64 throughout and the operands are dense (no broadcasting, strides or fusion:
 those stay on our kernels); they return False otherwise and the caller runs its own kernel.
 
@@ -18,7 +20,7 @@ The ``_64`` entry points take the element count as a 64-bit integer, whatever MK
 layer is loaded. ctypes releases the GIL during the call, so runtime workers call VML in parallel;
 MKL runs its sequential layer (one thread per call).
 
-Routed where VML measured faster than our kernel of the op, one thread (``python
+Intel CPUs: routed where VML measured faster than our kernel of the op, one thread (``python
 bench/vector_width.py --vml``: CPU ns an element, medians of 7-15 interleaved rounds, in L2 at
 64K elements / at a tile's size, 4M elements; 2-core Xeon with AVX-512, load 6.5-7,
 2026-12-06; float32 exp, sin, cos: 16K / 4M elements, load 3.3-3.5, the same day):
@@ -56,12 +58,48 @@ whose loops here call libm once an element, take 4-50x less time through VML (VM
 float32 0.35 vs 0.54 in cache), reciprocal and the rest (no VML function), integer, complex and
 16-bit float dtypes (bfloat16/float16 kernels stay ours; a float32 kernel that an op widens
 them for may be VML's).
+
+AMD and other CPUs (``cpu_vendor`` not GenuineIntel): routed where VML measured faster here,
+one thread (``python bench/vector_width.py --vml``, CPU ns an element, medians of 7 / 5
+interleaved rounds at 64K / 4M elements; AMD EPYC Zen 3, 2 cores, AVX2 and no AVX-512, shared,
+load 4.7-4.9, 2026-12-07). VML's exp, log, sin, cos and tan lose here to our kernels by 1.05-3.4x
+in either precision; float32 power goes to ``pow_blocks`` (64K elements, 11 interleaved rounds,
+load 4.8: 4.25 against VML's 5.93, the broadcast kernel's 7.43 and NumPy's 9.10), float64 power
+to VML (10.99 against ``pow_blocks``' 12.88):
+
+=========== ============================= =============================
+op          float32 VML vs ours           float64 VML vs ours
+=========== ============================= =============================
+exp         not routed: 2.04 vs 0.60,     not routed: 3.81 vs 2.48,
+            1.74 vs 0.96                  3.65 vs 2.49
+log         not routed: 2.36 vs 1.61,     not routed: 4.73 vs 3.43,
+            2.10 vs 1.71                  4.34 vs 3.43
+sin, cos    not routed: 2.66 vs 1.11,     not routed: 6.41 vs 5.10,
+            2.24 vs 1.53 (sin)            5.34 vs 5.09 (cos)
+tan         not routed: 3.94 vs 2.39      not routed: 11.8 vs 8.76
+tanh        not routed: 5.20 vs 0.74      9.94 vs 32.7, 9.18 vs 34.3
+expm1       16.3 vs 22.6, 16.3 vs 21.3    16.2 vs 22.0, 15.8 vs 23.6
+log1p       16.8 vs 21.5, 15.8 vs 21.7    14.4 vs 19.8, 14.3 vs 19.7
+log2, log10 2.17 vs 5.40, 2.25 vs 13.8    4.83 vs 8.09, 5.07 vs 16.2
+asin, acos  3.13 vs 14.1, 3.17 vs 15.1    7.71 vs 22.6, 9.33 vs 24.0
+atan        5.59 vs 16.8, 5.05 vs 17.2    14.7 vs 18.0, 11.9 vs 18.0
+sinh        17.7 vs 36.9, 16.9 vs 34.3    6.23 vs 34.8, 5.66 vs 34.0
+cosh        not routed: 15.2 vs 12.7      4.65 vs 14.9, 4.17 vs 14.7
+asinh       not routed: 50.7 vs 20.7      not routed: 97.2 vs 24.7
+acosh       not routed: 53.9 vs 14.0      not routed: 54.5 vs 16.5
+atanh       4.70 vs 35.3, 4.65 vs 34.8    not routed: 35.0 vs 34.3, 33.6 vs 33.5
+power       not routed: ``pow_blocks``    6.81 vs 7.88 (``pow_blocks``
+            (4.25 vs VML's 5.93)          12.88), 11.7 vs 17.8
+atan2       6.66 vs 35.9, 5.83 vs 35.8    14.2 vs 36.8, 14.5 vs 36.8
+hypot       not routed: 30.2 vs 5.13      not routed: 40.4 vs 15.5
+=========== ============================= =============================
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import platform
 
 import numpy as np
 
@@ -76,32 +114,33 @@ _VML_FTZDAZ_OFF = 0x140000
 _VML_ERRMODE_IGNORE = 0x100
 MODE = _VML_HA | _VML_FTZDAZ_OFF | _VML_ERRMODE_IGNORE
 
-# op code -> VML function name (after the vms/vmd prefix); the dtypes routed, by precision
-_BOTH, _DOUBLE = ("s", "d"), ("d",)
+# op code -> VML function name (after the vms/vmd prefix), the precisions routed on Intel CPUs,
+# those routed on others (the two tables of the module's docstring)
+_BOTH, _DOUBLE, _SINGLE, _NONE = ("s", "d"), ("d",), ("s",), ()
 UNARY = {
-    opcodes.EXP: ("Exp", _DOUBLE),
-    opcodes.LOG: ("Ln", _BOTH),
-    opcodes.SIN: ("Sin", _DOUBLE),
-    opcodes.COS: ("Cos", _DOUBLE),
-    opcodes.TAN: ("Tan", _BOTH),
-    opcodes.TANH: ("Tanh", _DOUBLE),
-    opcodes.EXPM1: ("Expm1", _BOTH),
-    opcodes.LOG1P: ("Log1p", _BOTH),
-    opcodes.LOG2: ("Log2", _BOTH),
-    opcodes.LOG10: ("Log10", _BOTH),
-    opcodes.ASIN: ("Asin", _BOTH),
-    opcodes.ACOS: ("Acos", _BOTH),
-    opcodes.ATAN: ("Atan", _BOTH),
-    opcodes.SINH: ("Sinh", _BOTH),
-    opcodes.COSH: ("Cosh", _BOTH),
-    opcodes.ASINH: ("Asinh", _BOTH),
-    opcodes.ACOSH: ("Acosh", _BOTH),
-    opcodes.ATANH: ("Atanh", _BOTH),
+    opcodes.EXP: ("Exp", _DOUBLE, _NONE),
+    opcodes.LOG: ("Ln", _BOTH, _NONE),
+    opcodes.SIN: ("Sin", _DOUBLE, _NONE),
+    opcodes.COS: ("Cos", _DOUBLE, _NONE),
+    opcodes.TAN: ("Tan", _BOTH, _NONE),
+    opcodes.TANH: ("Tanh", _DOUBLE, _DOUBLE),
+    opcodes.EXPM1: ("Expm1", _BOTH, _BOTH),
+    opcodes.LOG1P: ("Log1p", _BOTH, _BOTH),
+    opcodes.LOG2: ("Log2", _BOTH, _BOTH),
+    opcodes.LOG10: ("Log10", _BOTH, _BOTH),
+    opcodes.ASIN: ("Asin", _BOTH, _BOTH),
+    opcodes.ACOS: ("Acos", _BOTH, _BOTH),
+    opcodes.ATAN: ("Atan", _BOTH, _BOTH),
+    opcodes.SINH: ("Sinh", _BOTH, _BOTH),
+    opcodes.COSH: ("Cosh", _BOTH, _DOUBLE),
+    opcodes.ASINH: ("Asinh", _BOTH, _NONE),
+    opcodes.ACOSH: ("Acosh", _BOTH, _NONE),
+    opcodes.ATANH: ("Atanh", _BOTH, _SINGLE),
 }
 BINARY = {
-    opcodes.POWER: ("Pow", _BOTH),
-    opcodes.ATAN2: ("Atan2", _BOTH),
-    opcodes.HYPOT: ("Hypot", _BOTH),
+    opcodes.POWER: ("Pow", _BOTH, _DOUBLE),
+    opcodes.ATAN2: ("Atan2", _BOTH, _BOTH),
+    opcodes.HYPOT: ("Hypot", _BOTH, _NONE),
 }
 _PRECISION = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
 _POINTER, _COUNT = ctypes.c_void_p, ctypes.c_int64
@@ -133,10 +172,33 @@ def _function(name: str, precision: str, operands: int):
     return function
 
 
+@functools.cache
+def cpu_vendor() -> str:
+    """The host CPU's vendor ("GenuineIntel", "AuthenticAMD"...) as /proc/cpuinfo's
+    ``vendor_id`` (elsewhere: ``platform.processor()``, which names it on Windows), read
+    once; "" where neither says."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    words = platform.processor().replace(",", " ").split()
+    return next((word for word in words if word in ("GenuineIntel", "AuthenticAMD")), "")
+
+
+def intel_table() -> bool:
+    """True where the routing of Intel CPUs applies: an Intel CPU, or one whose vendor is not
+    known (the routing before vendors were told apart); False on AMD and other vendors, where
+    MKL runs slower generic code paths."""
+    return cpu_vendor() in ("GenuineIntel", "")
+
+
 def _routed(table, code, dtype) -> str | None:
-    """The VML function name of ``code`` for ``dtype`` (None where not routed)."""
+    """The VML function name of ``code`` for ``dtype`` on this CPU (None where not routed)."""
     entry = table.get(code)
-    if entry is None or _PRECISION.get(dtype) not in entry[1]:
+    if entry is None or _PRECISION.get(dtype) not in entry[1 if intel_table() else 2]:
         return None
     return entry[0]
 
@@ -199,4 +261,15 @@ def binary(a, a_strides, b, b_strides, out, shape, code: int) -> bool:
     return True
 
 
-__all__ = ["BINARY", "MODE", "UNARY", "binary", "enabled", "run", "set_enabled", "unary"]
+__all__ = [
+    "BINARY",
+    "MODE",
+    "UNARY",
+    "binary",
+    "cpu_vendor",
+    "enabled",
+    "intel_table",
+    "run",
+    "set_enabled",
+    "unary",
+]

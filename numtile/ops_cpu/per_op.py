@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import numpy as np
+
 from numtile.ops_cpu import streaming
 
 
@@ -145,3 +147,15 @@ def c_contiguous(strides, shape) -> bool:
             return False
         expected *= extent
     return True
+
+
+def dense_apart(a, a_strides, b, b_strides, out, shape) -> bool:
+    """True where ``a``, ``b`` and ``out`` each hold every element of ``shape`` in C order (no
+    broadcasting) and out overlaps neither input or is one of them exactly: what a kernel
+    over flat arrays that reads each element before writing it needs."""
+    size = out.size
+    if any(x.size != size or not x.flags.c_contiguous for x in (a, b, out)):
+        return False
+    if not (c_contiguous(a_strides, shape) and c_contiguous(b_strides, shape)):
+        return False
+    return not any(np.may_share_memory(x, out) and x.ctypes.data != out.ctypes.data for x in (a, b))

@@ -35,8 +35,7 @@ both inputs ``_AHEAD`` elements ahead: 2 threads over 16 tiles of 4M, wall time,
 
 Used by ``binary`` only where ``vector_ir.have_avx512()`` and the switch (``NUMTILE_AVX512``,
 ``set_enabled``) allow it; elsewhere (CPUs without AVX-512, Numba compiling for another CPU)
-float32 power goes to VML where MKL loads, else to ``fastmath_pow``'s scalar kernel, as
-before.
+float32 power goes to VML (Intel CPUs, where MKL loads), else to ``pow_blocks``.
 """
 
 from __future__ import annotations
@@ -53,8 +52,8 @@ from numtile import opcodes
 from numtile.config import Config
 from numtile.ops_cpu.fastmath_pow import pow_f32
 from numtile.ops_cpu.helpers import inlined
-from numtile.ops_cpu.per_op import c_contiguous
-from numtile.ops_cpu.streaming import LINE, prefetch, store_fence, store_line, wanted
+from numtile.ops_cpu.per_op import dense_apart
+from numtile.ops_cpu.streaming import aligned_start, prefetch, store_fence, store_line, wanted
 from numtile.ops_cpu.vector_ir import LANES, Vectors, have_avx512
 
 _INTERVAL_SHIFT = 18  # 32 intervals of the significand m in [1, 2): its top 5 fraction bits
@@ -254,7 +253,7 @@ def _tile(streamed: bool):
         size = out.size
         head = 0
         if streamed:
-            head = min(size, (LINE - out.ctypes.data % LINE) % LINE // out.itemsize)
+            head = aligned_start(out)
         spill = np.empty(LANES, np.float32)
         _edge(a, b, out, 0, head, spill)
         stop = head + (size - head) // LANES * LANES
@@ -306,14 +305,8 @@ def binary(a, a_strides, b, b_strides, out, shape, code: int) -> bool:
         return False
     if not (a.dtype == b.dtype == out.dtype == np.float32):
         return False
-    size = out.size
-    if any(x.size != size or not x.flags.c_contiguous for x in (a, b, out)):
+    if not dense_apart(a, a_strides, b, b_strides, out, shape):
         return False
-    if not (c_contiguous(a_strides, shape) and c_contiguous(b_strides, shape)):
-        return False
-    for x in (a, b):
-        if np.may_share_memory(x, out) and x.ctypes.data != out.ctypes.data:
-            return False
     power(a.reshape(-1), b.reshape(-1), out.reshape(-1))
     return True
 

@@ -14,11 +14,15 @@ function as the ordinary loop, so both write the same bits. A fence at the end o
 weakly ordered streaming stores before whatever the thread does next (another worker may read
 the tile once the task is done).
 
-A loop bound by its arithmetic, and the unary maps (``map_streamed``), stream their stores
-from inside the vectorised loop instead (``store_streamed``, from the output's first 64-byte
-boundary): computing a block and then streaming it serialises the two (float32 exp over 4M
-elements, one thread: 0.97 ns an element through the buffer, 0.29 from the loop, VML with
-ordinary stores 0.41; ``fastmath_blocks``).
+A loop bound by its arithmetic, the unary maps (``map_streamed``) and ``nt.fuse``'s kernels
+(``fusion``) stream their stores from inside the vectorised loop instead (``store_streamed``,
+from the output's first 64-byte boundary; ``aligned_start`` finds the elements before it):
+computing a block and then streaming it serialises the two (float32 exp over 4M elements, one
+thread: 0.97 ns an element through the buffer, 0.29 from the loop, VML with ordinary stores
+0.41; ``fastmath_blocks``), and a loop that reads three streams for the one it writes
+(x * y + z) loses to the buffer's bursts of streaming stores: 0.90x its CPU time from the loop
+(2 threads over 16 tiles of 4M float32). LLVM vectorises a non-temporal store only where a
+vector of two elements is at least 4 bytes: 1-byte outputs (bool, int8) keep the buffer.
 
 Measured (``python bench/streaming_stores.py``; 2-core Xeon with AVX-512, 2 MiB L2 a core,
 shared with other benchmarks, load 2-7; medians of 9-15 rounds, the two kinds of store timed
@@ -209,11 +213,18 @@ _inlined = numba.njit(nogil=True, error_model="numpy", inline="always")
 
 
 @_inlined
+def aligned_start(out):
+    """The index of out's first element on a 64-byte boundary (out.size where none is): where
+    streaming stores may begin."""
+    return min(out.size, (LINE - out.ctypes.data % LINE) % LINE // out.itemsize)
+
+
+@_inlined
 def block_bounds(out):
     """(buffer, start, end): an L1 buffer of ``BLOCK_BYTES`` of out's dtype, and the elements
     [start, end) of ``out`` that whole buffers stream to, start on a 64-byte boundary."""
     buffer = np.empty(BLOCK_BYTES // out.itemsize, out.dtype)
-    start = min(out.size, (LINE - out.ctypes.data % LINE) % LINE // out.itemsize)
+    start = aligned_start(out)
     end = start + (out.size - start) // buffer.size * buffer.size
     return buffer, start, end
 
@@ -259,8 +270,7 @@ def map_streamed(function, x, out):
     streaming stores (``store_streamed``): -x in 0.84-0.96x the time of the loop through a
     buffer that the others keep (2 threads over 16 tiles of 4M float32, thread CPU time,
     medians of 31-41 interleaved rounds, 5 runs, load 4-5; x * y measured 0.94-1.02x so)."""
-    size = out.size
-    head = min(size, (LINE - out.ctypes.data % LINE) % LINE // out.itemsize)
+    head = aligned_start(out)
     for i in range(head):
         out[i] = function(x[i])
     body, source = out[head:], x[head:]
@@ -317,6 +327,7 @@ def select_streamed(condition, a, b, out):
 
 __all__ = [
     "BLOCK_BYTES",
+    "aligned_start",
     "LINE",
     "STREAM_MIN_BYTES",
     "block_bounds",

@@ -47,14 +47,62 @@ ROUTED = [
     if (name in BINARY or name not in OURS_F32 or dtype == np.float64)
 ]
 ONE = np.ones(1, np.int64)
+READ_VENDOR = mkl_vml.cpu_vendor  # before the fixture below replaces it
 
 
 @pytest.fixture(autouse=True)
-def _vml_on():
-    """VML on for these tests, whatever NUMTILE_VML says."""
+def _vml_on(monkeypatch):
+    """VML on for these tests, whatever NUMTILE_VML says, routing as on Intel CPUs (every op
+    of the tables), whatever this CPU's vendor (``test_routing_follows_the_cpu_vendor``)."""
+    monkeypatch.setattr(mkl_vml, "cpu_vendor", lambda: "GenuineIntel")
     previous = mkl_vml.set_enabled(True)
     yield
     mkl_vml.set_enabled(previous)
+
+
+# the tables of mkl_vml's docstring: the ops VML measured faster than ours, by vendor
+INTEL_F32 = set(NUMPY) - {"exp", "sin", "cos", "tanh"}
+AMD_F64 = {"tanh", "expm1", "log1p", "log2", "log10", "asin", "acos", "atan", "sinh", "cosh"}
+AMD_F64 |= {"atan2", "power"}
+AMD_F32 = AMD_F64 - {"tanh", "cosh", "power"} | {"atanh"}
+
+
+@pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD", "HygonGenuine", ""])
+def test_routing_follows_the_cpu_vendor(vendor, monkeypatch):
+    monkeypatch.setattr(mkl_vml, "cpu_vendor", lambda: vendor)
+    intel = vendor in ("GenuineIntel", "")  # unknown: the Intel routing, as before vendors
+    expected = {
+        np.float32: INTEL_F32 if intel else AMD_F32,
+        np.float64: set(NUMPY) if intel else AMD_F64,
+    }
+    for dtype, names in expected.items():
+        assert {name for name in NUMPY if mkl_vml.routes(name, dtype)} == names, dtype
+        x = np.linspace(0.1, 0.9, 12, dtype=dtype)
+        for name in NUMPY:
+            out = np.full_like(x, np.nan)
+            if name in BINARY:
+                taken = mkl_vml.binary(x, ONE, x, ONE, out, ONE * 12, opcodes.BINARY_OPS[name])
+            else:
+                taken = mkl_vml.unary(x, out, opcodes.UNARY_OPS[name])
+            assert taken == (name in names), (name, dtype)
+            if taken:
+                operands = (x, x) if name in BINARY else (x,)
+                with np.errstate(invalid="ignore"):  # acosh below 1
+                    expected_values = NUMPY[name](*operands)
+                np.testing.assert_allclose(out, expected_values, rtol=4 * np.finfo(dtype).eps)
+            else:
+                assert np.all(np.isnan(out))  # nothing done
+
+
+def test_the_vendor_is_read_from_the_cpu():
+    vendor = READ_VENDOR.__wrapped__()  # uncached
+    assert isinstance(vendor, str)
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            expected = [line.split(":")[1].strip() for line in cpuinfo if "vendor_id" in line]
+    except OSError:
+        pytest.skip("no /proc/cpuinfo")
+    assert vendor == (expected[0] if expected else "")
 
 
 def _specials(dtype):

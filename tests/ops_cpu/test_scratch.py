@@ -91,3 +91,73 @@ def test_the_bf16_gemm_fallback_widens_into_this_threads_scratch():
     # both float32 copies came from this thread's buffers, and the second call reused them
     assert sorted(buffer.nbytes for buffer in scratch._cache.buffers) == [200 * 384 * 4, a.size * 4]
     assert [buffer.ctypes.data for buffer in scratch._cache.buffers] == kept
+
+
+def test_empty_many_carves_aligned_arrays_that_do_not_overlap():
+    arrays = scratch.empty_many(((100, 3), np.float32), (7, np.float64), ((256, 256), np.uint16))
+    assert [a.shape for a in arrays] == [(100, 3), (7,), (256, 256)]
+    assert [a.dtype for a in arrays] == [np.float32, np.float64, np.uint16]
+    assert all(a.ctypes.data % scratch.ALIGN == 0 and a.flags.c_contiguous for a in arrays)
+    for value, a in enumerate(arrays):
+        a[...] = value
+    assert all((a == value).all() for value, a in enumerate(arrays))
+    assert len(scratch._cache.buffers) == 1  # one buffer for all three
+
+
+def _attention_scratch(kernel, dtype, count):
+    """The thread's scratch buffers after each of ``count`` calls of an attention ``kernel``
+    (forward or backward, on float32/64 tiles or bfloat16 bits: "bf16") on the same 256 x 256
+    block, in a fresh thread (its own, empty cache), and the outputs of each call."""
+    from numtile.ops_cpu import nn
+
+    rng = np.random.default_rng(0)
+    values = np.float32 if dtype == "bf16" else dtype
+    q, dout = (rng.standard_normal((256, 128)).astype(values) for _ in range(2))
+    k, v = (rng.standard_normal((256, 64)).astype(values) for _ in range(2))
+    suffix = ""
+    if dtype == "bf16":
+        suffix = "_bf16"
+        q, dout, k, v = ((x.view(np.uint32) >> 16).astype(np.uint16) for x in (q, dout, k, v))
+    lse, delta = rng.standard_normal((256, 2)) + 5, rng.standard_normal((256, 2))
+    seen, outputs = [], []
+
+    def calls():
+        for _ in range(count):
+            if kernel == "forward":
+                m, l = np.full((256, 2), -np.inf), np.zeros((256, 2))
+                out = (m, l, np.zeros(q.shape, values))
+                getattr(nn, "attention_forward_block" + suffix)(
+                    q, k, v, *out, 2, 0.125, 0, 0, True, 2
+                )
+            else:
+                out = (
+                    np.zeros(q.shape, values),
+                    np.zeros(k.shape, values),
+                    np.zeros(k.shape, values),
+                )
+                args = (q, k, v, dout, lse, delta, *out, 2, 0.125, 0, 0, True, 2)
+                getattr(nn, "attention_backward_block" + suffix)(*args)
+            outputs.append(out)
+            seen.append([(b.ctypes.data, b.nbytes) for b in scratch._cache.buffers])
+
+    thread = threading.Thread(target=calls)
+    thread.start()
+    thread.join()
+    return seen, outputs
+
+
+@pytest.mark.parametrize("kernel", ["forward", "backward"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, "bf16"])
+def test_the_attention_kernels_work_in_this_threads_scratch(kernel, dtype):
+    # their 256 x 256 scores (256 KiB in float32) would be fresh pages at every call where
+    # malloc maps them (under a host memory limit)
+    from numtile.ops_cpu import nn
+
+    if dtype == "bf16" and not nn.bf16_attention_ready():
+        pytest.skip("needs oneMKL's bf16 GEMM")
+    seen, outputs = _attention_scratch(kernel, dtype, 3)
+    scores = 256 * 256 * 4
+    assert sum(nbytes for _, nbytes in seen[0]) >= scores  # the first call took a buffer
+    assert seen[1] == seen[0] and seen[2] == seen[0]  # the next ones reused it
+    for later in outputs[1:]:  # the same inputs each time: the same bits
+        assert all(np.array_equal(a, b) for a, b in zip(outputs[0], later))

@@ -240,3 +240,47 @@ def test_fused_streamed_source():
     np.testing.assert_array_equal(out, np.sqrt(x[::2]))
     fusion.fused(expression, out, np.array([4096]), (x[:4096],), (ONE,), ())
     np.testing.assert_array_equal(out, np.sqrt(x[:4096]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("offset", OFFSETS)
+def test_fused_streams_at_any_offset(dtype, size, offset):
+    """nt.fuse's kernel with out anywhere in a 64-byte line (its head stored as usual, the rest
+    by the streamed loop from the boundary on), with whole and one-element inputs: the same
+    bits as with ordinary stores, and NumPy's."""
+    name = np.dtype(dtype).name
+    expression = (
+        ("input", name, 0),
+        ("input", name, 1),
+        ("binary", name, "multiply", 0, 1),
+        ("input", name, 2),
+        ("binary", name, "add", 2, 3),
+    )
+    rng = np.random.default_rng(size + offset)
+    a, b, c = (_values(rng, size, dtype) for _ in range(3))
+    shape = np.array([size])
+    with np.errstate(all="ignore"):
+        got = _both(
+            lambda out: fusion.fused(expression, out, shape, (a, b, c), (ONE, ONE, ONE), ()),
+            size,
+            dtype,
+            offset,
+        )
+        np.testing.assert_array_equal(got, a * b + c)
+        got = _both(  # a one-element input
+            lambda out: fusion.fused(expression, out, shape, (a, b[:1], c), (ONE, ZERO, ONE), ()),
+            size,
+            dtype,
+            offset,
+        )
+        np.testing.assert_array_equal(got, a * b[0] + c)
+    streamed = fusion._module(expression, 3, 0).fused_streamed
+    if size * np.dtype(dtype).itemsize >= streaming.STREAM_MIN_BYTES:
+        assert streamed.signatures, "the streamed kernel ran"
+    if platform.machine().lower() in ("x86_64", "amd64"):  # the same loop, not from the cache
+        loop = numba.njit(error_model="numpy")(streamed.py_func)
+        out = _output(size, dtype, 0)
+        loop(out, shape, a, ONE, b, ONE, c, ONE)
+        np.testing.assert_array_equal(out, a * b + c)
+        assert "movnt" in loop.inspect_asm(loop.signatures[0])

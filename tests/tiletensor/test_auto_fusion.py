@@ -299,7 +299,7 @@ def test_an_op_computed_by_a_math_library_runs_unfused(fusing, math_path):
     from numtile.ops_cpu import mkl_vml
 
     x = _tensor(F64, (3, 4))
-    deferred = nt.exp(x)._pending is not None
+    deferred = nt.log1p(x)._pending is not None  # log1p: VML's on every CPU vendor
     assert deferred == (not mkl_vml.enabled())
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from numtile.ops_cpu.helpers import as_type_of, inlined, wide_vectors, widen
 from numtile.ops_cpu.matmul import gemm
 from numtile.ops_cpu.scalar_math import _maximum, softmax_exp
+from numtile.ops_cpu.scratch import empty_many
 
 
 # The two row reductions of the online softmax are functions of their own, not inlined, so that
@@ -84,23 +85,43 @@ def _store_head(source, head, width, target):
             target[i, first + d] = source[i, d]
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
+def skipped(n_queries, n_keys, q_start, k_start, causal) -> bool:
+    """Whether a (query block, key block) pair has nothing to do: no keys, or every key after
+    every query under the causal mask."""
+    return n_keys == 0 or (causal and k_start > q_start + n_queries - 1)
+
+
 def attention_forward_block(q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group=1):
     """Online-softmax update of each head's running max m, sum l and unnormalised output acc
     with the key/value block starting at k_start (causal: key k_start+j seen by q_start+i iff
     k_start+j <= q_start+i; rows that see nothing are left unchanged); query head h reads
-    key/value head h // group."""
+    key/value head h // group. The kernel's working arrays (head copies, the scores) are this
+    thread's scratch (``scratch.empty_many``): allocated in the kernel, the 256 x 256 scores
+    of a llama-small tile were fresh pages, faulted in at every call, under a host limit."""
+    n_queries, n_keys = q.shape[0], k.shape[0]
+    if skipped(n_queries, n_keys, q_start, k_start, causal):
+        return
+    width, dtype = q.shape[1] // n_heads, q.dtype
+    work = empty_many(
+        ((n_queries, width), dtype),  # q_head
+        ((n_keys, width), dtype),  # k_head
+        ((n_keys, width), dtype),  # v_head
+        ((n_queries, width), dtype),  # update
+        ((n_queries, n_keys), dtype),  # weights
+        (n_queries, np.float64),  # rescale
+    )
+    _forward_block(q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group, *work)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _forward_block(
+    q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group,
+    q_head, k_head, v_head, update, weights, rescale,
+):  # fmt: skip
+    """``attention_forward_block`` in the working arrays given: ``weights`` holds the scores,
+    overwritten in place by the unnormalised probabilities exp(S - new max)."""
     n_queries, n_keys = q.shape[0], k.shape[0]
     width = q.shape[1] // n_heads
-    if n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
-        return
-    q_head = np.empty((n_queries, width), q.dtype)
-    k_head = np.empty((n_keys, width), q.dtype)
-    v_head = np.empty((n_keys, width), q.dtype)
-    update = np.empty((n_queries, width), q.dtype)
-    # Scores, overwritten in place by the unnormalised probabilities exp(S - new max).
-    weights = np.empty((n_queries, n_keys), q.dtype)
-    rescale = np.empty(n_queries, np.float64)
     for h in range(n_heads):
         _copy_head(q, h, width, q_head)
         _copy_head(k, h // group, width, k_head)
@@ -154,26 +175,35 @@ def attention_backward_delta(dout, out, delta, n_heads):
             delta[i, h] = total
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
 def attention_backward_block(
     q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
 ):
     """Accumulate one (query block, key block) pair's share of dq, dk and dv, recomputing
     P = exp(scale * q k^T - lse) (masked entries 0); pairs may come in any order. Query head h
-    reads key/value head h // group, whose dk and dv sum over the group's query heads."""
+    reads key/value head h // group, whose dk and dv sum over the group's query heads. The
+    working arrays are this thread's scratch, as in ``attention_forward_block``."""
+    n_queries, n_keys = q.shape[0], k.shape[0]
+    if skipped(n_queries, n_keys, q_start, k_start, causal):
+        return
+    width, dtype = q.shape[1] // n_heads, q.dtype
+    queries, keys = ((n_queries, width), dtype), ((n_keys, width), dtype)
+    scores = ((n_queries, n_keys), dtype)
+    # q, dout, dq heads; k, v, dk, dv heads; the probabilities and the score gradients
+    work = empty_many(queries, queries, queries, keys, keys, keys, keys, scores, scores)
+    _backward_block(
+        q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group,
+        *work,
+    )  # fmt: skip
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _backward_block(
+    q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group,
+    q_head, dout_head, dq_head, k_head, v_head, dk_head, dv_head, probabilities, dscores,
+):  # fmt: skip
+    """``attention_backward_block`` in the working arrays given."""
     n_queries, n_keys = q.shape[0], k.shape[0]
     width = q.shape[1] // n_heads
-    if n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
-        return
-    q_head = np.empty((n_queries, width), q.dtype)
-    dout_head = np.empty((n_queries, width), q.dtype)
-    dq_head = np.empty((n_queries, width), q.dtype)
-    k_head = np.empty((n_keys, width), q.dtype)
-    v_head = np.empty((n_keys, width), q.dtype)
-    dk_head = np.empty((n_keys, width), q.dtype)
-    dv_head = np.empty((n_keys, width), q.dtype)
-    probabilities = np.empty((n_queries, n_keys), q.dtype)
-    dscores = np.empty((n_queries, n_keys), q.dtype)
     for h in range(n_heads):
         _copy_head(q, h, width, q_head)
         _copy_head(dout, h, width, dout_head)

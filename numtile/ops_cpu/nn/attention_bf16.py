@@ -29,7 +29,8 @@ from numtile.ops_cpu.fastmath_blocks import exp_f32_ordinary
 from numtile.ops_cpu.helpers import inlined, wide_vectors
 from numtile.ops_cpu.mkl_bf16 import bind
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_compiled as gemm
-from numtile.ops_cpu.nn.attention import _copy_head, _row_max, _visible_keys
+from numtile.ops_cpu.nn.attention import _copy_head, _row_max, _visible_keys, skipped
+from numtile.ops_cpu.scratch import empty_many
 
 
 def bf16_attention_ready() -> bool:
@@ -111,23 +112,36 @@ def _put_head_overload(source, first, target):
     return add
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
 def attention_forward_block_bf16(
     q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group=1
 ):
     """``attention.attention_forward_block`` for uint16 (bfloat16) q, k, v and a float32
-    ``acc``: the weights P rounded to bfloat16 for P V, their sum taken in float32."""
+    ``acc``: the weights P rounded to bfloat16 for P V, their sum taken in float32. The
+    working arrays are this thread's scratch, as there."""
+    n_queries, n_keys = q.shape[0], k.shape[0]
+    if skipped(n_queries, n_keys, q_start, k_start, causal):
+        return
+    width = q.shape[1] // n_heads
+    work = empty_many(
+        ((n_queries, width), np.float32),  # update
+        ((n_queries, n_keys), np.float32),  # weights: the scores, then exp(S - new max)
+        ((n_queries, n_keys), np.uint16),  # rounded_weights
+        (n_queries, np.float64),  # rescale
+        ((n_queries, width), np.uint16),  # q_head
+        ((n_keys, width), np.uint16),  # k_head
+        ((n_keys, width), np.uint16),  # v_head
+    )
+    _forward_block_bf16(q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group, *work)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _forward_block_bf16(
+    q, k, v, m, l, acc, n_heads, scale, q_start, k_start, causal, group,
+    update, weights, rounded_weights, rescale, q_head, k_head, v_head,
+):  # fmt: skip
+    """``attention_forward_block_bf16`` in the working arrays given."""
     n_queries, n_keys = q.shape[0], k.shape[0]
     width = q.shape[1] // n_heads
-    if n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
-        return
-    update = np.empty((n_queries, width), np.float32)
-    weights = np.empty((n_queries, n_keys), np.float32)  # the scores, then exp(S - new max)
-    rounded_weights = np.empty((n_queries, n_keys), np.uint16)
-    rescale = np.empty(n_queries, np.float64)
-    q_head = np.empty((n_queries, width), np.uint16)
-    k_head = np.empty((n_keys, width), np.uint16)
-    v_head = np.empty((n_keys, width), np.uint16)
     for h in range(n_heads):
         _copy_head(q, h, width, q_head)
         if h % group == 0:
@@ -157,28 +171,14 @@ def attention_forward_block_bf16(
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def attention_backward_block_bf16(
-    q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
-):
-    """``attention.attention_backward_block`` for uint16 (bfloat16) q, k, v, dout and float32
-    dq, dk, dv: P and dS rounded to bfloat16 as the inputs of the three gradient products,
-    which add into dq, dk, dv in place; or uint16 (bfloat16) dq, dk, dv when this task is
-    their only contribution: the gradients rounded into them once."""
+def _backward_block_bf16(
+    q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group,
+    probabilities, dscores, rounded_p, rounded_ds, q_head, dout_head, k_head, v_head,
+    d_queries, d_keys, d_values,
+):  # fmt: skip
+    """``attention_backward_block_bf16`` in the working arrays given."""
     n_queries, n_keys = q.shape[0], k.shape[0]
     width = q.shape[1] // n_heads
-    if n_keys == 0 or (causal and k_start > q_start + n_queries - 1):
-        return
-    probabilities = np.empty((n_queries, n_keys), np.float32)
-    dscores = np.empty((n_queries, n_keys), np.float32)
-    rounded_p = np.empty((n_queries, n_keys), np.uint16)
-    rounded_ds = np.empty((n_queries, n_keys), np.uint16)
-    q_head = np.empty((n_queries, width), np.uint16)
-    dout_head = np.empty((n_queries, width), np.uint16)
-    k_head = np.empty((n_keys, width), np.uint16)
-    v_head = np.empty((n_keys, width), np.uint16)
-    d_queries = np.empty((n_queries, width), np.float32)
-    d_keys = np.empty((n_keys, width), np.float32)
-    d_values = np.empty((n_keys, width), np.float32)
     for h in range(n_heads):
         kv = (h // group) * width
         first = h * width
@@ -204,3 +204,36 @@ def attention_backward_block_bf16(
         if h % group == group - 1 or h == n_heads - 1:
             _put_head(d_values, kv, dv)
             _put_head(d_keys, kv, dk)
+
+
+def attention_backward_block_bf16(
+    q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group=1
+):
+    """``attention.attention_backward_block`` for uint16 (bfloat16) q, k, v, dout and float32
+    dq, dk, dv: P and dS rounded to bfloat16 as the inputs of the three gradient products,
+    which add into dq, dk, dv in place; or uint16 (bfloat16) dq, dk, dv when this task is
+    their only contribution: the gradients rounded into them once. The working arrays are
+    this thread's scratch."""
+    n_queries, n_keys = q.shape[0], k.shape[0]
+    if skipped(n_queries, n_keys, q_start, k_start, causal):
+        return
+    width = q.shape[1] // n_heads
+    scores, bits = ((n_queries, n_keys), np.float32), ((n_queries, n_keys), np.uint16)
+    queries, keys = ((n_queries, width), np.uint16), ((n_keys, width), np.uint16)
+    work = empty_many(
+        scores,  # probabilities
+        scores,  # dscores
+        bits,  # rounded_p
+        bits,  # rounded_ds
+        queries,  # q_head
+        queries,  # dout_head
+        keys,  # k_head
+        keys,  # v_head
+        ((n_queries, width), np.float32),  # d_queries
+        ((n_keys, width), np.float32),  # d_keys
+        ((n_keys, width), np.float32),  # d_values
+    )
+    _backward_block_bf16(
+        q, k, v, dout, lse, delta, dq, dk, dv, n_heads, scale, q_start, k_start, causal, group,
+        *work,
+    )  # fmt: skip
