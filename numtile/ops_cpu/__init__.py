@@ -24,8 +24,8 @@ widened in registers, rounded once on write; ``f16_kernels``: float16 conversion
 ``matmul`` (gemm),
 ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``kernel_blas``; ``products`` (cross); ``structured`` (band,
-linspace_fill); ``sorting`` (sort_rows, merge_runs, count_before, count_values, split_by_keys,
-arg_reduce); ``indexing``
+linspace_fill); ``sorting`` (sort_rows, merge_runs, merge_values, count_before, count_values,
+split_by_keys, arg_reduce); ``indexing``
 (take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
 ``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
 eye_fill) over ``kernel_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
@@ -111,6 +111,7 @@ from numtile.ops_cpu.sorting import (
     count_before,
     count_values,
     merge_runs,
+    merge_values,
     sort_rows,
     split_by_keys,
 )
@@ -191,6 +192,7 @@ __all__ = [
     "leading_dimension",
     "linspace_fill",
     "merge_runs",
+    "merge_values",
     "mkl_bf16_available",
     "onednn_bf16_available",
     "linear_bf16_onednn",

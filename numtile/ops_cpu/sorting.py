@@ -1,12 +1,16 @@
 """Sorting kernels on tiles read as rows: a stable sort of each row, the stable merge of two
-sorted runs, binary searches into a sorted run, the value-split sort's partition, counts of
-the values of a small integer range, and argmax/argmin partials.
+sorted runs (of keys, or of numbers compared as themselves), binary searches into a sorted run,
+the value-split sort's partition, counts of the values of a small integer range, and
+argmax/argmin partials.
 
 The sort, merge and search kernels take tiles as unsigned integers of their width (a codelet
 views float64 as uint64, int8 as uint8...) with a ``kind`` (``opcodes.SORT_KEYS``), so four
 compiled kernels serve every dtype. Each value maps to an order-preserving unsigned key: NaNs
 above +inf and all equal, -0.0 equal to +0.0; ``descending`` complements the key, so NaNs come
 first and equal values keep their order (the array API's stable descending sort).
+``merge_values`` (values alone, 32- and 64-bit numbers, CPU only) compares the values
+themselves, with the same order: each run's NaNs, found by a binary search, are placed as a
+block, and -0.0 ties with +0.0 as a float compare has it.
 """
 
 import numba
@@ -183,6 +187,161 @@ def merge_runs(a, a_indices, b, b_indices, out, out_indices, begin, kind, descen
                 out_indices[r, q] = b_indices[r, j]
             j += 1
             q += 1
+
+
+@inlined
+def _before(y, x, descending):
+    """Whether ``y`` goes strictly before ``x`` in an ascending (or ``descending``) order of
+    numbers (no NaNs): a tie keeps the order the runs give."""
+    return x < y if descending else y < x
+
+
+@inlined
+def _nan_bounds(row, descending):
+    """(start, end) of the numbers of a sorted row: its NaNs come after them (before them
+    when ``descending``); a binary search (integers: no NaNs, the whole row)."""
+    lo, hi = 0, row.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (row[mid] == row[mid]) != descending:  # ascending: a number; descending: a NaN
+            lo = mid + 1
+        else:
+            hi = mid
+    return (lo, row.size) if descending else (0, lo)
+
+
+@inlined
+def _co_rank_values(a, b, p, descending):
+    """How many of the first ``p`` elements of the stable merge of sorted ``a`` and ``b`` (no
+    NaNs) come from ``a`` (ties: ``a`` first)."""
+    lo = max(0, p - b.size)
+    hi = min(p, a.size)
+    while lo < hi:
+        i = (lo + hi) // 2
+        if _before(b[p - i - 1], a[i], descending):
+            hi = i
+        else:
+            lo = i + 1
+    return lo
+
+
+@inlined
+def _merge_step(a, b, a_bits, b_bits, out_bits, i, j, q, descending):
+    """One output element of a merge, without a jump: ``b[j]`` if it goes before ``a[i]``,
+    else ``a[i]`` (moved as bits: a select of the values is compiled to a branch, which the
+    data's order makes unpredictable); returns the next (i, j)."""
+    take_b = np.uint64(_before(b[unsigned(j)], a[unsigned(i)], descending))
+    x, y = a_bits[unsigned(i)], b_bits[unsigned(j)]
+    out_bits[unsigned(q)] = x ^ ((x ^ y) & (np.uint64(0) - take_b))
+    return i + np.int64(np.uint64(1) - take_b), j + np.int64(take_b)
+
+
+@inlined
+def _merge_tail(a, b, a_bits, b_bits, out_bits, i, j, q, end, descending):
+    """Output positions [q, end) of a merge from (i, j), checking for the end of a run."""
+    while q < end and i < a.size and j < b.size:
+        i, j = _merge_step(a, b, a_bits, b_bits, out_bits, i, j, q, descending)
+        q += 1
+    while q < end and i < a.size:
+        out_bits[unsigned(q)] = a_bits[unsigned(i)]
+        i += 1
+        q += 1
+    while q < end:
+        out_bits[unsigned(q)] = b_bits[unsigned(j)]
+        j += 1
+        q += 1
+
+
+# the fewest steps the four interleaved merges take between checks of their ends; shorter
+# slices (under four times this) are merged as one
+_CHAIN = 64
+
+
+@inlined
+def _merge_numbers(a, b, a_bits, b_bits, out_bits, begin, descending):
+    """Positions [begin, begin + out size) of the stable merge of sorted ``a`` and ``b`` (no
+    NaNs) into ``out_bits``. Four merges of a quarter each run interleaved: each element of
+    one merge waits on the compare before it (a load, a compare, an add), four independent
+    chains keep the core busy meanwhile."""
+    m = out_bits.size
+    if m < 4 * _CHAIN:
+        i = _co_rank_values(a, b, begin, descending)
+        _merge_tail(a, b, a_bits, b_bits, out_bits, i, begin - i, 0, m, descending)
+        return
+    e0, e1, e2 = m // 4, m // 2, 3 * m // 4
+    i0 = _co_rank_values(a, b, begin, descending)
+    i1 = _co_rank_values(a, b, begin + e0, descending)
+    i2 = _co_rank_values(a, b, begin + e1, descending)
+    i3 = _co_rank_values(a, b, begin + e2, descending)
+    j0, j1, j2, j3 = begin - i0, begin + e0 - i1, begin + e1 - i2, begin + e2 - i3
+    q0, q1, q2, q3 = 0, e0, e1, e2
+    na, nb = a.size, b.size
+    while True:
+        # steps no chain can run out of its slice or of a run in: no checks inside
+        steps = min(e0 - q0, e1 - q1, e2 - q2, m - q3)
+        steps = min(steps, na - i0, na - i1, na - i2, na - i3)
+        steps = min(steps, nb - j0, nb - j1, nb - j2, nb - j3)
+        if steps < _CHAIN:
+            break
+        for _ in range(steps):
+            i0, j0 = _merge_step(a, b, a_bits, b_bits, out_bits, i0, j0, q0, descending)
+            i1, j1 = _merge_step(a, b, a_bits, b_bits, out_bits, i1, j1, q1, descending)
+            i2, j2 = _merge_step(a, b, a_bits, b_bits, out_bits, i2, j2, q2, descending)
+            i3, j3 = _merge_step(a, b, a_bits, b_bits, out_bits, i3, j3, q3, descending)
+            q0 += 1
+            q1 += 1
+            q2 += 1
+            q3 += 1
+    _merge_tail(a, b, a_bits, b_bits, out_bits, i0, j0, q0, e0, descending)
+    _merge_tail(a, b, a_bits, b_bits, out_bits, i1, j1, q1, e1, descending)
+    _merge_tail(a, b, a_bits, b_bits, out_bits, i2, j2, q2, e2, descending)
+    _merge_tail(a, b, a_bits, b_bits, out_bits, i3, j3, q3, m, descending)
+
+
+@inlined
+def _copy_bits(source, first, out_bits, q, count):
+    for k in range(count):
+        out_bits[unsigned(q + k)] = source[unsigned(first + k)]
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def merge_values(a, b, a_bits, b_bits, out_bits, begin, descending):
+    """Row by row, positions [begin, begin + out columns) of the stable merge of the sorted
+    rows of ``a`` and ``b`` (ties: ``a`` first; NaNs last, first when ``descending``, ``a``'s
+    before ``b``'s) into ``out_bits``: the values of a real dtype of at least 32 bits, with
+    ``*_bits`` the same rows as unsigned integers of their width (the values compare as
+    numbers, the bits move). The values-only twin of ``merge_runs``, four times faster."""
+    rows, m = out_bits.shape
+    for r in range(rows):
+        ra, rb, ra_bits, rb_bits = a[r], b[r], a_bits[r], b_bits[r]
+        a_first, a_end = _nan_bounds(ra, descending)
+        b_first, b_end = _nan_bounds(rb, descending)
+        a_nans, b_nans = ra.size - (a_end - a_first), rb.size - (b_end - b_first)
+        numbers = (a_end - a_first) + (b_end - b_first)
+        # in order: the numbers merged, then a's NaNs, then b's; descending: the NaNs first
+        a_nans_at = numbers if not descending else 0
+        numbers_at = 0 if not descending else a_nans + b_nans
+        b_nans_at = a_nans_at + a_nans
+        lo, hi = begin, begin + m
+        s, e = max(lo, a_nans_at), min(hi, b_nans_at)
+        if s < e:  # a's NaNs: in its row after its numbers (before them when descending)
+            first = (0 if descending else a_end) + s - a_nans_at
+            _copy_bits(ra_bits, first, out_bits[r], s - lo, e - s)
+        s, e = max(lo, b_nans_at), min(hi, b_nans_at + b_nans)
+        if s < e:
+            first = (0 if descending else b_end) + s - b_nans_at
+            _copy_bits(rb_bits, first, out_bits[r], s - lo, e - s)
+        s, e = max(lo, numbers_at), min(hi, numbers_at + numbers)
+        if s < e:
+            _merge_numbers(
+                ra[a_first:a_end],
+                rb[b_first:b_end],
+                ra_bits[a_first:a_end],
+                rb_bits[b_first:b_end],
+                out_bits[r, s - lo : e - lo],
+                s - numbers_at,
+                descending,
+            )
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")

@@ -7,8 +7,10 @@ two runs are left; the last merge runs as one task per output tile, each
 finding where its slice of the merged order starts (a binary search, the "merge path") and
 merging only that slice, so the widest level is as parallel as the first. Merges are stable
 (ties: the earlier run first) and NaNs sort last (first when ``descending``), as NumPy and the
-array API order them. ``sort`` and ``argsort`` of a long 1-D tensor on CPUs run a value-split
-(sample) sort instead (``sorting_split.py``): no merge pass.
+array API order them; on a CPU, values alone (no indices) of 32 and 64 bits merge compared as
+numbers (``ops_cpu.merge_values``), other merges by order-preserving integer keys.
+``argsort`` of a long 1-D tensor on 2 or more CPU workers, and ``sort`` of one on 4 or more,
+run a value-split (sample) sort instead (``sorting_split.py``): no merge pass.
 """
 
 from __future__ import annotations
@@ -179,10 +181,10 @@ def sort(
 ) -> TileTensor:
     """``x`` sorted along ``axis`` (always stable; NaNs last, first when ``descending``).
 
-    A parallel tiled merge sort: one task sorts each tile, merges of sorted runs are tasks. A
-    1-D tensor of at least ``sorting_split.MIN_SIZE`` elements on 2 or more CPU workers is
-    sorted by value ranges instead (a sample sort: waits for ``x`` and for one count per tile
-    and bucket), unless a sample shows many equal values.
+    A parallel tiled merge sort: one task sorts each group of tiles (NumPy's SIMD sort on a
+    CPU), merges of sorted runs are tasks. A 1-D tensor of at least ``sorting_split.MIN_SIZE``
+    elements on 4 or more CPU workers is sorted by value ranges instead (a sample sort: waits
+    for ``x`` and for one count per tile and bucket), unless a sample shows many equal values.
 
     >>> import numtile as nt, numpy as np
     >>> x = nt.from_numpy(np.array([3.0, np.nan, -1.0, 2.0, 0.5]), tile_shape=2)

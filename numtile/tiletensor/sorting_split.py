@@ -26,12 +26,21 @@ from numtile.tiletensor.tensor import TileTensor
 R, W = Access.R, Access.W
 
 MIN_SIZE = 1 << 21  # smaller inputs: the merge sort (tests lower it)
-# fewer CPU workers: the merge sort. On 2 workers of an AVX2 CPU its one merge level cost less
-# than the partition (16M float64: 0.77-0.78 x np.sort's time against 0.81-0.85); on an
-# AVX-512 one (NumPy's SIMD sort sorts the buckets, the partition's compares are 512 bits wide)
-# this sort takes 0.45-0.94 x the merge sort's time (median 0.84, 8 rounds, loaded); the merge
-# sort's levels grow with the workers, this sort's passes do not
+# fewer CPU workers: the merge sort (argsort). On an AVX-512 CPU (NumPy's SIMD sort sorts the
+# buckets, the partition's compares are 512 bits wide) this sort took 0.45-0.94 x the merge
+# sort's time (median 0.84, 8 rounds, loaded, with the merge of keys); the merge sort's levels
+# grow with the workers, this sort's passes do not
 MIN_WORKERS = 2
+# fewer CPU workers: the merge sort for values alone (sort, unique's values). With 2 workers
+# its groups are two runs of NumPy's SIMD sort and one merge of numbers into the output tiles
+# (``ops_cpu.merge_values``, about 2 ns an element a thread), no level of pairs: on an AVX2 CPU
+# that costs less than this sort's partition (~6 ns an element), gather and copy out. 16M
+# float64 in 16 tiles, 2 workers, medians of interleaved rounds in one process: 212 ms against
+# 223 ms quiet (np.sort 369 ms, 21 rounds), 0.41 s against 0.43 s with another job on the
+# cores, 0.81 s against 0.97 s with several. Two runs of 8M beat four of 4M (a level of pairs)
+# and eight of 2M: 0.213 / 0.232 / 0.240 s quiet. From 4 workers the merge sort's levels of
+# pairs leave workers idle; this sort's passes do not (not measured on 4+ cores)
+MIN_WORKERS_VALUES = 4
 _UNBALANCED = 2.5  # fall back when a bucket holds this many times its share of the sample
 
 
@@ -71,7 +80,7 @@ def split_sort(
         x.ndim != 1
         or x.size < MIN_SIZE
         or x.dtype.kind not in "fiu"
-        or workers < MIN_WORKERS
+        or workers < (MIN_WORKERS if indices else MIN_WORKERS_VALUES)
         or len(tiles) < 2
         or runtime.distributed is not None
     ):

@@ -62,8 +62,9 @@ def test_every_cpu_kernel_has_a_cuda_twin_of_the_same_name(family):
     helpers = {"empty", "to_host"}  # StreamOps provides these on a GPU
     # CPU-only by design: oneMKL's and oneDNN's bf16 GEMMs (a GPU takes cuBLAS or the gemm_bf16
     # twin), and LAPACK's geqrf+orgqr for TSQR leaves, with or without Q (GPU workers run the tsqr
-    # codelet's generic kernel over the QR tile kernels' twins), and the value-split sort's
-    # partition (its codelets are CPU-only: GPU workers keep the merge sort)
+    # codelet's generic kernel over the QR tile kernels' twins), the value-split sort's
+    # partition (its codelets are CPU-only: GPU workers keep the merge sort), and the merge of
+    # numbers compared as themselves (a GPU merges values by their keys: merge_runs)
     cpu_only = {
         "gemm_bf16_mkl",
         "mkl_bf16_available",
@@ -73,6 +74,7 @@ def test_every_cpu_kernel_has_a_cuda_twin_of_the_same_name(family):
         "qr_explicit",
         "qr_leaf",
         "split_by_keys",
+        "merge_values",
     }
     # the CPU LU panel's in-place transposes and row swaps (the CUDA panel stacks its tiles)
     cpu_only |= {"getrf_tiles", "laswp_tiles", "leading_dimension"}

@@ -49,6 +49,42 @@ def test_sort_of_many_tiles_is_numpy_stable_sort(dtype, shape, workers):
     nt.init()
 
 
+def _stable_sort(data, axis, descending):
+    """NumPy's stable sort along ``axis``, descending with equal elements in their order."""
+    if not descending:
+        return np.sort(data, axis, kind="stable")
+    return np.flip(np.sort(np.flip(data, axis), axis, kind="stable"), axis)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_merge_sort_of_numbers_is_numpy_stable_sort(dtype, workers):
+    # values alone on 2 workers (two runs, the last merge into each output tile) or 3 (a merge
+    # of a pair first), merged as numbers (``ops_cpu.merge_values``): output tiles of 700 that
+    # do not divide 5000 (four chains each), of one element, one tile, none; 2-D along each
+    # axis; NaNs of two payloads and zeros of both signs where they were, bit for bit (NumPy's
+    # SIMD sort turns some -0.0 into +0.0 in small arrays, as in the groups of one-element
+    # tiles here: the zeros are put back)
+    nt.init(ncpu=workers)
+    rng = np.random.default_rng(6)
+    data = (rng.standard_normal(5000) * 1000).astype(dtype)
+    if data.dtype.kind == "f":
+        data[::29] = np.nan
+        data[::58] = -np.float64(np.nan)  # another NaN bit pattern
+        data[::17], data[::23] = -0.0, 0.0
+    bits = f"u{data.itemsize}"
+    cases = [(data, 700), (data[:50], 1), (data, 5000), (data[:0], 4)]
+    cases += [(data[:4200].reshape(14, 300), (5, 130)), (data[:4200].reshape(300, 14), (130, 5))]
+    for array, tile in cases:
+        x = nt.from_numpy(array, tile_shape=tile)
+        for axis in range(array.ndim):
+            for descending in (False, True):
+                got = nt.sort(x, axis=axis, descending=descending).to_numpy()
+                expected = _stable_sort(array, axis, descending)
+                np.testing.assert_array_equal(got.view(bits), expected.view(bits))
+    nt.init()
+
+
 def test_sort_refuses_complex_and_0d():
     with pytest.raises(TypeError, match="real dtypes"):
         nt.sort(nt.ones(3, dtype="complex64"))
@@ -112,7 +148,7 @@ def test_value_split_sort_is_numpy_stable_sort(dtype, monkeypatch):
     from numtile.tiletensor import sorting_split
 
     monkeypatch.setattr(sorting_split, "MIN_SIZE", 100)
-    monkeypatch.setattr(sorting_split, "MIN_WORKERS", 2)
+    monkeypatch.setattr(sorting_split, "MIN_WORKERS_VALUES", 2)  # sort's own threshold: 4
     nt.init(ncpu=2)
     rng = np.random.default_rng(3)
     data = (rng.standard_normal(3000) * 1000).astype(dtype)

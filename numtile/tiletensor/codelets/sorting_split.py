@@ -56,8 +56,8 @@ def _sort_bucket(ops, *buffers):
     out.sort()
     if out.dtype.kind == "f":  # NaNs last: NumPy's sort writes them back as its own NaN
         nans = out.size - np.searchsorted(out, np.nan, "left")
-        lo, hi = np.searchsorted(out, 0.0, "left"), np.searchsorted(out, 0.0, "right")
-        zeros = np.signbit(out[lo:hi]).any() and not np.signbit(out[lo:hi]).all()
+        # its min/max steps may turn a -0.0 into +0.0 (or back): any zeros are put back
+        zeros = np.searchsorted(out, 0.0, "right") > np.searchsorted(out, 0.0, "left")
     if descending:
         out[...] = out[::-1]
     if out.dtype.kind == "f" and (nans or zeros):  # their order: the one the pieces came in
