@@ -159,7 +159,9 @@ def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, k
     About ``TASKS_PER_WORKER`` chains a worker: enough for the workers to finish together,
     few enough that many small tiles do not cost a task each. The first chain of an output
     tile writes it (no fill task before it); the later ones wait for it, then accumulate.
-    Chains go first ones first, so workers side by side sum into different output tiles."""
+    Chains go first ones first, so workers side by side sum into different output tiles.
+    With fewer output tiles than workers, each chain writes a partial tile of its own, and
+    a last task sums an output tile's partials."""
     last_tile = tuple(s - t * (g - 1) for s, t, g in zip(x.shape, x.tile_shape, x.grid))
     columns = statistics_codelets.sum_columns
     if (
@@ -175,20 +177,38 @@ def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, k
     groups: dict[tuple, list] = {}
     for index, handle in zip(x.layout.indices(), x.handles):
         groups.setdefault(tuple(index[a] for a in kept), []).append(handle)
-    pieces = -(-TASKS_PER_WORKER * len(runtime.kinds) // len(groups))
-    for part in range(pieces):
+    workers, count = len(runtime.kinds), len(x.handles) // len(groups)  # tiles a group
+    step = -(-count // -(-TASKS_PER_WORKER * workers // len(groups)))  # tiles a chain
+    chains = -(-count // step)  # chains a group
+    # fewer output tiles than workers: each chain writes a partial tile of its own (chains
+    # accumulating into one tile would run one at a time), summed at the end
+    partials = None
+    if len(groups) < workers and chains > 1:
+        partials = TileTensor(Layout((chains, *out.shape), (1, *out.tile_shape)), out.dtype)
+    for part in range(chains):
         for dst_index, handles in groups.items():
-            step = -(-len(handles) // pieces)
             chain = handles[part * step : (part + 1) * step]
-            if chain:
-                _, pre, _, post = _tile_plan(chain[0].shape, axes)
-                extents = tuple(_tile_plan(h.shape, axes)[2] for h in chain)
-                dst = (out.tile(dst_index), W if part == 0 else ACC)
-                args = (pre, post, extents, part == 0)
-                runtime.submit(
-                    statistics_codelets.sum_column_chain, [*((h, R) for h in chain), dst], args
-                )
+            if partials is None:
+                dst = out.tile(dst_index)
+            else:
+                dst = partials.tile((part, *dst_index))
+            _, pre, _, post = _tile_plan(chain[0].shape, axes)
+            extents = tuple(_tile_plan(h.shape, axes)[2] for h in chain)
+            _submit_chain(
+                runtime, chain, dst, (pre, post, extents), part == 0 or partials is not None
+            )
+    for dst_index in groups if partials is not None else ():
+        dst = out.tile(dst_index)
+        chain = [partials.tile((part, *dst_index)) for part in range(chains)]
+        _submit_chain(runtime, chain, dst, (1, math.prod(dst.shape), (1,) * chains), True)
     return True
+
+
+def _submit_chain(runtime, chain, dst, plan, first: bool) -> None:
+    """One ``sum_column_chain`` task: the tiles of ``chain`` summed into ``dst`` (written
+    when ``first``, else accumulated)."""
+    accesses = [*((tile, R) for tile in chain), (dst, W if first else ACC)]
+    runtime.submit(statistics_codelets.sum_column_chain, accesses, (*plan, first))
 
 
 def _sum_dtype(x: TileTensor, dtype):

@@ -278,3 +278,28 @@ def test_column_sums_of_many_tiles_take_a_few_tasks_a_worker(workers, make_array
         assert len(names) == 3 * -(-TASKS_PER_WORKER * workers // 3)
     finally:
         nt.init()
+
+
+def test_column_sums_into_fewer_tiles_than_workers_write_partials(make_array, check_tiles):
+    from numtile.runtime import get_runtime
+    from numtile.runtime.trace import Tracer
+
+    nt.init(ncpu=3)
+    try:
+        a = make_array((90, 9), np.float64, seed=7)
+        x = nt.from_numpy(a, tile_shape=(2, 9))  # 45 row tiles, one column tile
+        runtime = get_runtime()
+        runtime.wait_all()
+        runtime.tracer = tracer = Tracer(0.0)
+        for _ in range(2):  # the second sum's partials may come from the first's buffers
+            check_tiles(nt.sum(x, axis=0), a.sum(axis=0))
+        runtime.tracer = None
+        events = sorted(tracer.events, key=lambda event: event[4])  # submission order
+        *chains, last = events[len(events) // 2 :]
+        # each chain writes a partial tile of its own (none waits for another's lock), and
+        # the last task sums them into the result
+        partials = [event[5][-1] for event in chains]
+        assert len(set(partials)) == len(chains) > 1
+        assert partials == last[5][:-1]
+    finally:
+        nt.init()
