@@ -6,9 +6,9 @@ Cases:
   -x of 64M float32 (case neg: one read and one write an element and no maths, the floor that
   memory traffic sets for every one-in-one-out op on this machine); exp, sin, cos and x ** y
   of 64M float32; x * y + z of 64M float32 (fused automatically unless NUMTILE_AUTO_FUSE=0;
-  case fused: as one nt.fuse kernel beside the ops run one by one); sin and
-  x ** y of 16M float64 (sin64, pow64: NumPy's float64 sin and pow are libm's, one call per
-  element)
+  case fused: as one nt.fuse kernel beside the ops run one by one and beside the plain
+  expression fused automatically, those two called in turn); sin and x ** y of 16M float64
+  (sin64, pow64: NumPy's float64 sin and pow are libm's, one call per element)
   sum and var over axis 0 of an 8192 x 8192 float64 matrix
   cumulative_sum of 64M float32
   where(x > 0, x, y) of 64M float32, and the boolean-mask assignment x[x > 0] = 0 (into a
@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -129,13 +131,39 @@ def bench_fused(n, tile, repeat, da) -> list[dict]:
         auto_fusion.set_enabled(previous)
     got = fused(*tensors).to_numpy()
     np.testing.assert_array_equal(got.view(np.int32), unfused.view(np.int32))  # bit for bit
-    t_fused = median_time(lambda: fused(*tensors).wait(), repeat)
+    x, y, z = tensors
+    auto = (x * y + z).to_numpy()  # fused automatically (unless NUMTILE_AUTO_FUSE=0)
+    np.testing.assert_array_equal(auto.view(np.int32), unfused.view(np.int32))
+    # nt.fuse and the automatic fusion of the plain expression, called in turn: the same
+    # load for both
+    t_fused, t_auto = _interleaved_times(
+        [lambda: fused(x, y, z).wait(), lambda: (x * y + z).wait()], repeat
+    )
     t_numpy = median_time(lambda: arrays[0] * arrays[1] + arrays[2], repeat)
     function = lambda x, y, z: x * y + z  # noqa: E731
     best = _best_dask(da, arrays, function, [n // 16, n // 8, n // 4], repeat)
     rows = _rows(f"x*y+z fused f32 {n >> 20}M", t_fused, t_numpy, best, tile)
     unfused_row = {"impl": "numtile unfused", "seconds": t_unfused, "ratio": t_fused / t_unfused}
-    return rows[:1] + [{"case": rows[0]["case"], **unfused_row}] + rows[1:]
+    auto_row = {
+        "impl": "numtile x * y + z (auto-fused)",
+        "seconds": t_auto,
+        "ratio": t_fused / t_auto,
+    }
+    case = rows[0]["case"]
+    return rows[:1] + [{"case": case, **unfused_row}, {"case": case, **auto_row}] + rows[1:]
+
+
+def _interleaved_times(functions, repeat) -> list[float]:
+    """The median seconds of each of ``functions``, called in turn ``repeat`` times (after one
+    untimed round)."""
+    times: list[list[float]] = [[] for _ in functions]
+    for round_ in range(repeat + 1):
+        for function, seconds in zip(functions, times):
+            start = time.perf_counter()
+            function()
+            if round_:
+                seconds.append(time.perf_counter() - start)
+    return [statistics.median(seconds) for seconds in times]
 
 
 def bench_axis(name, n, tile, repeat, da) -> list[dict]:

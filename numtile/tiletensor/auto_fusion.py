@@ -145,6 +145,8 @@ def _layout(tensors: list[TileTensor]) -> Layout | None:
     if len(tensors) == 1:
         return tensors[0].layout
     x, y = tensors
+    if x.layout == y.layout:  # the common case: no broadcast, one tiling
+        return x.layout
     if x.ndim != y.ndim:
         return None
     try:

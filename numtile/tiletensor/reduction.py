@@ -31,6 +31,7 @@ from numtile.tiletensor.manipulation import reshape, retile
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
+TASKS_PER_WORKER = 8  # column-sum tasks a worker (``_column_chains``)
 
 
 def require_tensor(x, name: str) -> None:
@@ -129,12 +130,13 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     out_shape = tuple(x.shape[a] for a in kept)
     out_tiles = tuple(x.tile_shape[a] for a in kept)
     out = TileTensor(Layout(out_shape, out_tiles), dtype)
-    fill_tiles(out, _identity(op, dtype))
     runtime = get_runtime()
-    for index, handle in zip(x.layout.indices(), x.handles):
-        dst = out.tile(tuple(index[a] for a in kept))
-        plan = _tile_plan(handle.shape, axes)
-        runtime.submit(_reduce_codelet(op, x.dtype, plan), [(handle, R), (dst, ACC)], plan)
+    if not _sum_column_chains(runtime, x, out, op, axes, kept):
+        fill_tiles(out, _identity(op, dtype))
+        for index, handle in zip(x.layout.indices(), x.handles):
+            dst = out.tile(tuple(index[a] for a in kept))
+            plan = _tile_plan(handle.shape, axes)
+            runtime.submit(_reduce_codelet(op, x.dtype, plan), [(handle, R), (dst, ACC)], plan)
     if keepdims:
         out = reshape(out, tuple(1 if a in axes else s for a, s in enumerate(x.shape)))
     return out
@@ -147,6 +149,66 @@ def _reduce_codelet(op: str, dtype, plan):
     if op == "sum" and dtype in (float32, float64) and move_axes is None and n and post > 1:
         return statistics_codelets.sum_columns
     return codelets.reduction.reduce[op]
+
+
+def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, kept) -> bool:
+    """Submit the column sums of ``x`` into ``out`` as chains of tiles, one task a chain;
+    False (nothing submitted) where the tiles reduce one a task, each into a filled ``out``
+    (not a float sum over an axis that is not innermost, an empty axis, or under MPI).
+
+    About ``TASKS_PER_WORKER`` chains a worker: enough for the workers to finish together,
+    few enough that many small tiles do not cost a task each. The first chain of an output
+    tile writes it (no fill task before it); the later ones wait for it, then accumulate.
+    Chains go first ones first, so workers side by side sum into different output tiles.
+    With fewer output tiles than workers, each chain writes a partial tile of its own, and
+    a last task sums an output tile's partials."""
+    last_tile = tuple(s - t * (g - 1) for s, t, g in zip(x.shape, x.tile_shape, x.grid))
+    columns = statistics_codelets.sum_columns
+    if (
+        x.distribution is not None
+        or not x.layout.ntiles
+        or 0 in x.shape
+        or any(
+            _reduce_codelet(op, x.dtype, _tile_plan(shape, axes)) is not columns
+            for shape in (x.tile_shape, last_tile)
+        )
+    ):
+        return False
+    groups: dict[tuple, list] = {}
+    for index, handle in zip(x.layout.indices(), x.handles):
+        groups.setdefault(tuple(index[a] for a in kept), []).append(handle)
+    workers, count = len(runtime.kinds), len(x.handles) // len(groups)  # tiles a group
+    step = -(-count // -(-TASKS_PER_WORKER * workers // len(groups)))  # tiles a chain
+    chains = -(-count // step)  # chains a group
+    # fewer output tiles than workers: each chain writes a partial tile of its own (chains
+    # accumulating into one tile would run one at a time), summed at the end
+    partials = None
+    if len(groups) < workers and chains > 1:
+        partials = TileTensor(Layout((chains, *out.shape), (1, *out.tile_shape)), out.dtype)
+    for part in range(chains):
+        for dst_index, handles in groups.items():
+            chain = handles[part * step : (part + 1) * step]
+            if partials is None:
+                dst = out.tile(dst_index)
+            else:
+                dst = partials.tile((part, *dst_index))
+            _, pre, _, post = _tile_plan(chain[0].shape, axes)
+            extents = tuple(_tile_plan(h.shape, axes)[2] for h in chain)
+            _submit_chain(
+                runtime, chain, dst, (pre, post, extents), part == 0 or partials is not None
+            )
+    for dst_index in groups if partials is not None else ():
+        dst = out.tile(dst_index)
+        chain = [partials.tile((part, *dst_index)) for part in range(chains)]
+        _submit_chain(runtime, chain, dst, (1, math.prod(dst.shape), (1,) * chains), True)
+    return True
+
+
+def _submit_chain(runtime, chain, dst, plan, first: bool) -> None:
+    """One ``sum_column_chain`` task: the tiles of ``chain`` summed into ``dst`` (written
+    when ``first``, else accumulated)."""
+    accesses = [*((tile, R) for tile in chain), (dst, W if first else ACC)]
+    runtime.submit(statistics_codelets.sum_column_chain, accesses, (*plan, first))
 
 
 def _sum_dtype(x: TileTensor, dtype):

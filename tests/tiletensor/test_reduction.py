@@ -235,3 +235,71 @@ def test_matrix_norm_errors():
         nt.linalg.matrix_norm(nt.ones((3,)))
     with pytest.raises(ValueError, match="unsupported ord"):
         nt.linalg.matrix_norm(nt.ones((3, 3)), ord=3)  # (ord 2 is supported since issue 14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    ("shape", "tile_shape", "axis"),
+    [
+        ((200, 10), (3, 4), 0),  # 67 row tiles into 3 column tiles: chains of several tiles
+        ((200, 9), (7, 9), 0),  # one column tile: every chain accumulates into it
+        ((5, 40, 6), (2, 3, 4), (0, 1)),  # two axes reduced, leftovers everywhere
+        ((4, 30, 7), (3, 4, 2), 1),  # a middle axis: columns of each leading slice
+        ((3, 8), (8, 8), 0),  # one tile
+    ],
+)
+def test_column_sums_in_chains_match_numpy(shape, tile_shape, axis, dtype, make_array, check_tiles):
+    a = make_array(shape, dtype, seed=5)
+    x = nt.from_numpy(a, tile_shape=tile_shape)
+    expected = a.astype(np.float64).sum(axis=axis).astype(dtype)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    for _ in range(2):  # the second sum's tiles may come from the first's freed buffers
+        check_tiles(nt.sum(x, axis=axis), expected, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_column_sums_of_many_tiles_take_a_few_tasks_a_worker(workers, make_array, check_tiles):
+    from numtile.runtime import get_runtime
+    from numtile.runtime.trace import Tracer
+    from numtile.tiletensor.reduction import TASKS_PER_WORKER
+
+    nt.init(ncpu=workers)
+    try:
+        a = make_array((300, 12), np.float64, seed=6)
+        x = nt.from_numpy(a, tile_shape=(2, 4))  # 150 x 3 tiles
+        runtime = get_runtime()
+        runtime.wait_all()
+        runtime.tracer = tracer = Tracer(0.0)
+        check_tiles(nt.sum(x, axis=0), a.sum(axis=0))
+        runtime.tracer = None
+        names = [event[1] for event in tracer.events]
+        # no fill task: each column tile's first chain writes it
+        assert names == ["reduce:sum_column_chain"] * len(names)
+        assert len(names) == 3 * -(-TASKS_PER_WORKER * workers // 3)
+    finally:
+        nt.init()
+
+
+def test_column_sums_into_fewer_tiles_than_workers_write_partials(make_array, check_tiles):
+    from numtile.runtime import get_runtime
+    from numtile.runtime.trace import Tracer
+
+    nt.init(ncpu=3)
+    try:
+        a = make_array((90, 9), np.float64, seed=7)
+        x = nt.from_numpy(a, tile_shape=(2, 9))  # 45 row tiles, one column tile
+        runtime = get_runtime()
+        runtime.wait_all()
+        runtime.tracer = tracer = Tracer(0.0)
+        for _ in range(2):  # the second sum's partials may come from the first's buffers
+            check_tiles(nt.sum(x, axis=0), a.sum(axis=0))
+        runtime.tracer = None
+        events = sorted(tracer.events, key=lambda event: event[4])  # submission order
+        *chains, last = events[len(events) // 2 :]
+        # each chain writes a partial tile of its own (none waits for another's lock), and
+        # the last task sums them into the result
+        partials = [event[5][-1] for event in chains]
+        assert len(set(partials)) == len(chains) > 1
+        assert partials == last[5][:-1]
+    finally:
+        nt.init()
