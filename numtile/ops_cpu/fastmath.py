@@ -15,6 +15,8 @@ selects for C99's special values; of two float64, ``fastmath_pow.pow_f64``, exp(
 ln|a| and the product in double-double (``b ln|a|`` needs about 66 bits).
 """
 
+import platform
+
 import numpy as np
 from llvmlite import ir
 from numba.core import types
@@ -59,17 +61,23 @@ def select(typingctx, condition, if_true, if_false):
     return if_true(condition, if_true, if_false), codegen
 
 
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
 @intrinsic
 def opaque(typingctx, value):
     """``value`` through an empty inline-assembly statement: a constant LLVM can no longer see.
     Numba compiles for the large code model, where each constant of a vectorised loop that
     does not stay in a register is reloaded by two instructions (its address, then a
     broadcast) at every use; an opaque one is hoisted before the loop (the statement has no
-    effect and reads no memory) and spilled, then read as a memory operand of its user."""
+    effect and reads no memory) and spilled, then read as a memory operand of its user. Only
+    on x86 (its register constraints); elsewhere the value itself."""
     if not isinstance(value, (types.Float, types.Integer)):
         return None
 
     def codegen(context, builder, signature, args):
+        if not _X86:
+            return args[0]
         kind = args[0].type
         register = "=x,0" if isinstance(kind, (ir.FloatType, ir.DoubleType)) else "=r,0"
         statement = ir.InlineAsm(ir.FunctionType(kind, [kind]), "", register)

@@ -123,16 +123,9 @@ def _signed(negative, a, b, value):
 
 
 @inlined
-def pow_f32_ordinary(a, b):
-    """a ** b for a normal finite float32 a and a finite b (``ordinary_f32``): no selects for
-    zeros, infinities, NaN and +-1, which ``pow_f32`` handles."""
-    value = _exp2_f32(np.float64(b) * _log2_normal_f32(abs(a)))
-    return _signed(_f32_bits(a) < 0, a, b, value)
-
-
-@inlined
 def ordinary_f32(a, b):
-    """True where ``pow_f32_ordinary(a, b)`` is ``pow_f32(a, b)``."""
+    """True where ``pow_f32(a, b)`` is ``_signed`` of ``_exp2_f32(b log2|a|)``, with none of
+    the selects of zeros, infinities, NaN and +-1: |a| normal finite, b finite."""
     return (abs(a) >= _TINY) & (abs(a) < _f(np.inf)) & (abs(b) < _f(np.inf))
 
 
@@ -264,16 +257,9 @@ def _exp_product_f64(b, ln_high, ln_low):
 
 
 @inlined
-def pow_f64_ordinary(a, b):
-    """a ** b for a normal finite float64 a and a finite b (``ordinary_f64``): no selects for
-    zeros, infinities, NaN and +-1, which ``pow_f64`` handles."""
-    ln_high, ln_low = _ln_scaled_f64(abs(a), 0)
-    return _signed(_f64_bits(a) < 0, a, b, _exp_product_f64(b, ln_high, ln_low))
-
-
-@inlined
 def ordinary_f64(a, b):
-    """True where ``pow_f64_ordinary(a, b)`` is ``pow_f64(a, b)``."""
+    """True where ``pow_f64(a, b)`` is ``_signed`` of ``_exp_product_f64(b, ln|a|)``, with none
+    of the selects of zeros, infinities, NaN and +-1: |a| normal finite, b finite."""
     return (abs(a) >= _TINY_F64) & (abs(a) < np.inf) & (abs(b) < np.inf)
 
 
