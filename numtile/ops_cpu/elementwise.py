@@ -63,9 +63,6 @@ from numtile.ops_cpu.scalar_math import (
     _multiply,
     _negative,
     _not_equal,
-    _power,
-    _power_is_ordinary,
-    _power_ordinary,
     _reciprocal,
     _relu,
     _relu_backward,
@@ -327,8 +324,7 @@ def _binary(op):
         elif op == "minimum":
             _broadcast(_minimum, a, a_strides, b, b_strides, out, shape)
         elif op == "power":
-            fast, ordinary = _power_ordinary, _power_is_ordinary
-            broadcast_gathered(fast, ordinary, _power, a, a_strides, b, b_strides, out, shape)
+            broadcast_gathered(pow_blocks.gathered, a, a_strides, b, b_strides, out, shape)
         elif op == "floor_divide":
             _broadcast(_floor_divide, a, a_strides, b, b_strides, out, shape)
         elif op == "remainder":

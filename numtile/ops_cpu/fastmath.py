@@ -15,6 +15,8 @@ selects for C99's special values; of two float64, ``fastmath_pow.pow_f64``, exp(
 ln|a| and the product in double-double (``b ln|a|`` needs about 66 bits).
 """
 
+import platform
+
 import numpy as np
 from llvmlite import ir
 from numba.core import types
@@ -57,6 +59,31 @@ def select(typingctx, condition, if_true, if_false):
         return builder.select(*args)
 
     return if_true(condition, if_true, if_false), codegen
+
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
+@intrinsic
+def opaque(typingctx, value):
+    """``value`` through an empty inline-assembly statement: a constant LLVM can no longer see.
+    Numba compiles for the large code model, where each constant of a vectorised loop that
+    does not stay in a register is reloaded by two instructions (its address, then a
+    broadcast) at every use; an opaque one is hoisted before the loop (the statement has no
+    effect and reads no memory) and spilled, then read as a memory operand of its user. Only
+    on x86 (its register constraints); elsewhere the value itself."""
+    if not isinstance(value, (types.Float, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        if not _X86:
+            return args[0]
+        kind = args[0].type
+        register = "=x,0" if isinstance(kind, (ir.FloatType, ir.DoubleType)) else "=r,0"
+        statement = ir.InlineAsm(ir.FunctionType(kind, [kind]), "", register)
+        return builder.call(statement, [args[0]], attrs=("readnone", "nounwind"))
+
+    return value(value), codegen
 
 
 _f32_bits = _bitcast(types.float32, types.int32)
@@ -208,17 +235,6 @@ def pow_of(a, b):
     raise NotImplementedError("pow_of is only callable from numba-compiled code")
 
 
-def pow_ordinary_of(a, b):
-    """a ** b where ``pow_is_ordinary(a, b)`` (Numba-only): for floats, positive normal finite
-    bases and finite exponents, with none of the selects of the special values."""
-    raise NotImplementedError("pow_ordinary_of is only callable from numba-compiled code")
-
-
-def pow_is_ordinary(a, b):
-    """True where ``pow_ordinary_of(a, b)`` equals ``pow_of(a, b)`` (Numba-only)."""
-    raise NotImplementedError("pow_is_ordinary is only callable from numba-compiled code")
-
-
 def _overload_for_floats(function, float32_name, float64_name, other):
     """Overloads ``function(a, b)`` by ``fastmath_pow``'s functions of those names for two
     float32 or two float64, by ``other`` for the rest."""
@@ -238,23 +254,19 @@ def _overload_for_floats(function, float32_name, float64_name, other):
 
 
 _overload_for_floats(pow_of, "pow_f32", "pow_f64", lambda a, b: a**b)
-_overload_for_floats(
-    pow_ordinary_of, "pow_f32_ordinary", "pow_f64_ordinary", lambda a, b: pow_of(a, b)
-)
-_overload_for_floats(pow_is_ordinary, "ordinary_f32", "ordinary_f64", lambda a, b: True)
 
 
-_BLOCK = 512  # elements gathered per block: they stay in L1 between the two loops
+_BLOCK = 512  # elements gathered per block: they stay in L1 while ``block`` maps them
 
 
 @inlined
-def broadcast_gathered(fast, ordinary, exact, a, a_strides, b, b_strides, out, shape):
-    """out = exact(a, b) over C-ordered ``shape`` (element strides, as ``_broadcast`` of
-    ``elementwise``) with ONE inlined copy of ``fast``: the operands of a block of outputs are
-    gathered into two small buffers first, and one loop, which vectorises, maps them by
-    ``fast``; the elements of the block where ``ordinary`` is false (if any) then go through
-    ``exact`` one by one. For a long function (pow) four broadcast loops cost four times its
-    compile time."""
+def broadcast_gathered(block, a, a_strides, b, b_strides, out, shape):
+    """out = a op b over C-ordered ``shape`` (element strides, as ``_broadcast`` of
+    ``elementwise``) with ONE inlined copy of the op: the operands of a block of outputs are
+    gathered into two small contiguous buffers first, then ``block(a_part, b_part, out_part)``
+    maps them to the block's outputs (pow: ``pow_blocks.gathered``, a fast loop that
+    vectorises and a call that redoes the block where it holds special values). For a long
+    function (pow) four broadcast loops cost four times its compile time."""
     size = out.size
     if size == 0:
         return
@@ -279,12 +291,4 @@ def broadcast_gathered(fast, ordinary, exact, a, a_strides, b, b_strides, out, s
                 a_block[j] = a[unsigned(a_start + (chunk + j) * a_step)]
                 b_block[j] = b[unsigned(b_start + (chunk + j) * b_step)]
             start = row * extent + chunk
-            special = False
-            for j in range(count):
-                x, y = a_block[j], b_block[j]
-                out[unsigned(start + j)] = fast(x, y)
-                special |= not ordinary(x, y)
-            if special:
-                for j in range(count):
-                    if not ordinary(a_block[j], b_block[j]):
-                        out[unsigned(start + j)] = exact(a_block[j], b_block[j])
+            block(a_block[:count], b_block[:count], out[start : start + count])

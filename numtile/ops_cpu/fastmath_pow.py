@@ -12,10 +12,10 @@ conversion (AVX2 has none: such a conversion is done one lane at a time).
 - every step is exact or within 2**-34 relative, so the float32 result is rounded once from a
   value within 0.002 float32 ulp of the exact one (0.5 ulp after the rounding, as before).
 
-The binary kernel runs ``pow_f32_ordinary`` / ``pow_f64_ordinary`` (normal finite bases,
-finite exponents: no selects for zeros, infinities, NaN and +-1) over a block and ``pow_f32``
-/ ``pow_f64`` again on the elements of the block where ``ordinary_f32`` / ``ordinary_f64`` is
-false (``fastmath.broadcast_gathered``).
+``pow_blocks`` runs the ordinary path on |a| (normal finite bases, finite exponents: no selects
+for zeros, infinities, NaN and +-1) over a block, then ``_signed`` where a base is negative
+and ``pow_f32`` / ``pow_f64`` again where ``ordinary_f32`` / ``ordinary_f64`` is false. The
+constants of the loops pass through ``fastmath.opaque`` (same values, kept out of the loop).
 
 float64: exp(b ln|a|), where ``b ln|a|`` must hold about 66 bits (|b ln|a|| reaches 745), so
 ln|a| and the product are double-doubles, with one division and no table:
@@ -39,7 +39,7 @@ for both types.
 
 import numpy as np
 
-from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, _f64_bits, _f64_from, select
+from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, _f64_bits, _f64_from, opaque, select
 from numtile.ops_cpu.fastmath_f32 import fma
 from numtile.ops_cpu.helpers import as_type_of, inlined
 
@@ -50,10 +50,19 @@ _SQRT_HALF_BITS = np.int32(0x3F3504F3)  # float32(sqrt(1/2))
 _EXPONENT_FIELD = np.int32(-(1 << 23))  # 0xFF800000: sign and exponent bits
 _LOG2_E = 1.4426950408889634
 _ATANH = (2.0 / 3.0, 2.0 / 5.0, 2.0 / 7.0, 2.0 / 9.0, 2.0 / 11.0, 2.0 / 13.0)
-_EXP2 = (0.6931471807889886, 0.2402265107197922, 0.055504101578502746, 0.009618037520310714)
+_EXP2 = (1.0, 0.6931471807889886, 0.2402265107197922, 0.055504101578502746, 0.009618037520310714)
 _EXP2 += (0.0013334079942140462, 0.00015466918101879074, 1.5165811793666287e-05)
 _ROUNDER = 6755399441055744.0  # 1.5 * 2**52: (y + it) - it rounds y to an integer
 _Y_LIMIT = 300.0  # 2**300 overflows float32 and 2**-300 underflows it: clamp there
+
+
+@inlined
+def _horner(x, coefficients):
+    """sum(coefficients[k] x**k) by Horner's rule with fused multiply-adds."""
+    value = opaque(coefficients[len(coefficients) - 1])
+    for k in range(len(coefficients) - 2, -1, -1):
+        value = fma(value, x, opaque(coefficients[k]))
+    return value
 
 
 @inlined
@@ -62,20 +71,21 @@ def _log2_normal_f32(x):
     bits = _f32_bits(x)
     # x = 2**e m, m in [sqrt(1/2), sqrt(2)): e in the top bits of ``shifted`` (int32 all along:
     # Numba's int64 arithmetic would take two vectors a lane's worth)
-    shifted = np.int32(bits - _SQRT_HALF_BITS)
-    m32 = _f32_from(np.int32(bits - (shifted & _EXPONENT_FIELD)))
+    shifted = np.int32(bits - opaque(_SQRT_HALF_BITS))
+    m32 = _f32_from(np.int32(bits - (shifted & opaque(_EXPONENT_FIELD))))
     # 1 / (m + 1) to 2**-24 by a float32 division (16 lanes; float64's takes 3x as long a lane),
     # one Newton step in float64 (2**-46)
-    inverse32 = _f(1) / (m32 + _f(1))
+    one32 = opaque(_f(1))
+    inverse32 = one32 / (m32 + one32)
     m, inverse = np.float64(m32), np.float64(inverse32)
-    inverse = fma(inverse, fma(-(m + 1.0), inverse, 1.0), inverse)
-    s = (m - 1.0) * inverse
+    one = opaque(1.0)
+    inverse = fma(inverse, fma(-(m + one), inverse, one), inverse)
+    s = (m - one) * inverse
     z = s * s
-    a0, a1, a2, a3, a4, a5 = _ATANH
-    p = fma(z, fma(z, fma(z, fma(z, fma(z, a5, a4), a3), a2), a1), a0)
+    p = _horner(z, _ATANH)
     log_m = fma(s * z, p, s + s)
     # int32: the conversion vectorises without AVX-512
-    return fma(log_m, _LOG2_E, np.float64(np.int32(shifted >> np.int32(23))))
+    return fma(log_m, opaque(_LOG2_E), np.float64(np.int32(shifted >> np.int32(23))))
 
 
 @inlined
@@ -91,11 +101,11 @@ def _exp2_f32(y):
     """2**y rounded once to float32, for y in float64 (clamped to +-_Y_LIMIT; NaN to the low
     end): n = rint(y), 2**(y - n) to 2**-34 relative, n added to the exponent field (the
     float64 holds every 2**n of the clamped range)."""
-    clamped = select(y > -_Y_LIMIT, select(y < _Y_LIMIT, y, _Y_LIMIT), -_Y_LIMIT)
-    shifted = clamped + _ROUNDER  # n in the low bits of the mantissa
-    f = clamped - (shifted - _ROUNDER)
-    c1, c2, c3, c4, c5, c6, c7 = _EXP2
-    p = fma(f, fma(f, fma(f, fma(f, fma(f, fma(f, fma(f, c7, c6), c5), c4), c3), c2), c1), 1.0)
+    limit, rounder = opaque(_Y_LIMIT), opaque(_ROUNDER)
+    clamped = select(y > -limit, select(y < limit, y, limit), -limit)
+    shifted = clamped + rounder  # n in the low bits of the mantissa
+    f = clamped - (shifted - rounder)
+    p = _horner(f, _EXP2)
     return _f(_f64_from(_f64_bits(p) + (_f64_bits(shifted) << 52)))
 
 
@@ -113,16 +123,9 @@ def _signed(negative, a, b, value):
 
 
 @inlined
-def pow_f32_ordinary(a, b):
-    """a ** b for a normal finite float32 a and a finite b (``ordinary_f32``): no selects for
-    zeros, infinities, NaN and +-1, which ``pow_f32`` handles."""
-    value = _exp2_f32(np.float64(b) * _log2_normal_f32(abs(a)))
-    return _signed(_f32_bits(a) < 0, a, b, value)
-
-
-@inlined
 def ordinary_f32(a, b):
-    """True where ``pow_f32_ordinary(a, b)`` is ``pow_f32(a, b)``."""
+    """True where ``pow_f32(a, b)`` is ``_signed`` of ``_exp2_f32(b log2|a|)``, with none of
+    the selects of zeros, infinities, NaN and +-1: |a| normal finite, b finite."""
     return (abs(a) >= _TINY) & (abs(a) < _f(np.inf)) & (abs(b) < _f(np.inf))
 
 
@@ -162,15 +165,6 @@ _Y_LIMIT_F64 = 1100.0  # exp(1100) overflows and exp(-1100) underflows float64: 
 
 
 @inlined
-def _horner(x, coefficients):
-    """sum(coefficients[k] x**k) by Horner's rule with fused multiply-adds."""
-    value = coefficients[len(coefficients) - 1]
-    for k in range(len(coefficients) - 2, -1, -1):
-        value = fma(value, x, coefficients[k])
-    return value
-
-
-@inlined
 def _ln_f64(magnitude):
     """(high, low): ln(magnitude) as a double-double for a finite float64 magnitude > 0
     (subnormals scaled by 2**54 first)."""
@@ -187,40 +181,41 @@ def _ln_scaled_f64(x, scale):
     reciprocal (|s| <= 0.102), and ln m = ln c + 2s + (2/3) s**3 + ..., the first three terms
     in double-double."""
     bits = _f64_bits(x)
-    mantissa = bits & _MANTISSA_F64
-    high = mantissa > _SQRT2_MANTISSA_F64
+    mantissa = bits & opaque(_MANTISSA_F64)
+    high = mantissa > opaque(_SQRT2_MANTISSA_F64)
     exponent = ((bits >> 52) & 0x7FF) - select(high, 1022, 1023) - scale
-    m = _f64_from(mantissa | select(high, 0x3FE0000000000000, 0x3FF0000000000000))
-    below, above = m < _SQRT0P75, m >= _SQRT1P5
-    centre = select(below, 0.75, select(above, 1.5, 1.0))
+    m = _f64_from(mantissa | select(high, opaque(0x3FE0000000000000), opaque(0x3FF0000000000000)))
+    below, above = m < opaque(_SQRT0P75), m >= opaque(_SQRT1P5)
+    centre = select(below, opaque(0.75), select(above, opaque(1.5), opaque(1.0)))
     e = np.float64(np.int32(exponent))
     numerator = m - centre  # exact (Sterbenz)
     denominator = m + centre
     denominator_low = m - (denominator - centre)  # Fast2Sum: m + c = denominator + low exactly
-    inverse = 1.0 / denominator
+    inverse = opaque(1.0) / denominator
     s = numerator * inverse
     s_low = (fma(-s, denominator, numerator) - s * denominator_low) * inverse
     z = s * s
     z_low = fma(s, s, -z)
     cube = z * s  # s**3 = cube + cube_low (to 2**-100)
     cube_low = fma(z, s, -cube) + (z_low * s + 3.0 * z * s_low)
-    third = _TWO_THIRDS_HIGH * cube  # (2/3) s**3 = third + third_low
-    third_low = fma(_TWO_THIRDS_HIGH, cube, -third)
-    third_low += _TWO_THIRDS_HIGH * cube_low + _TWO_THIRDS_LOW * cube
+    third = opaque(_TWO_THIRDS_HIGH) * cube  # (2/3) s**3 = third + third_low
+    third_low = fma(opaque(_TWO_THIRDS_HIGH), cube, -third)
+    third_low += opaque(_TWO_THIRDS_HIGH) * cube_low + opaque(_TWO_THIRDS_LOW) * cube
     twice = s + s
     u = twice + third  # Fast2Sum: |third| < |twice|
     u_low = third - (u - twice)
     tail = cube * z * _horner(z, _ATANH_TAIL)
     low = u_low + (2.0 * s_low + third_low + tail)
-    centre_ln = select(below, _LN0P75_HIGH, select(above, _LN1P5_HIGH, 0.0))
+    centre_ln = select(below, opaque(_LN0P75_HIGH), select(above, opaque(_LN1P5_HIGH), 0.0))
     w = centre_ln + u  # Fast2Sum: |u| < |ln c|, or ln c = 0
-    low += (u - (w - centre_ln)) + select(below, _LN0P75_LOW, select(above, _LN1P5_LOW, 0.0))
+    centre_low = select(below, opaque(_LN0P75_LOW), select(above, opaque(_LN1P5_LOW), 0.0))
+    low += (u - (w - centre_ln)) + centre_low
     u = w
-    e_high = e * _LN2_HIGH  # exact: e < 2**21 and _LN2_HIGH has 32 bits
+    e_high = e * opaque(_LN2_HIGH)  # exact: e < 2**21 and _LN2_HIGH has 32 bits
     v = e_high + u  # TwoSum
     b = v - e_high
     v_low = (e_high - (v - b)) + (u - b)
-    v_low += low + e * _LN2_LOW
+    v_low += low + e * opaque(_LN2_LOW)
     w = v + v_low  # Fast2Sum: normalised
     return w, v_low - (w - v)
 
@@ -230,9 +225,10 @@ def _exp_f64(y, y_low):
     """exp(y + y_low) for |y| <= _Y_LIMIT_F64, |y_low| <= ulp(y): the reduced argument r as a
     pair, 1 + r + r**2 / 2 summed exactly and the rest added to the low part, one rounding at
     the end (and one more for a subnormal result)."""
-    n = (y * 1.4426950408889634 + _ROUNDER_F64) - _ROUNDER_F64
-    t = y - n * _LN2_HIGH  # exact (Sterbenz; n * _LN2_HIGH is exact)
-    correction = n * _LN2_LOW
+    rounder = opaque(_ROUNDER_F64)
+    n = (y * opaque(1.4426950408889634) + rounder) - rounder
+    t = y - n * opaque(_LN2_HIGH)  # exact (Sterbenz; n * _LN2_HIGH is exact)
+    correction = n * opaque(_LN2_LOW)
     r = t - correction  # TwoSum: t - correction = r + r_low exactly, then y_low
     d = r - t
     r_low = ((t - (r - d)) - (correction + d)) + y_low
@@ -261,16 +257,9 @@ def _exp_product_f64(b, ln_high, ln_low):
 
 
 @inlined
-def pow_f64_ordinary(a, b):
-    """a ** b for a normal finite float64 a and a finite b (``ordinary_f64``): no selects for
-    zeros, infinities, NaN and +-1, which ``pow_f64`` handles."""
-    ln_high, ln_low = _ln_scaled_f64(abs(a), 0)
-    return _signed(_f64_bits(a) < 0, a, b, _exp_product_f64(b, ln_high, ln_low))
-
-
-@inlined
 def ordinary_f64(a, b):
-    """True where ``pow_f64_ordinary(a, b)`` is ``pow_f64(a, b)``."""
+    """True where ``pow_f64(a, b)`` is ``_signed`` of ``_exp_product_f64(b, ln|a|)``, with none
+    of the selects of zeros, infinities, NaN and +-1: |a| normal finite, b finite."""
     return (abs(a) >= _TINY_F64) & (abs(a) < np.inf) & (abs(b) < np.inf)
 
 

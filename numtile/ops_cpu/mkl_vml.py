@@ -63,9 +63,10 @@ AMD and other CPUs (``cpu_vendor`` not GenuineIntel): routed where VML measured 
 one thread (``python bench/vector_width.py --vml``, CPU ns an element, medians of 7 / 5
 interleaved rounds at 64K / 4M elements; AMD EPYC Zen 3, 2 cores, AVX2 and no AVX-512, shared,
 load 4.7-4.9, 2026-12-07). VML's exp, log, sin, cos and tan lose here to our kernels by 1.05-3.4x
-in either precision; float32 power goes to ``pow_blocks`` (64K elements, 11 interleaved rounds,
-load 4.8: 4.25 against VML's 5.93, the broadcast kernel's 7.43 and NumPy's 9.10), float64 power
-to VML (10.99 against ``pow_blocks``' 12.88):
+in either precision; power goes to ``pow_blocks`` in both (64K elements, 11 interleaved rounds,
+load 6.7: float32 3.34 against VML's 6.29, float64 7.54 against 11.50; at 4M, 7 rounds, load
+6.9: 3.12 against 5.83, 10.49 against 10.70; float64 had stayed on VML while ``pow_blocks``
+took 12.88 against its 10.99, before ``fastmath.opaque``):
 
 =========== ============================= =============================
 op          float32 VML vs ours           float64 VML vs ours
@@ -88,8 +89,8 @@ cosh        not routed: 15.2 vs 12.7      4.65 vs 14.9, 4.17 vs 14.7
 asinh       not routed: 50.7 vs 20.7      not routed: 97.2 vs 24.7
 acosh       not routed: 53.9 vs 14.0      not routed: 54.5 vs 16.5
 atanh       4.70 vs 35.3, 4.65 vs 34.8    not routed: 35.0 vs 34.3, 33.6 vs 33.5
-power       not routed: ``pow_blocks``    6.81 vs 7.88 (``pow_blocks``
-            (4.25 vs VML's 5.93)          12.88), 11.7 vs 17.8
+power       not routed: ``pow_blocks``    not routed: ``pow_blocks``
+            (3.34 vs VML's 6.29)          (7.54 vs VML's 11.50)
 atan2       6.66 vs 35.9, 5.83 vs 35.8    14.2 vs 36.8, 14.5 vs 36.8
 hypot       not routed: 30.2 vs 5.13      not routed: 40.4 vs 15.5
 =========== ============================= =============================
@@ -138,7 +139,7 @@ UNARY = {
     opcodes.ATANH: ("Atanh", _BOTH, _SINGLE),
 }
 BINARY = {
-    opcodes.POWER: ("Pow", _BOTH, _DOUBLE),
+    opcodes.POWER: ("Pow", _BOTH, _NONE),
     opcodes.ATAN2: ("Atan2", _BOTH, _BOTH),
     opcodes.HYPOT: ("Hypot", _BOTH, _NONE),
 }

@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
-from numtile.ops_cpu.fastmath import exp_of, log_of, pow_is_ordinary, pow_of, pow_ordinary_of
+from numtile.ops_cpu.fastmath import exp_of, log_of, pow_of
 from numtile.ops_cpu.fastmath_trig import cos_of, sin_of, tan_of
 from numtile.ops_cpu.helpers import as_type_of, inlined
 
@@ -323,8 +323,6 @@ _divide = inlined(lambda a, b: a / b)
 _maximum = inlined(lambda a, b: _llvm_maximum(a, b))
 _minimum = inlined(lambda a, b: _llvm_minimum(a, b))
 _power = inlined(lambda a, b: pow_of(a, b))
-_power_ordinary = inlined(lambda a, b: pow_ordinary_of(a, b))
-_power_is_ordinary = inlined(lambda a, b: pow_is_ordinary(a, b))
 _floor_divide = inlined(lambda a, b: _floor_divide_scalar(a, b))
 _remainder = inlined(lambda a, b: _remainder_scalar(a, b))
 _atan2 = inlined(lambda a, b: np.arctan2(a, b))

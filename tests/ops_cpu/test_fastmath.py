@@ -10,10 +10,12 @@ One file, so that one CI worker compiles these kernels once (``--dist loadfile``
 
 import warnings
 
+import numba
 import numpy as np
 import pytest
 
 from numtile import opcodes, ops_cpu
+from numtile.ops_cpu import fastmath
 from numtile.ops_cpu.fastmath_f32 import LIMIT_F32
 
 TRIG = {"sin": np.sin, "cos": np.cos, "tan": np.tan}
@@ -256,3 +258,15 @@ def test_float32_exp_is_within_one_ulp_over_the_range():
     with np.errstate(all="ignore"):
         expected = np.exp(x[~finite | (x == 0)])
     np.testing.assert_array_equal(actual[~finite | (x == 0)], expected)  # 0, inf and NaN
+
+
+@numba.njit
+def _through_opaque(value):
+    return fastmath.opaque(value) + fastmath.opaque(value)
+
+
+@pytest.mark.parametrize("value", [np.float32(1.25), -2.5e-300, np.int32(-7), np.int64(1 << 40)])
+def test_opaque_is_its_value(value):
+    # fastmath.opaque hides a constant from LLVM (x86: an empty inline-assembly statement)
+    result = _through_opaque(value)
+    assert result == value + value

@@ -182,3 +182,73 @@ def test_the_fast_loop_uses_ymm_fmas(precision):
     tile(a, a, np.empty_like(a))
     assembly = tile.inspect_asm(tile.signatures[0])
     assert any("vfmadd" in line and "%ymm" in line for line in assembly.splitlines())
+
+
+def _broadcast(a, b, a_strides, b_strides, shape):
+    """ops_cpu.binary.kernel (the broadcast kernel; not VML, not ``binary``'s dense path) over
+    flat a and b read with element strides over ``shape``."""
+    out = np.empty(int(np.prod(shape)), a.dtype)
+    shape = np.array(shape, np.int64)
+    a_strides, b_strides = np.array(a_strides, np.int64), np.array(b_strides, np.int64)
+    ops_cpu.binary.kernel(a, a_strides, b, b_strides, out, shape, opcodes.POWER)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_broadcast_and_strided_operands_give_the_scalar_kernels_bits(dtype):
+    # gathered blocks go through this module's fast loop, then the signs of negative bases or
+    # the scalar kernel: scalars either side, outer products, a column of exponents and a
+    # transposed read, with special values and signed bases with integer exponents
+    rng = np.random.default_rng(9)
+    specials = _specials().astype(dtype)
+    x = rng.uniform(-4, 4, 1500).astype(dtype)
+    x[::37] = np.resize(specials, x[::37].size)
+    y = rng.uniform(-3, 3, 600).astype(dtype)
+    y[1::7] = np.round(y[1::7])
+    y[::29] = np.resize(specials[::-1], y[::29].size)
+    positive = np.abs(rng.uniform(0.5, 3, 1500)).astype(dtype)
+    cases = [(x, np.array([e], dtype), [1], [0], [1500]) for e in (2.5, 3.0, -2.0, 0.0, np.inf)]
+    cases += [(np.array([e], dtype), x, [0], [1], [1500]) for e in (2.5, -2.0, np.nan)]
+    cases += [(positive, np.array([-1.5], dtype), [1], [0], [1500])]  # no block redone
+    cases += [(x, y, [1, 0], [0, 1], [1500, 600])]  # x[:, None] ** y[None, :]
+    cases += [(x, y, [0, 1], [1, 0], [600, 1500])]  # y[:, None] ** ... transposed roles
+    cases += [(x, y, [1, 30], [1, 0], [30, 50])]  # x.reshape(50, 30).T ** y[:30, None]
+    cases += [(positive, y, [50, 1], [1, 0], [30, 50])]  # a column of exponents
+    for a, b, a_strides, b_strides, shape in cases:
+        actual = _broadcast(a, b, a_strides, b_strides, shape)
+        index = np.indices(shape).reshape(len(shape), -1)
+        a_wide = a[np.tensordot(a_strides, index, 1)]
+        b_wide = b[np.tensordot(b_strides, index, 1)]
+        expected = np.empty_like(actual)
+        _scalar(a_wide, b_wide, expected)
+        _same_bits(actual, expected)
+        with np.errstate(all="ignore"):
+            reference = np.power(a_wide, b_wide)
+        np.testing.assert_array_equal(np.isnan(actual), np.isnan(reference))
+        number = ~np.isnan(reference)
+        info = np.finfo(dtype)
+        np.testing.assert_allclose(
+            actual[number], reference[number], rtol=2 * info.eps, atol=info.smallest_subnormal
+        )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_of_signed_bases_get_their_signs(dtype):
+    # every block holds negative bases: odd integer exponents negate, even ones do not,
+    # others give NaN; blocks with a special value besides go through the scalar kernel
+    rng = np.random.default_rng(10)
+    n = 4 * pow_blocks.BLOCK + 77
+    x = rng.uniform(-3, 3, n).astype(dtype)
+    y = np.round(rng.uniform(-9, 9, n)).astype(dtype)
+    y[::5] += dtype(0.5)
+    x[3 * pow_blocks.BLOCK + 11] = np.inf
+    expected = np.empty_like(x)
+    _scalar(x, y, expected)
+    for streamed in (False, True):
+        _same_bits(_power(x, y, streamed), expected)
+    with np.errstate(all="ignore"):
+        reference = np.power(x, y)
+    np.testing.assert_array_equal(np.isnan(expected), np.isnan(reference))
+    number = ~np.isnan(reference)
+    np.testing.assert_array_equal(np.signbit(expected[number]), np.signbit(reference[number]))
+    np.testing.assert_allclose(expected[number], reference[number], rtol=2 * np.finfo(dtype).eps)
