@@ -26,7 +26,7 @@ def _recount(manager: MemoryManager, held: list, sizes: dict, scratch: dict) -> 
     assert state.pinned_bytes == sum(sizes[i] for i in expected) + held_scratch
     assert state.used == sum(sizes[i] for i in state.lru) + held_scratch
     assert state.used + state.pooled <= state.peak
-    for handle_id, ref in state.lru.items():
+    for ref in state.lru.values():
         tile = ref()
         assert tile is not None and HOST in tile.replicas  # reaped: only live host replicas
     for pins in held:  # a pinned tile stays on host
