@@ -8,7 +8,9 @@ the workers' thread CPU time to the phases of the task loop that belong to the r
 to the kernels (the manager's ``prefetch``, ``acquire`` and ``release``, and the engine's
 ``_complete``), summed over the workers, a step: the manager's own cost per task, which a
 loaded machine distorts less than wall time (the wrappers' own ``thread_time`` calls, about
-1 us each, are in the figures).
+1 us each, are in the figures); and the CPU time of Python's cyclic garbage collections of
+each generation, in whatever thread they ran (inside the phases' figures when they ran
+there).
 
     python bench/limit_cost.py --config llama-small --precision bf16-mixed --host-mem-limit 1800MiB
 """
@@ -16,6 +18,7 @@ loaded machine distorts less than wall time (the wrappers' own ``thread_time`` c
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import statistics
@@ -119,6 +122,17 @@ def _instrument(runtime) -> dict[str, list[float]]:
                 _spent.append(time.thread_time() - start)  # list.append: thread safe
 
         setattr(owner, name, timed)
+    started = [0.0]
+
+    def collected(event: str, info: dict) -> None:  # the GIL is held from start to stop
+        if event == "start":
+            started[0] = time.thread_time()
+        else:
+            phases[f"gc{info['generation']}"].append(time.thread_time() - started[0])
+
+    for generation in range(3):
+        phases[f"gc{generation}"] = []
+    gc.callbacks.append(collected)
     return phases
 
 
