@@ -110,8 +110,13 @@ class HostArena:
         ``resident``, the smallest of the first ``_SEARCH`` that hold it in resident pages,
         at either end)."""
         index = bisect.bisect_left(self.by_size, (length, -1))
-        for size, start in self.by_size[index : index + (_SEARCH if resident else 1)]:
-            if not resident or self._resident(start, length):
+        if not resident:
+            return self.by_size[index][1] if index < len(self.by_size) else None
+        dirty = self.dirty
+        for size, start in self.by_size[index : index + _SEARCH]:
+            if start not in dirty:  # no page of it was touched since it was last released
+                continue
+            if self._resident(start, length):
                 return start
             if self._resident(start + size - length, length):
                 return start + size - length
@@ -245,8 +250,9 @@ class HostArena:
         is) to the free ranges; False when none is kept."""
         if not self.kept:
             return False
-        sizes = sorted(self.kept, reverse=True)
-        nbytes = next((n for n in sizes if n != avoid), sizes[0])
+        nbytes = max(self.kept)
+        if nbytes == avoid and len(self.kept) > 1:
+            nbytes = max(n for n in self.kept if n != avoid)
         arrays = self.kept[nbytes]
         array = arrays.pop()
         if not arrays:

@@ -21,9 +21,11 @@ the CPU-only default pays nothing.
 from __future__ import annotations
 
 import collections
+import operator
 import threading
 import time
 import weakref
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from numtile.runtime.access import READS, WRITES
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
 POOL_FRACTION = 8  # a limited host keeps up to 1/8 of its limit in free buffers for reuse
 ARENA_MIN = 256 << 20  # from this limit on, tile buffers come from an arena (arena.py)
 _REGISTER_WAIT_SECONDS = 60.0  # a user tile waits this long for running tasks to free room
+_ID = operator.attrgetter("id")
+_NBYTES = operator.attrgetter("nbytes")
 
 
 class MemoryManager(SpillTraffic):
@@ -191,7 +195,7 @@ class MemoryManager(SpillTraffic):
         while state.used + nbytes > capacity:
             victim = None
             for handle_id, ref in state.lru.items():  # oldest first
-                if handle_id in skip or state.pins[handle_id]:
+                if handle_id in skip or handle_id in state.pins:
                     continue
                 victim = ref()
                 if victim is None:  # died, not yet reaped
@@ -212,7 +216,7 @@ class MemoryManager(SpillTraffic):
                 self._fetch(handle, HOST, True, False, None, pins)
             finally:
                 self._unpin(pins)
-            if HOST not in handle.replicas or self.nodes[node].pins[handle.id]:
+            if HOST not in handle.replicas or handle.id in self.nodes[node].pins:
                 return  # written on the GPU meanwhile: it stays
         self._drop(handle, node)
         self.nodes[node].evictions += 1
@@ -305,23 +309,29 @@ class MemoryManager(SpillTraffic):
         ``OutOfMemoryError`` when the task's own tiles exceed the node's capacity.
         """
         state = self.nodes[node]
-        distinct = {h.id: h for h in task.handles}.values()
+        handles = task.handles
+        # C-level maps, not comprehensions: this runs for every task under a limit
+        distinct = dict(zip(map(_ID, handles), handles)).values()
         scratch = task.scratch_bytes()
-        capacity, need = state.node.capacity, scratch + sum(h.nbytes for h in distinct)
+        capacity, need = state.node.capacity, scratch + sum(map(_NBYTES, distinct))
         if capacity is not None and need > capacity:
             raise OutOfMemoryError(no_room(state, need, task, held=False, scratch=scratch))
         with self.lock:
             if self.dead:
                 self._reap()
-            # others' pinned tiles cannot be evicted: wait until ours fit beside them
-            while capacity is not None and not self._admits(state, distinct, scratch):
+            # others' pinned tiles cannot be evicted: wait until ours fit beside them (they
+            # fit whatever is pinned of them already while all of them fit)
+            while (
+                capacity is not None
+                and state.pinned_bytes + need > capacity
+                and not self._admits(state, distinct, scratch)
+            ):
                 if not wait:
                     return None
                 self._wait_freed("admission")  # a running task will unpin its tiles
                 self._reap()
-            pins = Pins([(h, node) for h in distinct])
-            for h in distinct:
-                self._pin(h, node)
+            pins = Pins(zip(distinct, repeat(node)))
+            self._pin_all(distinct, node)
             try:
                 if scratch:  # first: its tiles' reads may wait, and others' admission count it
                     self._reserve(task, node, scratch, distinct, pins)
@@ -368,18 +378,24 @@ class MemoryManager(SpillTraffic):
         pins.scratch = (node, nbytes, nbytes)
 
     def _pin(self, handle: DataHandle, node: int) -> None:
+        self._pin_all((handle,), node)
+
+    def _pin_all(self, handles, node: int) -> None:
+        """Count one more holder of each of ``handles`` (distinct) on ``node``."""
         state = self.nodes[node]
-        count = state.pins.get(handle.id, 0)  # not ``pins[id]``: Counter's __missing__ is Python
-        if not count:
-            state.pinned_bytes += handle.nbytes
-        state.pins[handle.id] = count + 1
+        pins = state.pins
+        for handle in handles:
+            count = pins.get(handle.id, 0)
+            if not count:
+                state.pinned_bytes += handle.nbytes
+            pins[handle.id] = count + 1
 
     def _unpin(self, pins: list) -> None:
         for handle, node in pins:
             state = self.nodes[node]
             count = state.pins[handle.id] - 1
             if count <= 0:
-                state.pins.pop(handle.id)  # not ``del``: Counter's __delitem__ is Python
+                del state.pins[handle.id]
                 state.pinned_bytes -= handle.nbytes
             else:
                 state.pins[handle.id] = count
@@ -425,7 +441,7 @@ class MemoryManager(SpillTraffic):
         with self.lock:
             self._reap()
             for node in [n for n in handle.replicas if n > HOST]:
-                if not self.nodes[node].pins[handle.id]:
+                if handle.id not in self.nodes[node].pins:
                     self._evict(handle, node)
             host = self.nodes[HOST]
             if handle.id in host.lru:

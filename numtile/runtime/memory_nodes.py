@@ -73,7 +73,8 @@ class NodeState:
         self.used = 0  # tiles (and reserved scratch), not the pooled buffers
         self.peak = 0  # of used + pooled
         self.lru: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
-        self.pins: collections.Counter[int] = collections.Counter()  # handle id -> tasks
+        # handle id -> tasks holding it, absent at 0 (a dict: Counter's __missing__ is Python)
+        self.pins: dict[int, int] = {}
         self.pinned_bytes = 0
         self.evictions = 0
         self.free: collections.OrderedDict[int, list[np.ndarray]] = collections.OrderedDict()

@@ -118,7 +118,7 @@ class SpillTraffic:
         for seen, (handle_id, ref) in enumerate(state.lru.items()):
             if seen >= _VICTIM_SCAN and oldest is not None:
                 break
-            if handle_id in skip or state.pins[handle_id] or handle_id in self.writing:
+            if handle_id in skip or handle_id in state.pins or handle_id in self.writing:
                 continue
             handle = ref()
             if handle is None:
@@ -138,6 +138,8 @@ class SpillTraffic:
         writes); raise the error of a write this call needed, False if nothing can leave.
         ``keep``: the size of the buffer the caller will take from the pool."""
         state = self.nodes[HOST]
+        if state.resident + nbytes <= state.node.capacity:  # the common case: room already
+            return True
         skip = {h.id for h in exclude}
         started: list[SpillJob] = []
         while state.resident + nbytes > state.node.capacity:
@@ -247,7 +249,7 @@ class SpillTraffic:
         an admitted task's allocation counts on, and that task would fail."""
         state = self.nodes[HOST]
         capacity = state.node.capacity
-        if capacity is None or state.pins[handle.id] or handle.nbytes > capacity:
+        if capacity is None or handle.id in state.pins or handle.nbytes > capacity:
             return
         while not self._admits(state, (handle,)):
             self._wait_freed("admission")
@@ -258,7 +260,8 @@ class SpillTraffic:
         """True where ``handles`` (those not pinned on ``state``'s node yet) and ``scratch``
         bytes fit under its capacity beside what running tasks hold pinned (admission, for a
         task in ``acquire`` and for a read in ``_admit_read``)."""
-        extra = scratch + sum(h.nbytes for h in handles if not state.pins[h.id])
+        pins = state.pins
+        extra = scratch + sum(h.nbytes for h in handles if h.id not in pins)
         return state.pinned_bytes + extra <= state.node.capacity
 
     def prefetch(self, tasks) -> None:
@@ -314,7 +317,7 @@ class SpillTraffic:
                     else:
                         handle.replicas[DISK] = job.path
                         self.spilled[handle.id] = handle
-                        if job.drop and not state.pins[handle.id]:  # I/O: host is limited
+                        if job.drop and handle.id not in state.pins:  # I/O: host is limited
                             job.array = None
                             self._drop(handle, HOST)
                             state.evictions += 1
