@@ -21,7 +21,7 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
-from numtile.ops_cpu.fastmath import _f64_bits, _f64_from, select
+from numtile.ops_cpu.fastmath import _f64_bits, _f64_from, opaque, select
 from numtile.ops_cpu.fastmath_f32 import LIMIT_F32, sin_cos_f32, tan_f32
 from numtile.ops_cpu.helpers import inlined
 
@@ -75,13 +75,21 @@ def _two_sum(a, b):
     return s, (a - (s - bb)) + (b - bb)
 
 
+# The constants of the loops pass through ``fastmath.opaque``: same values and operations, so
+# the same bits, but LLVM then interleaves the float64 sin/cos/tan loops four vectors deep
+@inlined
+def _opaque6(t):
+    """The six values of the tuple ``t``, each through ``opaque``."""
+    return opaque(t[0]), opaque(t[1]), opaque(t[2]), opaque(t[3]), opaque(t[4]), opaque(t[5])
+
+
 @inlined
 def _reduce(x):
     """(n, r_high, r_low): x = n pi/2 + r_high + r_low, |r| <= pi/4 (about), for |x| < 2**19."""
-    n = np.floor(x * _INV_PIO2 + 0.5)
-    high, low = _two_sum(x - n * _P1, -(n * _P2))
-    high, low2 = _two_sum(high, -(n * _P3))
-    tail = (low + low2) - n * _P3T
+    n = np.floor(x * opaque(_INV_PIO2) + opaque(0.5))
+    high, low = _two_sum(x - n * opaque(_P1), -(n * opaque(_P2)))
+    high, low2 = _two_sum(high, -(n * opaque(_P3)))
+    tail = (low + low2) - n * opaque(_P3T)
     r = high + tail
     return np.int32(n), r, (high - r) + tail
 
@@ -89,7 +97,7 @@ def _reduce(x):
 @inlined
 def _sin_kernel(x, y):
     """fdlibm __kernel_sin(x, y, 1): sin(x + y) for |x + y| <= pi/4, |y| tiny."""
-    s1, s2, s3, s4, s5, s6 = _S
+    s1, s2, s3, s4, s5, s6 = _opaque6(_S)
     z = x * x
     w = z * z
     r = s2 + z * (s3 + z * s4) + z * w * (s5 + z * s6)
@@ -100,7 +108,7 @@ def _sin_kernel(x, y):
 @inlined
 def _cos_kernel(x, y):
     """fdlibm __kernel_cos(x, y): cos(x + y) for |x + y| <= pi/4, |y| tiny."""
-    c1, c2, c3, c4, c5, c6 = _C
+    c1, c2, c3, c4, c5, c6 = _opaque6(_C)
     z = x * x
     w = z * z
     r = z * (c1 + z * (c2 + z * c3)) + w * w * (c4 + z * (c5 + z * c6))
@@ -113,7 +121,9 @@ def _cos_kernel(x, y):
 def _tan_kernel(x, y, odd):
     """fdlibm __kernel_tan(x, y, odd) with selects for its branches: tan(x + y), or
     -1 / tan(x + y) when ``odd``, for |x + y| <= pi/4 (under 1 ulp)."""
-    t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12 = _T
+    t0, t1, t2, t3, t4, t5 = _opaque6(_T[:6])
+    t6, t7, t8, t9, t10, t11 = _opaque6(_T[6:12])
+    t12 = opaque(_T[12])
     big = abs(x) >= 0.6744  # tan(pi/4 - x) instead: the series converges slowly there
     negative = x < 0.0
     x_abs, y_abs = select(negative, -x, x), select(negative, -y, y)
