@@ -118,10 +118,10 @@ class HostArena:
         index = bisect.bisect_left(self.by_size, (length, -1))
         if not resident:
             return self.by_size[index][1] if index < len(self.by_size) else None
-        dirty = self.dirty
+        dirty, pages = self.dirty, length // PAGE
         for size, start in self.by_size[index : index + _SEARCH]:
             touched = dirty.get(start, 0)
-            if not touched:  # no page of it was touched since it was last released
+            if touched < pages:  # fewer of its pages touched (since released) than it needs
                 continue
             if touched == size // PAGE or self._resident(start, length):
                 return start
