@@ -21,11 +21,14 @@ it then (``disown``: counted as pooled meanwhile), when that view dies (a finali
 range, freed at the next call). A training step asks for the same sizes over and over, so a
 buffer the manager drops whole is kept as it is, by byte size (``keep``), and the next tile
 of that size takes it back (``reuse``) without searching or cutting ranges; these kept
-buffers count as pooled, and go back to the free ranges one at a time, the largest first,
-where a tile of another size would otherwise make fresh pages resident, and before
-``release`` gives pages back. Limits under 256 MiB
-(``memory.ARENA_MIN``) keep the pool of same-size buffers: there the 2 MiB chunk a small tile
-leaves partly used would be a large share of the limit.
+buffers count as pooled. A tile of a size none is kept of, where no free range holds it in
+resident pages, is cut from the start of the smallest kept buffer that holds it (the rest
+left a free range); where none does, kept buffers go back to the free ranges one at a time,
+the largest first, until merged ranges hold it, as they do before ``release`` gives pages
+back. Each free range's touched pages are counted as ranges are cut, merged and touched
+(``dirty``), so ``release`` finds the one with the most without counting them. Limits under
+256 MiB (``memory.ARENA_MIN``) keep the pool of same-size buffers: there the 2 MiB chunk a
+small tile leaves partly used would be a large share of the limit.
 """
 
 from __future__ import annotations
@@ -81,7 +84,9 @@ class HostArena:
         self.lengths = {0: self.size}  # free range start -> length
         self.ends = {self.size: 0}  # free range end -> start
         self.by_size = [(self.size, 0)]  # sorted (length, start) of the free ranges
-        self.dirty: set[int] = set()  # starts of free ranges that may hold resident pages
+        # free range start -> its touched pages, for the ranges with any (kept exact: a count
+        # of every range at each ``release`` cost llama-mini ~137 us a call)
+        self.dirty: dict[int, int] = {}
         self.touched = bytearray(self.size // PAGE)  # 1: the page may be resident
         self.touched_bytes = 0
         self.used = 0
@@ -89,6 +94,7 @@ class HostArena:
         self.orphans: collections.deque = collections.deque()  # (start, length) to free
         self.disowned: set[int] = set()  # starts of ranges dropped while still viewed
         self.kept: dict[int, list[np.ndarray]] = {}  # nbytes -> whole arrays dropped (keep)
+        self.kept_sizes: list[int] = []  # sorted keys of ``kept``
 
     @property
     def pooled(self) -> int:
@@ -112,11 +118,12 @@ class HostArena:
         index = bisect.bisect_left(self.by_size, (length, -1))
         if not resident:
             return self.by_size[index][1] if index < len(self.by_size) else None
-        dirty = self.dirty
+        dirty, pages = self.dirty, length // PAGE
         for size, start in self.by_size[index : index + _SEARCH]:
-            if start not in dirty:  # no page of it was touched since it was last released
+            touched = dirty.get(start, 0)
+            if touched < pages:  # fewer of its pages touched (since released) than it needs
                 continue
-            if self._resident(start, length):
+            if touched == size // PAGE or self._resident(start, length):
                 return start
             if self._resident(start + size - length, length):
                 return start + size - length
@@ -127,12 +134,27 @@ class HostArena:
         if nbytes in self.kept:
             return True
         self.collect()
-        return self._place_resident(_length(nbytes)) is not None
+        length = _length(nbytes)
+        if self._best_kept(length) is not None or self._place(length, True) is not None:
+            return True
+        return self._place_resident(length) is not None
+
+    def _best_kept(self, length: int) -> int | None:
+        """The byte size of the smallest kept buffer of ``length`` or more, or None."""
+        sizes = self.kept_sizes
+        index = bisect.bisect_left(sizes, length - PAGE + 1)  # _length(n) >= length from here
+        return sizes[index] if index < len(sizes) else None
 
     def _place_resident(self, length: int) -> int | None:
-        """``_place`` in resident pages, returning kept buffers to the free ranges (the
-        largest first) until a range holds ``length`` or none is kept."""
+        """``_place`` in resident pages, else at the start of the smallest kept buffer that
+        holds ``length`` (returned to the free ranges, the rest of it left there), else
+        returning kept buffers (the largest first) until ranges merged of them hold it."""
         start = self._place(length, True)
+        if start is not None:
+            return start
+        best = self._best_kept(length)
+        if best is not None:
+            return self._return_kept(best)
         while start is None and self._return_one():
             start = self._place(length, True)
         return start
@@ -178,16 +200,19 @@ class HostArena:
         self._take(start, length)
         if grows:
             first, last = self._chunk_pages(start, length)
+            # the chunks may reach into free ranges around it: count their pages touched now
+            index = max(bisect.bisect_right(self.starts, first * PAGE) - 1, 0)
+            while index < len(self.starts) and self.starts[index] < last * PAGE:
+                other = self.starts[index]
+                low = max(other // PAGE, first)
+                high = min((other + self.lengths[other]) // PAGE, last)
+                if high > low:
+                    fresh = self.touched.count(0, low, high)
+                    if fresh:
+                        self.dirty[other] = self.dirty.get(other, 0) + fresh
+                index += 1
             self.touched[first:last] = b"\x01" * (last - first)
             self.touched_bytes += grows
-            # the chunks may reach into free ranges around it: they hold resident pages now
-            low, high = first * PAGE, last * PAGE
-            index = max(bisect.bisect_right(self.starts, low) - 1, 0)
-            while index < len(self.starts) and self.starts[index] < high:
-                other = self.starts[index]
-                if other + self.lengths[other] > low:
-                    self.dirty.add(other)
-                index += 1
         self.used += length
         array = np.frombuffer(self.mapping, np.uint8, count=nbytes, offset=self.origin + start)
         self.live[start] = (length, weakref.finalize(array, self.orphans.append, (start, length)))
@@ -196,24 +221,36 @@ class HostArena:
     def _take(self, start: int, length: int) -> None:
         """Cut [start, start + length) out of the free range that holds it."""
         owner = self.starts[bisect.bisect_right(self.starts, start) - 1]
-        dirty = owner in self.dirty
+        touched = self.dirty.get(owner, 0)
         size = self._remove(owner)
-        if start > owner:
-            self._add(owner, start - owner, dirty)
-        if start + length < owner + size:
-            self._add(start + length, owner + size - start - length, dirty)
+        before, after = start - owner, owner + size - start - length
+        if not touched or touched == size // PAGE:  # none or all touched: so are the pieces
+            low, high = (before // PAGE, after // PAGE) if touched else (0, 0)
+        else:  # count the smaller piece and the tile's pages; the other piece is the rest
+            taken = self.touched.count(1, start // PAGE, (start + length) // PAGE)
+            if before <= after:
+                low = self.touched.count(1, owner // PAGE, start // PAGE)
+                high = touched - taken - low
+            else:
+                high = self.touched.count(1, (start + length) // PAGE, (owner + size) // PAGE)
+                low = touched - taken - high
+        if before:
+            self._add(owner, before, low)
+        if after:
+            self._add(start + length, after, high)
 
-    def _add(self, start: int, length: int, dirty: bool) -> None:
-        if dirty:
-            self.dirty.add(start)
+    def _add(self, start: int, length: int, touched: int) -> None:
+        """A free range with ``touched`` pages that may be resident."""
+        if touched:
+            self.dirty[start] = touched
         bisect.insort(self.starts, start)
         bisect.insort(self.by_size, (length, start))
         self.lengths[start] = length
         self.ends[start + length] = start
 
     def _remove(self, start: int) -> int:
-        """Forget the free range at ``start``; its length."""
-        self.dirty.discard(start)
+        """Forget the free range at ``start``; its length (its touched pages: ``dirty``'s)."""
+        self.dirty.pop(start, None)
         length = self.lengths.pop(start)
         del self.ends[start + length]
         del self.starts[bisect.bisect_left(self.starts, start)]
@@ -223,13 +260,9 @@ class HostArena:
     def reuse(self, nbytes: int, dtype=np.uint8, shape=None) -> np.ndarray | None:
         """A buffer of exactly ``nbytes`` that ``keep`` holds (resident), viewed as ``dtype``
         and ``shape`` (1-d by default), or None."""
-        kept = self.kept.get(nbytes)
-        if kept is None:
+        if nbytes not in self.kept:
             return None
-        array = kept.pop()
-        if not kept:
-            del self.kept[nbytes]
-        self.used += _length(nbytes)
+        array = self._unkeep(nbytes)
         shape = (nbytes // np.dtype(dtype).itemsize,) if shape is None else shape
         if array.dtype != dtype or array.shape != shape:  # a tile's of another kind
             owner = array.base if type(array.base) is np.ndarray else array
@@ -243,22 +276,37 @@ class HostArena:
         as it is to a tile of the same shape and dtype) for ``reuse`` by a tile of its byte
         size; its pages count as pooled meanwhile."""
         self.used -= _length(array.nbytes)
-        self.kept.setdefault(array.nbytes, []).append(array)
+        arrays = self.kept.get(array.nbytes)
+        if arrays is None:
+            arrays = self.kept[array.nbytes] = []
+            bisect.insort(self.kept_sizes, array.nbytes)
+        arrays.append(array)
 
-    def _return_one(self, avoid: int | None = None) -> bool:
-        """Return one kept buffer (of the largest size kept, not ``avoid`` bytes if another
-        is) to the free ranges; False when none is kept."""
-        if not self.kept:
-            return False
-        nbytes = max(self.kept)
-        if nbytes == avoid and len(self.kept) > 1:
-            nbytes = max(n for n in self.kept if n != avoid)
+    def _unkeep(self, nbytes: int) -> np.ndarray:
+        """Take a kept buffer of ``nbytes`` out of ``kept`` (used again)."""
         arrays = self.kept[nbytes]
         array = arrays.pop()
         if not arrays:
             del self.kept[nbytes]
+            del self.kept_sizes[bisect.bisect_left(self.kept_sizes, nbytes)]
         self.used += _length(nbytes)
+        return array
+
+    def _return_kept(self, nbytes: int) -> int:
+        """Return a kept buffer of ``nbytes`` to the free ranges; where it started."""
+        array = self._unkeep(nbytes)
+        start = array.ctypes.data - self.base
         self.free(array)
+        return start
+
+    def _return_one(self, avoid: int | None = None) -> bool:
+        """Return one kept buffer (of the largest size kept, not ``avoid`` bytes if another
+        is) to the free ranges; False when none is kept."""
+        sizes = self.kept_sizes
+        if not sizes:
+            return False
+        nbytes = sizes[-2] if sizes[-1] == avoid and len(sizes) > 1 else sizes[-1]
+        self._return_kept(nbytes)
         return True
 
     def holds(self, array: np.ndarray) -> bool:
@@ -288,13 +336,17 @@ class HostArena:
             self.disowned.remove(start)
         else:
             self.used -= length
+        touched = length // PAGE  # a tile's pages: all touched since it was cut
         before = self.ends.get(start)  # a free range ending where this one starts
         if before is not None:
+            touched += self.dirty.get(before, 0)
             length += self._remove(before)
             start = before
-        if start + length in self.lengths:  # one starting where this one ends
-            length += self._remove(start + length)
-        self._add(start, length, True)  # a tile's pages: resident
+        after = start + length  # one starting where this one ends
+        if after in self.lengths:
+            touched += self.dirty.get(after, 0)
+            length += self._remove(after)
+        self._add(start, length, touched)
 
     def collect(self) -> None:
         """Free the ranges whose arrays died outside ``free``."""
@@ -309,16 +361,10 @@ class HostArena:
         the bytes released, 0 where no free range has any. Pages inside a huge page split it."""
         self.collect()
         self._return_one(avoid=keep)
-        best, most = None, 0
-        for start in list(self.dirty):  # the free ranges tiles left (not the untouched rest)
-            count = self.touched.count(1, start // PAGE, (start + self.lengths[start]) // PAGE)
-            if not count:
-                self.dirty.discard(start)
-            elif count > most:
-                best, most = start, count
-        if best is None:
+        if not self.dirty:
             return 0
-        self.dirty.discard(best)
+        best = max(self.dirty, key=self.dirty.__getitem__)
+        most = self.dirty.pop(best)
         length = self.lengths[best]
         self.mapping.madvise(mmap.MADV_DONTNEED, self.origin + best, length)
         self.touched[best // PAGE : (best + length) // PAGE] = bytes(length // PAGE)

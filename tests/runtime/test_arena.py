@@ -31,10 +31,15 @@ def _check(arena: HostArena, live: dict, kept: tuple = ()) -> None:
     assert position == arena.size
     assert arena.starts == sorted(arena.lengths)
     assert arena.by_size == sorted((n, s) for s, n in arena.lengths.items())
-    assert arena.dirty <= set(arena.lengths)
-    for start, n in arena.lengths.items():  # a range with resident pages is known as dirty
-        if start not in arena.dirty:
-            assert arena.touched.count(1, start // PAGE, (start + n) // PAGE) == 0
+    for start, n in arena.lengths.items():  # each range's touched pages, kept as a count
+        count = arena.touched.count(1, start // PAGE, (start + n) // PAGE)
+        assert arena.dirty.get(start, 0) == count
+    assert all(arena.dirty.values()), "a range without touched pages listed as dirty"
+    assert set(arena.dirty) <= set(arena.lengths)
+    assert arena.kept_sizes == sorted(arena.kept) and all(arena.kept.values())
+    for start, _ in arena.live.items():  # a tile's (or kept buffer's) pages are all touched
+        length = arena.live[start][0]
+        assert arena.touched.count(0, start // PAGE, (start + length) // PAGE) == 0
     assert all(arena.ends[s + n] == s for s, n in arena.lengths.items())
     free_kinds = [kind for _, _, kind in spans]
     assert all(not (a == b == "free") for a, b in zip(free_kinds, free_kinds[1:])), "uncoalesced"
@@ -109,6 +114,59 @@ def test_kept_buffers_serve_their_size_as_they_are_and_drain_for_other_sizes():
     for array, _ in live.values():
         arena.free(array)
     assert arena.used == 0 and arena.starts == [0] and arena.lengths == {0: arena.size}
+
+
+def test_a_tile_of_a_size_not_kept_is_cut_from_the_smallest_kept_buffer_that_holds_it():
+    arena = HostArena(64 * MiB)
+    tiles = [arena.allocate(n) for n in (5 * MiB, MiB, 3 * MiB, MiB, 8 * MiB, MiB)]
+    for tile in tiles[0:5:2]:  # kept: 5, 3 and 8 MiB, each between live 1 MiB tiles
+        arena.keep(tile)
+    touched = arena.touched_bytes
+    assert arena.fits(2 * MiB) and arena.kept_sizes == [3 * MiB, 5 * MiB, 8 * MiB]
+    a = arena.allocate(2 * MiB)
+    assert a.ctypes.data == tiles[2].ctypes.data  # the 3 MiB one; 5 and 8 MiB stay kept
+    assert arena.kept_sizes == [5 * MiB, 8 * MiB] and arena.touched_bytes == touched
+    b = arena.allocate(MiB)  # the 1 MiB left of the 3 MiB buffer: a resident free range
+    assert b.ctypes.data == tiles[2].ctypes.data + 2 * MiB and len(arena.kept) == 2
+    c = arena.allocate(6 * MiB)
+    assert c.ctypes.data == tiles[4].ctypes.data and arena.kept_sizes == [5 * MiB]
+    assert arena.touched_bytes == touched
+    _check(
+        arena,
+        {i: (t, t.nbytes) for i, t in enumerate([a, b, c, *tiles[1:6:2]])},
+        [(tiles[0], 5 * MiB)],
+    )
+
+
+def test_random_traffic_keeps_the_counts_equal_to_a_recount_and_contents_intact():
+    rng = np.random.default_rng(2)
+    arena = HostArena(64 * MiB)
+    live: dict[int, tuple[np.ndarray, int]] = {}
+    sizes = [128 << 10, 300 << 10, MiB, 1536 << 10, 3 * MiB + 5, 6 * MiB, 8 * MiB]
+    for step in range(1500):
+        roll = rng.random()
+        if live and (roll < 0.4 or arena.used > 100 * MiB):
+            array = _pop_unharmed(live, rng)
+            arena.keep(array) if rng.random() < 0.6 else arena.free(array)
+        elif roll < 0.93:
+            n = int(rng.choice(sizes))
+            array = arena.reuse(n) if rng.random() < 0.5 else None
+            if array is None and (rng.random() < 0.5 or arena.fits(n)):
+                array = arena.allocate(n)
+            if array is None:
+                continue
+            array[:] = step % 251
+            live[step] = (array, n)
+        else:
+            sizes_kept = list(arena.kept)
+            arena.release(keep=sizes_kept[0] if sizes_kept else None)
+        _check(arena, live, [(a, n) for n, arrays in arena.kept.items() for a in arrays])
+    for array, _ in live.values():
+        arena.free(array)
+    while arena.release():  # the kept buffers go back first, then every page
+        pass
+    assert not arena.kept and arena.used == 0 and arena.touched_bytes == 0
+    assert arena.lengths == {0: arena.size} and arena.dirty == {}
 
 
 def test_a_kept_tile_comes_back_as_it_is_and_another_size_takes_its_pages():
