@@ -272,8 +272,7 @@ def fused(expression: tuple, out, shape, inputs: tuple, strides: tuple, scalars:
         function = streamed
         # the streamed loop starts on a 64-byte boundary: the elements before out's first one
         # (NumPy often starts a large buffer 16 bytes past one) are stored as usual first
-        head = (streaming.LINE - out.ctypes.data % streaming.LINE) % streaming.LINE
-        head //= out.itemsize
+        head = streaming.aligned_start.py_func(out)  # in Python: nothing to compile
         if head:
             pieces = [value for x in inputs for value in (x[:head] if x.size > 1 else x, _UNIT)]
             module.fused(out[:head], _extent(head), *pieces, *scalars)

@@ -139,12 +139,25 @@ def _finisher(precision: str):
 FINISH = {precision: _finisher(precision) for precision in _PRECISIONS}
 
 
-def _tile(precision: str, streamed: bool):
-    """The tile function out = a ** b over flat arrays of ``precision``, its output streamed
-    from the first 64-byte boundary on (the elements before it by ``_exact``) or not."""
+def _whole_block(precision: str, streamed: bool):
+    """``block(a, b, out)``, inlined: out = a ** b over one block of ``precision``, by the
+    fast loop (streamed or not), then ``FINISH`` where the block is not positive throughout."""
     positive, bits, tiny, infinity = _PRECISIONS[precision]
     magnitude = type(tiny)(np.iinfo(type(tiny)).max)  # every bit but the sign
     finish = FINISH[precision]
+
+    @inlined
+    def block(a, b, out):
+        if not _block(positive, bits, tiny, infinity, magnitude, a, b, out, streamed):
+            finish(a, b, out)
+
+    return block
+
+
+def _tile(precision: str, streamed: bool):
+    """The tile function out = a ** b over flat arrays of ``precision``, its output streamed
+    from the first 64-byte boundary on (the elements before it by ``_exact``) or not."""
+    block = _whole_block(precision, streamed)
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def tile(a, b, out):
@@ -152,9 +165,7 @@ def _tile(precision: str, streamed: bool):
         _exact(a[:head], b[:head], out[:head])
         for first in range(head, out.size, BLOCK):
             stop = min(out.size, first + BLOCK)
-            x, y, block = a[first:stop], b[first:stop], out[first:stop]
-            if not _block(positive, bits, tiny, infinity, magnitude, x, y, block, streamed):
-                finish(x, y, block)
+            block(a[first:stop], b[first:stop], out[first:stop])
         if streamed:
             store_fence()
 
@@ -181,12 +192,10 @@ def gathered_block(a, b, out):
 def _gathered_block(a, b, out):
     name = str(out.dtype)
     if a.dtype == b.dtype == out.dtype and name in _PRECISIONS:
-        positive, bits, tiny, infinity = _PRECISIONS[name]
-        magnitude, finish = type(tiny)(np.iinfo(type(tiny)).max), FINISH[name]
+        whole = _whole_block(name, False)
 
         def block(a, b, out):
-            if not _block(positive, bits, tiny, infinity, magnitude, a, b, out, False):
-                finish(a, b, out)
+            whole(a, b, out)
 
         return block
 
