@@ -2,24 +2,29 @@
 
 Reducing axis k of an N-d tile is the middle axis of (prod(shape[:k]), shape[k],
 prod(shape[k+1:])), so one kernel with runtime sizes serves every axis. Partial results are
-accumulated in float64 (in int64 for integers) whatever the input precision. The moduli of
-complex tiles reduce into real partials (``modulus_reduce_accumulate``: the vector norms),
-read from each element with no |z| tile in between.
+accumulated in float64 (in int64 for integers; the max and min of bools in uint8) whatever
+the input precision. The moduli of complex tiles reduce into real partials
+(``modulus_reduce_accumulate``: the vector norms), read from each element with no |z| tile in
+between. A reduced axis that is not innermost is read four rows a step, into partials that
+stay in L1 cache.
 """
 
 import math
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from numtile.opcodes import MODULUS_REDUCE_OPS, REDUCE_OPS
-from numtile.ops_cpu.helpers import inlined, widen
+from numtile.ops_cpu.helpers import as_type_of, inlined, widen
 from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multiply, _square
 
 # Columns handled at once when the reduced axis is not innermost: the wide scratch of one
 # block (8 KiB) stays in L1 cache while the inner loop runs over contiguous memory.
 _BLOCK = 1024
+_ROWS = 4  # rows of the reduced axis combined a step
 
 
 @inlined
@@ -30,6 +35,20 @@ def _identity(value):
 @inlined
 def _widened(value):
     return widen(value)
+
+
+def _compared(value):
+    """``value`` as the partials of a maximum or minimum hold it: widened (``widen``), or a
+    bool as a uint8 (any and all are the max and min of bools: 32 of them a SIMD vector, not 4
+    int64s)."""
+    raise NotImplementedError("_compared is only callable from numba-compiled code")
+
+
+@overload(_compared, inline="always")
+def _compared_overload(value):
+    if isinstance(value, types.Boolean):
+        return lambda value: np.uint8(value)
+    return lambda value: widen(value)
 
 
 @inlined
@@ -45,7 +64,8 @@ def _reduce(load, transform, combine, x, out, pre, n, post):
             partial = transform(load(values[0]))
             for j in range(1, n):
                 partial = combine(partial, transform(load(values[j])))
-            out[p] = combine(widen(out[p]), partial)
+            wide = widen(out[p])
+            out[p] = combine(wide, as_type_of(partial, wide))
         return
     # scratch of the loaded type (filled with x's first element; every entry is set below)
     partial = np.full(min(post, _BLOCK), load(x[0]))
@@ -56,13 +76,26 @@ def _reduce(load, transform, combine, x, out, pre, n, post):
             values = x[start : start + width]
             for q in range(width):
                 partial[q] = transform(load(values[q]))
-            for j in range(1, n):
-                values = x[start + j * post : start + j * post + width]
+            j = 1
+            while j + _ROWS <= n:  # four rows a step: the partials loaded and stored once
+                row = start + j * post
+                r0 = x[row : row + width]
+                r1 = x[row + post : row + post + width]
+                r2 = x[row + 2 * post : row + 2 * post + width]
+                r3 = x[row + 3 * post : row + 3 * post + width]
+                for q in range(width):
+                    pair0 = combine(transform(load(r0[q])), transform(load(r1[q])))
+                    pair1 = combine(transform(load(r2[q])), transform(load(r3[q])))
+                    partial[q] = combine(partial[q], combine(pair0, pair1))
+                j += _ROWS
+            for k in range(j, n):
+                values = x[start + k * post : start + k * post + width]
                 for q in range(width):
                     partial[q] = combine(partial[q], transform(load(values[q])))
             target = out[p * post + first : p * post + first + width]
             for q in range(width):
-                target[q] = combine(widen(target[q]), partial[q])
+                wide = widen(target[q])
+                target[q] = combine(wide, as_type_of(partial[q], wide))
 
 
 def _reduce_kernel(op):
@@ -75,9 +108,9 @@ def _reduce_kernel(op):
         if op == "sum":
             _reduce(_widened, _identity, _add, x, out, pre, n, post)
         elif op == "max":
-            _reduce(_widened, _identity, _maximum, x, out, pre, n, post)
+            _reduce(_compared, _identity, _maximum, x, out, pre, n, post)
         elif op == "min":
-            _reduce(_widened, _identity, _minimum, x, out, pre, n, post)
+            _reduce(_compared, _identity, _minimum, x, out, pre, n, post)
         elif op == "prod":
             _reduce(_widened, _identity, _multiply, x, out, pre, n, post)
         elif op == "sumsq":

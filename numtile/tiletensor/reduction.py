@@ -93,6 +93,8 @@ def _identity(op: str, dtype: np.dtype):
         return 0
     if dtype.kind == "f":
         return -np.inf if op == "max" else np.inf
+    if dtype.kind == "b":
+        return op == "min"
     info = np.iinfo(dtype)
     return info.min if op == "max" else info.max
 
@@ -113,6 +115,13 @@ def _tile_plan(tile_shape, axes):
     return (tuple(axes) if axes else None), math.prod(kept), reduced, 1
 
 
+def reduce_bools(x: TileTensor, op: str, axis, keepdims: bool) -> TileTensor:
+    """The ``max`` (``any``) or ``min`` (``all``) of a bool tensor over ``axis``, its tiles
+    reduced as they are (no integer copy of the tensor)."""
+    assert x.dtype == bool_ and op in ("max", "min")
+    return _reduce(x, op, axis, keepdims, bool_)
+
+
 def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     if dtype in NARROW_FLOATING:  # accumulated in float32, rounded once at the end
         return astype(_reduce(x, op, axis, keepdims, float32), dtype)
@@ -124,7 +133,8 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     widened = x.dtype in NARROW_FLOATING and dtype == float32
     if x.dtype != dtype and not widened and not modulus:
         x = astype(x, dtype)  # (the codelets widen bfloat16 tiles to float32 themselves)
-    if any(x.shape[a] == 0 for a in axes) and op in ("max", "min", "maxabs"):
+    empty = any(x.shape[a] == 0 for a in axes)
+    if empty and op in ("max", "min", "maxabs") and dtype != bool_:  # (any, all: False, True)
         raise ValueError(f"{op} of an empty axis has no identity (shape {x.shape}, axis {axis})")
     kept = [a for a in range(x.ndim) if a not in axes]
     out_shape = tuple(x.shape[a] for a in kept)
