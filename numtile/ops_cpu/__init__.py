@@ -93,7 +93,7 @@ from numtile.ops_cpu.masks import assign_where
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
-from numtile.ops_cpu.moments import moments_accumulate
+from numtile.ops_cpu.moments import moments_accumulate, moments_merge
 from numtile.ops_cpu.onednn_bf16 import available as onednn_bf16_available
 from numtile.ops_cpu.onednn_bf16 import gemm_bf16_onednn, linear_bf16_onednn
 from numtile.ops_cpu.products import cross
@@ -197,6 +197,7 @@ __all__ = [
     "onednn_bf16_available",
     "linear_bf16_onednn",
     "moments_accumulate",
+    "moments_merge",
     "nn",
     "potrf",
     "predicate",
