@@ -10,8 +10,11 @@ rows), not from four neighbours: a tile at most ``_BLOCK`` wide is then read as 
 contiguous streams, which the hardware prefetchers follow, instead of streams that restart
 every row. Thread CPU time for 16 tiles of 2048 x 2048 float64 (Zen 3, 2 cores, AVX2, load
 3-5, medians of 31-41 rounds): 0.90-0.93x the time of neighbouring rows on 2 threads,
-0.95x on one; nt.sum's workers 0.80x (6 alternating process pairs), its wall time within the
-noise (eight bands: no better than four; software prefetch a row ahead: 1.3x slower).
+0.95x on one; the sum case of bench/compare_array_api.py 0.80-0.96x (4 alternating process
+pairs, load 4.3: median 37.0 against 41.8 ms). Narrow tiles gain most: 16384 x 256 0.62x,
+8192 x 64 0.45x; float32 4096 x 2048 0.89x; 1024 x 8192 (blocks of a wider row) unchanged
+(2 threads, 256 MiB, load 5). Eight bands were no better than four, software prefetch a row
+ahead 1.3x slower, blocks of 1024 or 512 columns 1.3x and 1.5x slower than 2048.
 """
 
 import numba
