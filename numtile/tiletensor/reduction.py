@@ -195,6 +195,7 @@ def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, k
     partials = None
     if len(groups) < workers and chains > 1:
         partials = TileTensor(Layout((chains, *out.shape), (1, *out.tile_shape)), out.dtype)
+    plans = {shape: _tile_plan(shape, axes) for shape in {h.shape for h in x.handles}}
     for part in range(chains):
         for dst_index, handles in groups.items():
             chain = handles[part * step : (part + 1) * step]
@@ -202,8 +203,8 @@ def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, k
                 dst = out.tile(dst_index)
             else:
                 dst = partials.tile((part, *dst_index))
-            _, pre, _, post = _tile_plan(chain[0].shape, axes)
-            extents = tuple(_tile_plan(h.shape, axes)[2] for h in chain)
+            _, pre, _, post = plans[chain[0].shape]
+            extents = tuple(plans[h.shape][2] for h in chain)
             _submit_chain(
                 runtime, chain, dst, (pre, post, extents), part == 0 or partials is not None
             )

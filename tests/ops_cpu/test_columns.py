@@ -1,13 +1,19 @@
 """The streaming column sum (numtile.ops_cpu.columns, and its CUDA twin under the simulator)
-against NumPy: several column blocks, a row count that is not a multiple of the unrolling,
-partial sums added to what the output holds."""
+against NumPy: several column blocks, row counts that the four bands of rows do not divide
+(one to three rows after them, fewer rows than bands), partial sums added to what the output
+holds."""
 
 import numpy as np
 import pytest
 
 from tests.kernels import Host
 
-CASES = [((2, 9, 2050), np.float32), ((1, 4, 3), np.float64), ((3, 1, 5), np.float64)]
+CASES = [
+    ((2, 9, 2050), np.float32),
+    ((1, 4, 3), np.float64),
+    ((3, 1, 5), np.float64),
+    ((2, 11, 6), np.float64),
+]
 
 
 @pytest.mark.parametrize(("plan", "dtype"), CASES, ids=str)
