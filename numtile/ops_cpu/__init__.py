@@ -57,7 +57,6 @@ from numtile.ops_cpu.bf16_kernels import (
     f16_unary,
     f16_unary_backward,
 )
-from numtile.ops_cpu.columns import sum_columns
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
@@ -103,6 +102,7 @@ from numtile.ops_cpu.reduction import (
     reduce_accumulate,
     softmax,
     softmax_backward,
+    sum_columns,
 )
 from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.scratch import empty  # reused per thread; the twin of ``StreamOps.empty``

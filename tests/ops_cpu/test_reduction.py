@@ -34,7 +34,7 @@ TOLERANCE = {
 SHAPES = [(1, 7, 1), (3, 5, 1), (1, 6, 4), (2, 3, 5), (2, 1, 3), (19, 2, 1), (2, 3, 11)]
 SHAPES += [(3, 40, 1), (1, 37, 3)]
 # a post wider than the CPU kernel's column block (too slow for the simulator)
-WIDE = (2, 7, 1030)
+WIDE = (2, 7, 2050)
 
 
 @pytest.fixture(params=["cpu", "cuda", "cuda-columns", "cuda-rows"])
