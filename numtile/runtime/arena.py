@@ -17,15 +17,15 @@ page faults in whole); their bytes not held by a tile are ``pooled`` (counted ag
 limit like tiles, as the pool's buffers were), and ``release`` gives the pages of a free
 range back (``MADV_DONTNEED``) when the memory manager needs the room. A tile's buffer
 returns to the arena when the manager drops it (``free``) or, if something else still views
-it then (``disown``: counted as pooled meanwhile), when that view dies (a finaliser queues the
-range, freed at the next call). A training step asks for the same sizes over and over, so a
-buffer the manager drops whole is kept as it is, by byte size (``keep``), and the next tile
-of that size takes it back (``reuse``) without searching or cutting ranges; these kept
-buffers count as pooled. A tile of a size none is kept of, where no free range holds it in
-resident pages, is cut from the start of the smallest kept buffer that holds it (the rest
-left a free range); where none does, kept buffers go back to the free ranges one at a time,
-the largest first, until merged ranges hold it, as they do before ``release`` gives pages
-back. Each free range's touched pages are counted as ranges are cut, merged and touched
+it then (``disown``: counted as pooled meanwhile), when that view dies (a weak reference's
+callback queues the range, freed at the next call). A training step asks for the same sizes
+over and over, so a buffer the manager drops whole is kept as it is, by byte size (``keep``),
+and the next tile of that size takes it back (``reuse``) without searching or cutting ranges;
+these kept buffers count as pooled. A tile of a size none is kept of, where no free range
+holds it in resident pages, is cut from the start of the smallest kept buffer that holds it
+(the rest left a free range); where none does, kept buffers go back to the free ranges one
+at a time, the largest first, until merged ranges hold it, as they do before ``release``
+gives pages back. Each free range's touched pages are counted as ranges are cut, merged and touched
 (``dirty``), so ``release`` finds the one with the most without counting them. Limits under
 256 MiB (``memory.ARENA_MIN``) keep the pool of same-size buffers: there the 2 MiB chunk a
 small tile leaves partly used would be a large share of the limit.
@@ -55,8 +55,8 @@ def _round_up(n: int, to: int) -> int:
 
 
 def _length(nbytes: int) -> int:
-    """The whole pages a buffer of ``nbytes`` takes."""
-    return _round_up(max(nbytes, 1), PAGE)
+    """The whole pages a buffer of ``nbytes`` takes (one for an empty one)."""
+    return -(-nbytes // PAGE) * PAGE or PAGE  # _round_up's, inline: called on every reuse
 
 
 class HostArena:
@@ -90,7 +90,7 @@ class HostArena:
         self.touched = bytearray(self.size // PAGE)  # 1: the page may be resident
         self.touched_bytes = 0
         self.used = 0
-        self.live: dict[int, tuple[int, weakref.finalize]] = {}  # start -> (length, finaliser)
+        self.live: dict[int, tuple[int, weakref.ref]] = {}  # start -> (length, its array)
         self.orphans: collections.deque = collections.deque()  # (start, length) to free
         self.disowned: set[int] = set()  # starts of ranges dropped while still viewed
         self.kept: dict[int, list[np.ndarray]] = {}  # nbytes -> whole arrays dropped (keep)
@@ -187,16 +187,16 @@ class HostArena:
         per_chunk = CHUNK // PAGE
         return start // CHUNK * per_chunk, -(-(start + length) // CHUNK) * per_chunk
 
-    def allocate(self, nbytes: int, start: int | None = None) -> np.ndarray | None:
-        """A uint8 array of ``nbytes`` from the arena, at ``start`` (a ``plan``'s) or where
-        ``plan`` puts it; None where no free range holds it."""
-        if start is None:
+    def allocate(self, nbytes: int, plan: tuple[int, int] | None = None) -> np.ndarray | None:
+        """A uint8 array of ``nbytes`` from the arena, where ``plan`` (``plan(nbytes)``'s
+        answer, nothing changed since) or else ``plan`` puts it; None where no free range
+        holds it."""
+        if plan is None:
             plan = self.plan(nbytes)
             if plan is None:
                 return None
-            start = plan[0]
+        start, grows = plan
         length = _length(nbytes)
-        grows = self._growth(start, length)
         self._take(start, length)
         if grows:
             first, last = self._chunk_pages(start, length)
@@ -215,7 +215,10 @@ class HostArena:
             self.touched_bytes += grows
         self.used += length
         array = np.frombuffer(self.mapping, np.uint8, count=nbytes, offset=self.origin + start)
-        self.live[start] = (length, weakref.finalize(array, self.orphans.append, (start, length)))
+        # a weak reference's callback, not weakref.finalize (a Python class: 5 us an array
+        # made and freed); dropped from ``live`` by ``_free``, it calls back no more
+        orphan, span = self.orphans.append, (start, length)
+        self.live[start] = (length, weakref.ref(array, lambda _: orphan(span)))
         return array
 
     def _take(self, start: int, length: int) -> None:
@@ -294,10 +297,7 @@ class HostArena:
 
     def _return_kept(self, nbytes: int) -> int:
         """Return a kept buffer of ``nbytes`` to the free ranges; where it started."""
-        array = self._unkeep(nbytes)
-        start = array.ctypes.data - self.base
-        self.free(array)
-        return start
+        return self._free_array(self._unkeep(nbytes))
 
     def _return_one(self, avoid: int | None = None) -> bool:
         """Return one kept buffer (of the largest size kept, not ``avoid`` bytes if another
@@ -317,10 +317,13 @@ class HostArena:
 
     def free(self, array: np.ndarray) -> None:
         """Return the range of ``array`` (an array ``allocate`` gave, or its only view)."""
+        self._free_array(array)
+
+    def _free_array(self, array: np.ndarray) -> int:
+        """``free``; where the range started."""
         start = array.ctypes.data - self.base
-        length, finaliser = self.live[start]
-        finaliser.detach()
-        self._free(start, length)
+        self._free(start, self.live[start][0])
+        return start
 
     def disown(self, array: np.ndarray) -> None:
         """The tile ``array`` holds is gone but something still views it: its range counts

@@ -192,7 +192,7 @@ class SpillTraffic:
             start, growth = plan
             if not growth or state.resident + growth <= capacity:
                 state.reused += not growth
-                data = arena.allocate(handle.nbytes, start=start)
+                data = arena.allocate(handle.nbytes, plan)
                 return data.view(handle.dtype).reshape(handle.shape)
             self._room_for(handle, HOST, growth, exclude, task)
 

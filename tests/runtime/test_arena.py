@@ -241,6 +241,19 @@ def test_a_range_still_viewed_is_freed_when_its_last_view_dies():
     assert arena.used == 0 and arena.starts == [0]
 
 
+def test_an_array_freed_then_dropped_frees_nothing_more():
+    arena = HostArena(64 * MiB)
+    array = arena.allocate(2 * MiB)
+    arena.free(array)
+    again = arena.allocate(2 * MiB)  # the same range, live again
+    assert again.ctypes.data == array.ctypes.data
+    del array  # its weak reference went with ``free``: no callback queues the range now
+    gc.collect()
+    arena.collect()
+    assert not arena.orphans and arena.used == 2 * MiB
+    del again
+
+
 @pytest.mark.parametrize("arena", [True, False])
 def test_training_shaped_traffic_under_a_limit_matches_numpy(tmp_path, monkeypatch, arena):
     # tiles of several sizes made and freed in turn under a 256 MiB limit (the arena's
