@@ -47,11 +47,18 @@ CHUNK = HUGE_PAGE
 PAGE = 4096
 # Linux's mman-common.h (not in Python's mmap module; other systems number it otherwise)
 _MAP_NORESERVE = 0x4000 if platform.system() == "Linux" else 0
+_UINT8 = np.dtype(np.uint8)
 _SEARCH = 32  # free ranges looked at for resident pages before taking fresh ones
 
 
 def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array ``allocate`` made that ``array`` is or views (NumPy makes a view's ``base``
+    the array that the viewed one views, if any)."""
+    return array.base if type(array.base) is np.ndarray else array
 
 
 def _length(nbytes: int) -> int:
@@ -90,7 +97,12 @@ class HostArena:
         self.touched = bytearray(self.size // PAGE)  # 1: the page may be resident
         self.touched_bytes = 0
         self.used = 0
-        self.live: dict[int, tuple[int, weakref.ref]] = {}  # start -> (length, its array)
+        # start -> (length, a weak reference to its array, that array's id)
+        self.live: dict[int, tuple[int, weakref.ref, int]] = {}
+        # id of an array ``allocate`` gave -> its start (an array that views one has it as its
+        # ``base``): ``.ctypes.data`` runs NumPy's Python code, ~12 us with the caches cold,
+        # as a kernel leaves them
+        self.starts_by_id: dict[int, int] = {}
         self.orphans: collections.deque = collections.deque()  # (start, length) to free
         self.disowned: set[int] = set()  # starts of ranges dropped while still viewed
         self.kept: dict[int, list[np.ndarray]] = {}  # nbytes -> whole arrays dropped (keep)
@@ -155,8 +167,13 @@ class HostArena:
         best = self._best_kept(length)
         if best is not None:
             return self._return_kept(best)
-        while start is None and self._return_one():
-            start = self._place(length, True)
+        while start is None:
+            returned = self._return_one()
+            if returned is None:
+                return None
+            merged = self.starts[bisect.bisect_right(self.starts, returned) - 1]
+            if self.lengths[merged] >= length:  # else no range of ``length`` or more changed
+                start = self._place(length, True)
         return start
 
     def plan(self, nbytes: int) -> tuple[int, int] | None:
@@ -187,10 +204,12 @@ class HostArena:
         per_chunk = CHUNK // PAGE
         return start // CHUNK * per_chunk, -(-(start + length) // CHUNK) * per_chunk
 
-    def allocate(self, nbytes: int, plan: tuple[int, int] | None = None) -> np.ndarray | None:
-        """A uint8 array of ``nbytes`` from the arena, where ``plan`` (``plan(nbytes)``'s
-        answer, nothing changed since) or else ``plan`` puts it; None where no free range
-        holds it."""
+    def allocate(
+        self, nbytes: int, plan: tuple[int, int] | None = None, dtype: np.dtype = _UINT8
+    ) -> np.ndarray | None:
+        """A 1-d array of ``nbytes`` (of ``dtype``, whose items they must hold whole) from
+        the arena, where ``plan`` (``plan(nbytes)``'s answer, nothing changed since) or else
+        ``plan`` puts it; None where no free range holds it."""
         if plan is None:
             plan = self.plan(nbytes)
             if plan is None:
@@ -214,11 +233,13 @@ class HostArena:
             self.touched[first:last] = b"\x01" * (last - first)
             self.touched_bytes += grows
         self.used += length
-        array = np.frombuffer(self.mapping, np.uint8, count=nbytes, offset=self.origin + start)
+        count = nbytes // dtype.itemsize  # of its dtype: no view made to retype it
+        array = np.frombuffer(self.mapping, dtype, count=count, offset=self.origin + start)
         # a weak reference's callback, not weakref.finalize (a Python class: 5 us an array
         # made and freed); dropped from ``live`` by ``_free``, it calls back no more
         orphan, span = self.orphans.append, (start, length)
-        self.live[start] = (length, weakref.ref(array, lambda _: orphan(span)))
+        self.live[start] = (length, weakref.ref(array, lambda _: orphan(span)), id(array))
+        self.starts_by_id[id(array)] = start
         return array
 
     def _take(self, start: int, length: int) -> None:
@@ -268,8 +289,7 @@ class HostArena:
         array = self._unkeep(nbytes)
         shape = (nbytes // np.dtype(dtype).itemsize,) if shape is None else shape
         if array.dtype != dtype or array.shape != shape:  # a tile's of another kind
-            owner = array.base if type(array.base) is np.ndarray else array
-            array = owner.view(dtype).reshape(shape)
+            array = _owner(array).view(dtype).reshape(shape)
         return array
 
     # -- taking back ------------------------------------------------------------------------
@@ -299,15 +319,14 @@ class HostArena:
         """Return a kept buffer of ``nbytes`` to the free ranges; where it started."""
         return self._free_array(self._unkeep(nbytes))
 
-    def _return_one(self, avoid: int | None = None) -> bool:
+    def _return_one(self, avoid: int | None = None) -> int | None:
         """Return one kept buffer (of the largest size kept, not ``avoid`` bytes if another
-        is) to the free ranges; False when none is kept."""
+        is) to the free ranges; where it started, None when none is kept."""
         sizes = self.kept_sizes
         if not sizes:
-            return False
+            return None
         nbytes = sizes[-2] if sizes[-1] == avoid and len(sizes) > 1 else sizes[-1]
-        self._return_kept(nbytes)
-        return True
+        return self._return_kept(nbytes)
 
     def holds(self, array: np.ndarray) -> bool:
         """Whether ``array`` is an array ``allocate`` gave (not a view of one): a cheap
@@ -321,7 +340,7 @@ class HostArena:
 
     def _free_array(self, array: np.ndarray) -> int:
         """``free``; where the range started."""
-        start = array.ctypes.data - self.base
+        start = self.starts_by_id[id(_owner(array))]
         self._free(start, self.live[start][0])
         return start
 
@@ -334,7 +353,9 @@ class HostArena:
             self.used -= self.live[start][0]
 
     def _free(self, start: int, length: int) -> None:
-        del self.live[start]
+        key = self.live.pop(start)[2]
+        if self.starts_by_id.get(key) == start:  # not an id a newer array took since it died
+            del self.starts_by_id[key]
         if start in self.disowned:
             self.disowned.remove(start)
         else:

@@ -40,10 +40,10 @@ class HostNode:
         nbytes = math.prod(shape) * dtype.itemsize
         buffer = None
         if self.arena is not None and nbytes >= MMAP_THRESHOLD:
-            buffer = self.arena.allocate(nbytes)
+            buffer = self.arena.allocate(nbytes, dtype=dtype)
         if buffer is None:  # small (from malloc's heap), or no free range holds it
-            buffer = huge_page_buffer(nbytes)
-        return buffer.view(dtype).reshape(shape)
+            buffer = huge_page_buffer(nbytes).view(dtype)
+        return buffer.reshape(shape)
 
 
 class Pins(list):
