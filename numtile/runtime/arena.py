@@ -17,15 +17,15 @@ page faults in whole); their bytes not held by a tile are ``pooled`` (counted ag
 limit like tiles, as the pool's buffers were), and ``release`` gives the pages of a free
 range back (``MADV_DONTNEED``) when the memory manager needs the room. A tile's buffer
 returns to the arena when the manager drops it (``free``) or, if something else still views
-it then (``disown``: counted as pooled meanwhile), when that view dies (a finaliser queues the
-range, freed at the next call). A training step asks for the same sizes over and over, so a
-buffer the manager drops whole is kept as it is, by byte size (``keep``), and the next tile
-of that size takes it back (``reuse``) without searching or cutting ranges; these kept
-buffers count as pooled. A tile of a size none is kept of, where no free range holds it in
-resident pages, is cut from the start of the smallest kept buffer that holds it (the rest
-left a free range); where none does, kept buffers go back to the free ranges one at a time,
-the largest first, until merged ranges hold it, as they do before ``release`` gives pages
-back. Each free range's touched pages are counted as ranges are cut, merged and touched
+it then (``disown``: counted as pooled meanwhile), when that view dies (a weak reference's
+callback queues the range, freed at the next call). A training step asks for the same sizes
+over and over, so a buffer the manager drops whole is kept as it is, by byte size (``keep``),
+and the next tile of that size takes it back (``reuse``) without searching or cutting ranges;
+these kept buffers count as pooled. A tile of a size none is kept of, where no free range
+holds it in resident pages, is cut from the start of the smallest kept buffer that holds it
+(the rest left a free range); where none does, kept buffers go back to the free ranges one
+at a time, the largest first, until merged ranges hold it, as they do before ``release``
+gives pages back. Each free range's touched pages are counted as ranges are cut, merged and touched
 (``dirty``), so ``release`` finds the one with the most without counting them. Limits under
 256 MiB (``memory.ARENA_MIN``) keep the pool of same-size buffers: there the 2 MiB chunk a
 small tile leaves partly used would be a large share of the limit.
@@ -47,6 +47,7 @@ CHUNK = HUGE_PAGE
 PAGE = 4096
 # Linux's mman-common.h (not in Python's mmap module; other systems number it otherwise)
 _MAP_NORESERVE = 0x4000 if platform.system() == "Linux" else 0
+_UINT8 = np.dtype(np.uint8)
 _SEARCH = 32  # free ranges looked at for resident pages before taking fresh ones
 
 
@@ -54,9 +55,15 @@ def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array ``allocate`` made that ``array`` is or views (NumPy makes a view's ``base``
+    the array that the viewed one views, if any)."""
+    return array.base if type(array.base) is np.ndarray else array
+
+
 def _length(nbytes: int) -> int:
-    """The whole pages a buffer of ``nbytes`` takes."""
-    return _round_up(max(nbytes, 1), PAGE)
+    """The whole pages a buffer of ``nbytes`` takes (one for an empty one)."""
+    return -(-nbytes // PAGE) * PAGE or PAGE  # _round_up's, inline: called on every reuse
 
 
 class HostArena:
@@ -90,7 +97,12 @@ class HostArena:
         self.touched = bytearray(self.size // PAGE)  # 1: the page may be resident
         self.touched_bytes = 0
         self.used = 0
-        self.live: dict[int, tuple[int, weakref.finalize]] = {}  # start -> (length, finaliser)
+        # start -> (length, a weak reference to its array, that array's id)
+        self.live: dict[int, tuple[int, weakref.ref, int]] = {}
+        # id of an array ``allocate`` gave -> its start (an array that views one has it as its
+        # ``base``): ``.ctypes.data`` runs NumPy's Python code, ~12 us with the caches cold,
+        # as a kernel leaves them
+        self.starts_by_id: dict[int, int] = {}
         self.orphans: collections.deque = collections.deque()  # (start, length) to free
         self.disowned: set[int] = set()  # starts of ranges dropped while still viewed
         self.kept: dict[int, list[np.ndarray]] = {}  # nbytes -> whole arrays dropped (keep)
@@ -155,8 +167,13 @@ class HostArena:
         best = self._best_kept(length)
         if best is not None:
             return self._return_kept(best)
-        while start is None and self._return_one():
-            start = self._place(length, True)
+        while start is None:
+            returned = self._return_one()
+            if returned is None:
+                return None
+            merged = self.starts[bisect.bisect_right(self.starts, returned) - 1]
+            if self.lengths[merged] >= length:  # else no range of ``length`` or more changed
+                start = self._place(length, True)
         return start
 
     def plan(self, nbytes: int) -> tuple[int, int] | None:
@@ -187,16 +204,18 @@ class HostArena:
         per_chunk = CHUNK // PAGE
         return start // CHUNK * per_chunk, -(-(start + length) // CHUNK) * per_chunk
 
-    def allocate(self, nbytes: int, start: int | None = None) -> np.ndarray | None:
-        """A uint8 array of ``nbytes`` from the arena, at ``start`` (a ``plan``'s) or where
+    def allocate(
+        self, nbytes: int, plan: tuple[int, int] | None = None, dtype: np.dtype = _UINT8
+    ) -> np.ndarray | None:
+        """A 1-d array of ``nbytes`` (of ``dtype``, whose items they must hold whole) from
+        the arena, where ``plan`` (``plan(nbytes)``'s answer, nothing changed since) or else
         ``plan`` puts it; None where no free range holds it."""
-        if start is None:
+        if plan is None:
             plan = self.plan(nbytes)
             if plan is None:
                 return None
-            start = plan[0]
+        start, grows = plan
         length = _length(nbytes)
-        grows = self._growth(start, length)
         self._take(start, length)
         if grows:
             first, last = self._chunk_pages(start, length)
@@ -214,8 +233,13 @@ class HostArena:
             self.touched[first:last] = b"\x01" * (last - first)
             self.touched_bytes += grows
         self.used += length
-        array = np.frombuffer(self.mapping, np.uint8, count=nbytes, offset=self.origin + start)
-        self.live[start] = (length, weakref.finalize(array, self.orphans.append, (start, length)))
+        count = nbytes // dtype.itemsize  # of its dtype: no view made to retype it
+        array = np.frombuffer(self.mapping, dtype, count=count, offset=self.origin + start)
+        # a weak reference's callback, not weakref.finalize (a Python class: 5 us an array
+        # made and freed); dropped from ``live`` by ``_free``, it calls back no more
+        orphan, span = self.orphans.append, (start, length)
+        self.live[start] = (length, weakref.ref(array, lambda _: orphan(span)), id(array))
+        self.starts_by_id[id(array)] = start
         return array
 
     def _take(self, start: int, length: int) -> None:
@@ -265,8 +289,7 @@ class HostArena:
         array = self._unkeep(nbytes)
         shape = (nbytes // np.dtype(dtype).itemsize,) if shape is None else shape
         if array.dtype != dtype or array.shape != shape:  # a tile's of another kind
-            owner = array.base if type(array.base) is np.ndarray else array
-            array = owner.view(dtype).reshape(shape)
+            array = _owner(array).view(dtype).reshape(shape)
         return array
 
     # -- taking back ------------------------------------------------------------------------
@@ -294,20 +317,16 @@ class HostArena:
 
     def _return_kept(self, nbytes: int) -> int:
         """Return a kept buffer of ``nbytes`` to the free ranges; where it started."""
-        array = self._unkeep(nbytes)
-        start = array.ctypes.data - self.base
-        self.free(array)
-        return start
+        return self._free_array(self._unkeep(nbytes))
 
-    def _return_one(self, avoid: int | None = None) -> bool:
+    def _return_one(self, avoid: int | None = None) -> int | None:
         """Return one kept buffer (of the largest size kept, not ``avoid`` bytes if another
-        is) to the free ranges; False when none is kept."""
+        is) to the free ranges; where it started, None when none is kept."""
         sizes = self.kept_sizes
         if not sizes:
-            return False
+            return None
         nbytes = sizes[-2] if sizes[-1] == avoid and len(sizes) > 1 else sizes[-1]
-        self._return_kept(nbytes)
-        return True
+        return self._return_kept(nbytes)
 
     def holds(self, array: np.ndarray) -> bool:
         """Whether ``array`` is an array ``allocate`` gave (not a view of one): a cheap
@@ -317,10 +336,13 @@ class HostArena:
 
     def free(self, array: np.ndarray) -> None:
         """Return the range of ``array`` (an array ``allocate`` gave, or its only view)."""
-        start = array.ctypes.data - self.base
-        length, finaliser = self.live[start]
-        finaliser.detach()
-        self._free(start, length)
+        self._free_array(array)
+
+    def _free_array(self, array: np.ndarray) -> int:
+        """``free``; where the range started."""
+        start = self.starts_by_id[id(_owner(array))]
+        self._free(start, self.live[start][0])
+        return start
 
     def disown(self, array: np.ndarray) -> None:
         """The tile ``array`` holds is gone but something still views it: its range counts
@@ -331,7 +353,9 @@ class HostArena:
             self.used -= self.live[start][0]
 
     def _free(self, start: int, length: int) -> None:
-        del self.live[start]
+        key = self.live.pop(start)[2]
+        if self.starts_by_id.get(key) == start:  # not an id a newer array took since it died
+            del self.starts_by_id[key]
         if start in self.disowned:
             self.disowned.remove(start)
         else:

@@ -60,6 +60,8 @@ class MemoryManager(SpillTraffic):
         self.lock = threading.RLock()
         self.freed = threading.Condition(self.lock)
         self.host = HostNode(host_limit, pinned=bool(gpus))
+        if arena and host_limit is not None and host_limit >= ARENA_MIN:
+            self.host.arena = host_arena(host_limit)
         self.nodes = {HOST: NodeState(self.host)}
         for gpu in gpus:
             self.nodes[gpu.id] = NodeState(gpu)
@@ -75,8 +77,6 @@ class MemoryManager(SpillTraffic):
             unmap_freed_tiles()  # an evicted tile must leave resident memory, not just the count
             self.io = SpillIO(self.spill, self._finish)
             self.nodes[HOST].pool_limit = host_limit // POOL_FRACTION
-            if arena and host_limit >= ARENA_MIN:
-                self.host.arena = host_arena(host_limit)
         self.transfers: collections.Counter[str] = collections.Counter()  # "a->b" -> bytes
         self.transfer_seconds: collections.Counter[str] = collections.Counter()
         self.dead: collections.deque = collections.deque()  # (id, replicas) of dead handles
@@ -292,7 +292,7 @@ class MemoryManager(SpillTraffic):
             if source is not None:
                 self._copy(handle, source, handle.replicas[source], node, data, sync=node == HOST)
                 if node != HOST:
-                    pins.keep.append(handle.replicas[source])
+                    pins.keep += (handle.replicas[source],)
             handle.replicas[node] = data
             self._track(handle, node)
         if writes:

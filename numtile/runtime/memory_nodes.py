@@ -40,21 +40,20 @@ class HostNode:
         nbytes = math.prod(shape) * dtype.itemsize
         buffer = None
         if self.arena is not None and nbytes >= MMAP_THRESHOLD:
-            buffer = self.arena.allocate(nbytes)
+            buffer = self.arena.allocate(nbytes, dtype=dtype)
         if buffer is None:  # small (from malloc's heap), or no free range holds it
-            buffer = huge_page_buffer(nbytes)
-        return buffer.view(dtype).reshape(shape)
+            buffer = huge_page_buffer(nbytes).view(dtype)
+        return buffer.reshape(shape)
 
 
 class Pins(list):
     """The (handle, node) pairs a task holds, plus the host buffers its asynchronous uploads
-    read (``keep``): alive until the task is released, even if a write drops the replica."""
+    read (``keep``): alive until the task is released, even if a write drops the replica.
+    No ``__init__``: the defaults are the class's (list's own is C, made for every task)."""
 
-    def __init__(self, pairs) -> None:
-        super().__init__(pairs)
-        self.keep: list = []
-        # (node, bytes held, bytes counted as used) of scratch reserved for the task
-        self.scratch: tuple[int, int, int] | None = None
+    keep: tuple = ()  # grown by ``+=``: an instance's own tuple from the first upload
+    # (node, bytes held, bytes counted as used) of scratch reserved for the task
+    scratch: tuple[int, int, int] | None = None
 
 
 class NodeState:
@@ -70,6 +69,8 @@ class NodeState:
 
     def __init__(self, node) -> None:
         self.node = node
+        # the host's arena (made before its state: read on every reuse, not looked up)
+        self.arena: HostArena | None = getattr(node, "arena", None)
         self.used = 0  # tiles (and reserved scratch), not the pooled buffers
         self.peak = 0  # of used + pooled
         self.lru: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
@@ -88,10 +89,6 @@ class NodeState:
 
     def note_peak(self) -> None:
         self.peak = max(self.peak, self.used + self.pooled)
-
-    @property
-    def arena(self):
-        return getattr(self.node, "arena", None)
 
     @property
     def pooled(self) -> int:

@@ -192,8 +192,7 @@ class SpillTraffic:
             start, growth = plan
             if not growth or state.resident + growth <= capacity:
                 state.reused += not growth
-                data = arena.allocate(handle.nbytes, start=start)
-                return data.view(handle.dtype).reshape(handle.shape)
+                return arena.allocate(handle.nbytes, plan, handle.dtype).reshape(handle.shape)
             self._room_for(handle, HOST, growth, exclude, task)
 
     def _room_for(self, handle, node: int, nbytes: int, exclude, task) -> None:

@@ -109,7 +109,7 @@ def test_kept_buffers_serve_their_size_as_they_are_and_drain_for_other_sizes():
             arena.release()  # one kept buffer back to the ranges first
             assert sum(len(arrays) for arrays in arena.kept.values()) == max(count - 1, 0)
         _check(arena, live, [(a, n) for n, arrays in arena.kept.items() for a in arrays])
-    while arena._return_one():  # the kept buffers back to the ranges
+    while arena._return_one() is not None:  # the kept buffers back to the ranges
         pass
     for array, _ in live.values():
         arena.free(array)
@@ -238,6 +238,32 @@ def test_a_range_still_viewed_is_freed_when_its_last_view_dies():
     del view
     gc.collect()
     arena.collect()
+    assert arena.used == 0 and arena.starts == [0]
+
+
+def test_an_array_freed_then_dropped_frees_nothing_more():
+    arena = HostArena(64 * MiB)
+    array = arena.allocate(2 * MiB)
+    arena.free(array)
+    again = arena.allocate(2 * MiB)  # the same range, live again
+    assert again.ctypes.data == array.ctypes.data
+    del array  # its weak reference went with ``free``: no callback queues the range now
+    gc.collect()
+    arena.collect()
+    assert not arena.orphans and arena.used == 2 * MiB
+    del again
+
+
+def test_a_typed_array_is_freed_through_its_view_even_after_its_id_is_reused():
+    arena = HostArena(64 * MiB)
+    tile = arena.allocate(2 * MiB, dtype=np.dtype(np.float32)).reshape(512, 1024)
+    assert tile.dtype == np.float32 and tile.base.size == MiB // 2
+    dead = arena.allocate(2 * MiB)
+    plan = arena.plan(MiB)
+    del dead  # queued, not freed yet: the next array may take its id (CPython's do)
+    later = arena.allocate(MiB, plan)
+    arena.collect()  # frees the dead array's range, not the id's newer owner
+    arena.free(tile), arena.free(later)
     assert arena.used == 0 and arena.starts == [0]
 
 
