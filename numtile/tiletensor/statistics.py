@@ -19,7 +19,14 @@ from numtile.tiletensor.elementwise import divide, sqrt, square, subtract
 from numtile.tiletensor.elementwise_core import astype, refuse_complex
 from numtile.tiletensor.layout import Layout, c_strides
 from numtile.tiletensor.manipulation import permute_dims, reshape
-from numtile.tiletensor.reduction import mean, normalize_axes, require_tensor, sum
+from numtile.tiletensor.reduction import (
+    mean,
+    normalize_axes,
+    partial_count,
+    require_tensor,
+    sum,
+    tile_groups,
+)
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
@@ -75,12 +82,8 @@ def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
     layout = Layout(tuple(x.shape[a] for a in kept), tuple(x.tile_shape[a] for a in kept))
     running = [fill_tiles(TileTensor(layout, float64), 0) for _ in range(3)]  # count, mean, M2
     runtime = get_runtime()
-    groups: dict[tuple, list] = {}
-    for index, handle in zip(x.layout.indices(), x.handles):
-        groups.setdefault(tuple(index[a] for a in kept), []).append(handle)
-    workers, chains = len(runtime.kinds), 1
-    if groups and len(groups) < workers and x.distribution is None:
-        chains = min(max(map(len, groups.values())), 2 * -(-workers // len(groups)))
+    groups = tile_groups(x, kept)
+    chains = partial_count(runtime, x, groups)
     targets = running
     if chains > 1:
         partial = Layout((chains, *layout.shape), (1, *layout.tile_shape))

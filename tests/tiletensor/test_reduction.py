@@ -303,3 +303,28 @@ def test_column_sums_into_fewer_tiles_than_workers_write_partials(make_array, ch
         assert partials == last[5][:-1]
     finally:
         nt.init()
+
+
+def test_reductions_into_fewer_tiles_than_workers_go_through_partials(make_array, check_tiles):
+    from numtile.runtime import get_runtime
+    from numtile.runtime.trace import Tracer
+
+    nt.init(ncpu=3)
+    try:
+        a = make_array((90, 9), np.float64, seed=8)
+        x = nt.from_numpy(a, tile_shape=(2, 9))  # 45 row tiles, one output tile
+        runtime = get_runtime()
+        runtime.wait_all()
+        runtime.tracer = tracer = Tracer(0.0)
+        check_tiles(nt.max(x, axis=0), a.max(axis=0))
+        runtime.tracer = None
+        events = sorted(tracer.events, key=lambda event: event[4])  # submission order
+        tasks = [event for event in events if event[1] == "reduce:max"]
+        # the 45 tiles take turns into 6 partial tiles (not one tile, one task at a time),
+        # then 6 tasks combine the partials into the result
+        partials = [event[5][-1] for event in tasks[:45]]
+        assert len(tasks) == 45 + 6 and len(set(partials)) == 6
+        assert [event[5][0] for event in tasks[45:]] == partials[:6]
+        np.testing.assert_array_equal(nt.all(x > -1, axis=0).to_numpy(), (a > -1).all(axis=0))
+    finally:
+        nt.init()
