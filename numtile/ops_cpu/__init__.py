@@ -57,7 +57,6 @@ from numtile.ops_cpu.bf16_kernels import (
     f16_unary,
     f16_unary_backward,
 )
-from numtile.ops_cpu.columns import sum_columns
 from numtile.ops_cpu.complex import (
     complex_binary,
     complex_compare,
@@ -93,7 +92,7 @@ from numtile.ops_cpu.masks import assign_where
 from numtile.ops_cpu.matmul import gemm, gemm_batched
 from numtile.ops_cpu.mkl_bf16 import available as mkl_bf16_available
 from numtile.ops_cpu.mkl_bf16 import gemm_bf16_mkl
-from numtile.ops_cpu.moments import moments_accumulate
+from numtile.ops_cpu.moments import moments_accumulate, moments_merge
 from numtile.ops_cpu.onednn_bf16 import available as onednn_bf16_available
 from numtile.ops_cpu.onednn_bf16 import gemm_bf16_onednn, linear_bf16_onednn
 from numtile.ops_cpu.products import cross
@@ -103,6 +102,7 @@ from numtile.ops_cpu.reduction import (
     reduce_accumulate,
     softmax,
     softmax_backward,
+    sum_columns,
 )
 from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.scratch import empty  # reused per thread; the twin of ``StreamOps.empty``
@@ -197,6 +197,7 @@ __all__ = [
     "onednn_bf16_available",
     "linear_bf16_onednn",
     "moments_accumulate",
+    "moments_merge",
     "nn",
     "potrf",
     "predicate",

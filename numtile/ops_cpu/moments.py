@@ -89,3 +89,12 @@ def moments_accumulate(x, count, mean, m2, pre, n, post):
                         squares[q] += deviation * deviation
                 for q in range(width):
                     _merge(count, mean, m2, at + q, rows, references[q], sums[q], squares[q])
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def moments_merge(count, mean, m2, other_count, other_mean, other_m2):
+    """Merge the float64 ``other_count``, ``other_mean`` and ``other_m2`` of every column (the
+    moments of other rows of it) into the running ``count``, ``mean`` and ``m2``."""
+    for k in range(count.size):
+        if other_count[k] > 0:
+            _merge(count, mean, m2, k, other_count[k], other_mean[k], 0.0, other_m2[k])

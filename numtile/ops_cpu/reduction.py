@@ -2,24 +2,40 @@
 
 Reducing axis k of an N-d tile is the middle axis of (prod(shape[:k]), shape[k],
 prod(shape[k+1:])), so one kernel with runtime sizes serves every axis. Partial results are
-accumulated in float64 (in int64 for integers) whatever the input precision. The moduli of
-complex tiles reduce into real partials (``modulus_reduce_accumulate``: the vector norms),
-read from each element with no |z| tile in between.
+accumulated in float64 (in int64 for integers; the max and min of bools in uint8) whatever
+the input precision. The moduli of complex tiles reduce into real partials
+(``modulus_reduce_accumulate``: the vector norms), read from each element with no |z| tile in
+between.
+
+A reduced axis that is not innermost (``sum(x, axis=0)`` of a matrix) is read in blocks of up
+to ``_COLUMNS`` columns whose partials stay in L1 cache while rows stream past, four rows a
+step, one from each quarter of the rows: a tile at most ``_COLUMNS`` wide is then read as four
+long contiguous streams, which the hardware prefetchers follow. ``sum_columns``, the float
+column sum, is that kernel's sum. Measured on the column sum (Zen 3, 2 cores, AVX2): four
+rows a step, twice the speed of a row at a time over half as wide blocks; quarters rather
+than neighbouring rows, 0.90-0.93x the thread CPU time on 16 tiles of 2048 x 2048 float64 (2
+threads), 0.62x on 16384 x 256 tiles and 0.45x on 8192 x 64; eight bands no better than four,
+software prefetch a row ahead 1.3x slower, blocks of 1024 or 512 columns 1.3x and 1.5x slower
+than 2048. The same layout took max, min and prod over axis 0 of a 2048^2 tile from 1.3-1.4x
+NumPy's time to 0.4-0.7x (one thread).
 """
 
 import math
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from numtile.opcodes import MODULUS_REDUCE_OPS, REDUCE_OPS
-from numtile.ops_cpu.helpers import inlined, widen
+from numtile.ops_cpu.helpers import as_type_of, inlined, widen
 from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multiply, _square
 
 # Columns handled at once when the reduced axis is not innermost: the wide scratch of one
 # block (8 KiB) stays in L1 cache while the inner loop runs over contiguous memory.
 _BLOCK = 1024
+_COLUMNS = 2048  # the columns of a reduction's block (16 KiB of float64 partials)
 
 
 @inlined
@@ -30,6 +46,20 @@ def _identity(value):
 @inlined
 def _widened(value):
     return widen(value)
+
+
+def _compared(value):
+    """``value`` as the partials of a maximum or minimum hold it: widened (``widen``), or a
+    bool as a uint8 (any and all are the max and min of bools: 32 of them a SIMD vector, not 4
+    int64s)."""
+    raise NotImplementedError("_compared is only callable from numba-compiled code")
+
+
+@overload(_compared, inline="always")
+def _compared_overload(value):
+    if isinstance(value, types.Boolean):
+        return lambda value: np.uint8(value)
+    return lambda value: widen(value)
 
 
 @inlined
@@ -45,24 +75,45 @@ def _reduce(load, transform, combine, x, out, pre, n, post):
             partial = transform(load(values[0]))
             for j in range(1, n):
                 partial = combine(partial, transform(load(values[j])))
-            out[p] = combine(widen(out[p]), partial)
+            wide = widen(out[p])
+            out[p] = combine(wide, as_type_of(partial, wide))
         return
     # scratch of the loaded type (filled with x's first element; every entry is set below)
-    partial = np.full(min(post, _BLOCK), load(x[0]))
+    partial = np.full(min(post, _COLUMNS), load(x[0]))
+    band = (n - 1) // 4  # rows a quarter of the rows after the first
     for p in range(pre):
-        for first in range(0, post, _BLOCK):
-            width = min(_BLOCK, post - first)
+        for first in range(0, post, _COLUMNS):
+            width = min(_COLUMNS, post - first)
             start = p * n * post + first
             values = x[start : start + width]
             for q in range(width):
                 partial[q] = transform(load(values[q]))
-            for j in range(1, n):
-                values = x[start + j * post : start + j * post + width]
+            # a row of each quarter a step: four long streams (a tile at most _COLUMNS wide is
+            # read as four contiguous runs, which the prefetchers follow)
+            for j in range(1, band + 1):
+                row = start + j * post
+                r0 = x[row : row + width]
+                r1 = x[row + band * post : row + band * post + width]
+                r2 = x[row + 2 * band * post : row + 2 * band * post + width]
+                r3 = x[row + 3 * band * post : row + 3 * band * post + width]
+                for q in range(width):
+                    pair0 = combine(transform(load(r0[q])), transform(load(r1[q])))
+                    pair1 = combine(transform(load(r2[q])), transform(load(r3[q])))
+                    partial[q] = combine(partial[q], combine(pair0, pair1))
+            for k in range(1 + 4 * band, n):
+                values = x[start + k * post : start + k * post + width]
                 for q in range(width):
                     partial[q] = combine(partial[q], transform(load(values[q])))
             target = out[p * post + first : p * post + first + width]
             for q in range(width):
-                target[q] = combine(widen(target[q]), partial[q])
+                wide = widen(target[q])
+                target[q] = combine(wide, as_type_of(partial[q], wide))
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
+def sum_columns(x, out, pre, n, post):
+    """out[p, q] += sum over j of x[p, j, q] of a float array, accumulated in float64."""
+    _reduce(_widened, _identity, _add, x, out, pre, n, post)
 
 
 def _reduce_kernel(op):
@@ -75,9 +126,9 @@ def _reduce_kernel(op):
         if op == "sum":
             _reduce(_widened, _identity, _add, x, out, pre, n, post)
         elif op == "max":
-            _reduce(_widened, _identity, _maximum, x, out, pre, n, post)
+            _reduce(_compared, _identity, _maximum, x, out, pre, n, post)
         elif op == "min":
-            _reduce(_widened, _identity, _minimum, x, out, pre, n, post)
+            _reduce(_compared, _identity, _minimum, x, out, pre, n, post)
         elif op == "prod":
             _reduce(_widened, _identity, _multiply, x, out, pre, n, post)
         elif op == "sumsq":

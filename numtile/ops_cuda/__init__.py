@@ -92,7 +92,7 @@ from numtile.ops_cuda.low_precision import bf16_to_float32, gemm_bf16, gemm_roun
 from numtile.ops_cuda.lu import laswp
 from numtile.ops_cuda.masks import assign_where
 from numtile.ops_cuda.matmul import gemm, gemm_batched, gemm_path
-from numtile.ops_cuda.moments import moments_accumulate
+from numtile.ops_cuda.moments import moments_accumulate, moments_merge
 from numtile.ops_cuda.products import cross
 from numtile.ops_cuda.qr import eye_fill, tpmqrt, tpqrt, triu_copy
 from numtile.ops_cuda.reduction import (
@@ -169,6 +169,7 @@ __all__ = [
     "launch_settings",
     "merge_runs",
     "moments_accumulate",
+    "moments_merge",
     "nn",
     "potrf",
     "predicate",

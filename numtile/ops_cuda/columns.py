@@ -1,5 +1,6 @@
-"""CUDA twin of ``ops_cpu.columns``: column sums are the reduction kernels' sum (one thread
-per column walks the rows; neighbouring threads read neighbouring elements)."""
+"""CUDA twin of ``ops_cpu.reduction.sum_columns``: column sums are the reduction kernels'
+sum (one thread per column walks the rows; neighbouring threads read neighbouring
+elements)."""
 
 from __future__ import annotations
 

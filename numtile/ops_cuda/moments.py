@@ -10,7 +10,7 @@ from numba import cuda
 
 from numtile.ops_cuda.launch import DeviceArray, launch
 
-__all__ = ["moments_accumulate"]
+__all__ = ["moments_accumulate", "moments_merge"]
 
 _float64 = numba.float64  # float32 values widen before they meet the float64 totals
 
@@ -55,3 +55,32 @@ def moments_accumulate(
     if n == 0:
         return
     launch(_moments_kernel, pre * post, stream, x, count, mean, m2, pre, n, post)
+
+
+@cuda.jit
+def _merge_kernel(count, mean, m2, other_count, other_mean, other_m2):
+    for k in range(cuda.grid(1), count.size, cuda.gridsize(1)):
+        size = other_count[k]
+        if size > 0:
+            before = count[k]
+            merged = before + size
+            delta = other_mean[k] - mean[k]
+            mean[k] += delta * (size / merged)
+            m2[k] += other_m2[k] + delta * delta * (before * size / merged)
+            count[k] = merged
+
+
+def moments_merge(
+    count: DeviceArray,
+    mean: DeviceArray,
+    m2: DeviceArray,
+    other_count: DeviceArray,
+    other_mean: DeviceArray,
+    other_m2: DeviceArray,
+    *,
+    stream=0,
+) -> None:
+    """Merge the float64 ``other_count``, ``other_mean`` and ``other_m2`` of every column into
+    the running ``count``, ``mean`` and ``m2`` (Chan, Golub and LeVeque's update)."""
+    arrays = (count, mean, m2, other_count, other_mean, other_m2)
+    launch(_merge_kernel, count.size, stream, *arrays)

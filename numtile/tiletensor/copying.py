@@ -73,7 +73,8 @@ def _pieces(src: TileTensor, layout: Layout, axis_map, region):
         tile = layout.tile_shape[k]
         grid_ranges.append(range(lo // tile, (hi - 1) // tile + 1))
     mapped = {entry[0] for entry in axis_map if not isinstance(entry, int)}
-    assert all(layout.shape[k] == 1 for k in range(layout.ndim) if k not in mapped)
+    unmapped = [k for k in range(layout.ndim) if k not in mapped]
+    assert all(region[k][1] - region[k][0] == 1 for k in unmapped)
     grid_strides = c_strides(layout.grid)
     for out_index in itertools.product(*grid_ranges):
         bounds = layout.tile_bounds(out_index)
@@ -93,7 +94,9 @@ def _pieces(src: TileTensor, layout: Layout, axis_map, region):
             src_strides = c_strides(handle.shape)
             shape = [1] * layout.ndim
             piece_src_strides = [0] * layout.ndim
-            src_offset = dst_offset = 0
+            src_offset = 0
+            # an output axis no source axis maps to: one position of it (stack's new axis)
+            dst_offset = sum((region[k][0] - bounds[k][0]) * dst_strides[k] for k in unmapped)
             for axis, (begin, end, _, local) in enumerate(piece):
                 src_offset += local * src_strides[axis]
                 entry = axis_map[axis]
@@ -112,8 +115,8 @@ def copy_parts(out: TileTensor, parts: Sequence[tuple]) -> TileTensor:
 
     ``axis_map`` has one entry per source axis: an int (a fixed position on that axis) or
     ``(out_axis, start, step)`` (out position p reads source position start + p * step).
-    Output axes no source axis maps to have length 1. ``region`` is one ``(begin, end)`` per
-    output axis, or None for the whole output.
+    An output axis no source axis maps to is one position long in the part's region.
+    ``region`` is one ``(begin, end)`` per output axis, or None for the whole output.
     """
     whole = tuple((0, n) for n in out.shape)
     pieces = [

@@ -100,7 +100,18 @@ def stack(arrays, /, *, axis: int = 0) -> TileTensor:
                 f"all input arrays must have the same shape, got {tensors[0].shape} and {t.shape}"
             )
     axis = normalize_axis(axis, tensors[0].ndim + 1)
-    return concat([expand_dims(t, axis) for t in tensors], axis=axis)
+    if any(t.requires_grad for t in tensors):  # through concat's and expand_dims' rules
+        return concat([expand_dims(t, axis) for t in tensors], axis=axis)
+    # each input copied once, straight into its slot of the new axis (tiles of 1 along it)
+    dtype = result_type(*tensors)
+    tensors = [t if t.dtype == dtype else dispatch.call("astype", t, dtype) for t in tensors]
+    first = tensors[0]
+    shape = (*first.shape[:axis], len(tensors), *first.shape[axis:])
+    tiles = (*first.tile_shape[:axis], 1, *first.tile_shape[axis:])
+    out = TileTensor(Layout(shape, _clip_tiles(tiles, shape)), dtype)
+    axis_map = [(k + (k >= axis), 0, 1) for k in range(first.ndim)]
+    parts = [(t, axis_map, region_along(shape, axis, i, i + 1)) for i, t in enumerate(tensors)]
+    return copy_parts(out, parts)
 
 
 def select(x: TileTensor, axis: int, index: int) -> TileTensor:

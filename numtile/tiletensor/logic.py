@@ -9,8 +9,8 @@ from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import bool_, int64, result_type
-from numtile.tiletensor.elementwise import equal, not_equal
+from numtile.tiletensor.dtypes import bool_, result_type
+from numtile.tiletensor.elementwise import not_equal
 from numtile.tiletensor.elementwise_core import (
     astype,
     check_operands,
@@ -21,7 +21,7 @@ from numtile.tiletensor.elementwise_core import (
 )
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
-from numtile.tiletensor.reduction import require_tensor, sum
+from numtile.tiletensor.reduction import reduce_bools, require_tensor
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW = Access.R, Access.W, Access.RW
@@ -175,7 +175,7 @@ def any(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  
     """
     require_tensor(x, "any")
     hits = not_equal(x, 0) if x.dtype != bool_ else x
-    return not_equal(sum(hits, axis=axis, keepdims=keepdims, dtype=int64), 0)
+    return reduce_bools(hits, "max", axis, keepdims)
 
 
 @dispatched
@@ -187,5 +187,5 @@ def all(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  
     [True, False]
     """
     require_tensor(x, "all")
-    misses = equal(x, 0) if x.dtype != bool_ else equal(x, False)
-    return equal(sum(misses, axis=axis, keepdims=keepdims, dtype=int64), 0)
+    hits = not_equal(x, 0) if x.dtype != bool_ else x
+    return reduce_bools(hits, "min", axis, keepdims)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 import operator
 
@@ -93,6 +94,8 @@ def _identity(op: str, dtype: np.dtype):
         return 0
     if dtype.kind == "f":
         return -np.inf if op == "max" else np.inf
+    if dtype.kind == "b":
+        return op == "min"
     info = np.iinfo(dtype)
     return info.min if op == "max" else info.max
 
@@ -113,6 +116,13 @@ def _tile_plan(tile_shape, axes):
     return (tuple(axes) if axes else None), math.prod(kept), reduced, 1
 
 
+def reduce_bools(x: TileTensor, op: str, axis, keepdims: bool) -> TileTensor:
+    """The ``max`` (``any``) or ``min`` (``all``) of a bool tensor over ``axis``, its tiles
+    reduced as they are (no integer copy of the tensor)."""
+    assert x.dtype == bool_ and op in ("max", "min")
+    return _reduce(x, op, axis, keepdims, bool_)
+
+
 def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     if dtype in NARROW_FLOATING:  # accumulated in float32, rounded once at the end
         return astype(_reduce(x, op, axis, keepdims, float32), dtype)
@@ -124,7 +134,8 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     widened = x.dtype in NARROW_FLOATING and dtype == float32
     if x.dtype != dtype and not widened and not modulus:
         x = astype(x, dtype)  # (the codelets widen bfloat16 tiles to float32 themselves)
-    if any(x.shape[a] == 0 for a in axes) and op in ("max", "min", "maxabs"):
+    empty = any(x.shape[a] == 0 for a in axes)
+    if empty and op in ("max", "min", "maxabs") and dtype != bool_:  # (any, all: False, True)
         raise ValueError(f"{op} of an empty axis has no identity (shape {x.shape}, axis {axis})")
     kept = [a for a in range(x.ndim) if a not in axes]
     out_shape = tuple(x.shape[a] for a in kept)
@@ -132,14 +143,57 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     out = TileTensor(Layout(out_shape, out_tiles), dtype)
     runtime = get_runtime()
     if not _sum_column_chains(runtime, x, out, op, axes, kept):
-        fill_tiles(out, _identity(op, dtype))
-        for index, handle in zip(x.layout.indices(), x.handles):
-            dst = out.tile(tuple(index[a] for a in kept))
-            plan = _tile_plan(handle.shape, axes)
-            runtime.submit(_reduce_codelet(op, x.dtype, plan), [(handle, R), (dst, ACC)], plan)
+        _reduce_tiles(runtime, x, out, op, axes, kept)
     if keepdims:
         out = reshape(out, tuple(1 if a in axes else s for a, s in enumerate(x.shape)))
     return out
+
+
+# how the partial results of a reduction combine: sums of |x| or x^2 are sums
+_COMBINE = {"sum": "sum", "sumsq": "sum", "sumabs": "sum", "prod": "prod"}
+_COMBINE.update(max="max", maxabs="max", min="min")
+
+
+def tile_groups(x: TileTensor, kept) -> dict[tuple, list]:
+    """x's tile handles by the index of the output tile they reduce into (its ``kept``
+    axes), in x's tile order."""
+    groups: dict[tuple, list] = {}
+    for index, handle in zip(x.layout.indices(), x.handles):
+        groups.setdefault(tuple(index[a] for a in kept), []).append(handle)
+    return groups
+
+
+def partial_count(runtime, x: TileTensor, groups: dict) -> int:
+    """How many partial results each output tile of a reduction of ``x`` takes: 1 (its tiles
+    accumulate into it), or with fewer output tiles than workers (not under MPI) a few, which
+    the tiles go into in turn: accumulating into one tile, they would run one at a time."""
+    workers = len(runtime.kinds)
+    if not groups or len(groups) >= workers or x.distribution is not None:
+        return 1
+    longest = builtins.max(map(len, groups.values()))
+    return builtins.min(longest, 2 * -(-workers // len(groups)))
+
+
+def _reduce_tiles(runtime, x: TileTensor, out: TileTensor, op: str, axes, kept) -> None:
+    """One task a tile of x, accumulating into its output tile, or (``partial_count``) into
+    partial tiles that tasks at the end combine into it."""
+    identity = _identity(op, out.dtype)
+    fill_tiles(out, identity)
+    groups = tile_groups(x, kept)
+    chains = partial_count(runtime, x, groups)
+    if chains > 1:
+        partials = TileTensor(Layout((chains, *out.shape), (1, *out.tile_shape)), out.dtype)
+        fill_tiles(partials, identity)
+    for at, handles in groups.items():
+        for i, handle in enumerate(handles):
+            dst = out.tile(at) if chains == 1 else partials.tile((i % chains, *at))
+            plan = _tile_plan(handle.shape, axes)
+            runtime.submit(_reduce_codelet(op, x.dtype, plan), [(handle, R), (dst, ACC)], plan)
+        combine = codelets.reduction.reduce[_COMBINE[op]]
+        for k in range(chains if chains > 1 else 0):
+            dst = out.tile(at)
+            plan = (None, 1, 1, math.prod(dst.shape))
+            runtime.submit(combine, [(partials.tile((k, *at)), R), (dst, ACC)], plan)
 
 
 def _reduce_codelet(op: str, dtype, plan):
@@ -174,9 +228,7 @@ def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, k
         )
     ):
         return False
-    groups: dict[tuple, list] = {}
-    for index, handle in zip(x.layout.indices(), x.handles):
-        groups.setdefault(tuple(index[a] for a in kept), []).append(handle)
+    groups = tile_groups(x, kept)
     workers, count = len(runtime.kinds), len(x.handles) // len(groups)  # tiles a group
     step = -(-count // -(-TASKS_PER_WORKER * workers // len(groups)))  # tiles a chain
     chains = -(-count // step)  # chains a group

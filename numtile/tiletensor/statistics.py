@@ -19,7 +19,14 @@ from numtile.tiletensor.elementwise import divide, sqrt, square, subtract
 from numtile.tiletensor.elementwise_core import astype, refuse_complex
 from numtile.tiletensor.layout import Layout, c_strides
 from numtile.tiletensor.manipulation import permute_dims, reshape
-from numtile.tiletensor.reduction import mean, normalize_axes, require_tensor, sum
+from numtile.tiletensor.reduction import (
+    mean,
+    normalize_axes,
+    partial_count,
+    require_tensor,
+    sum,
+    tile_groups,
+)
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
@@ -62,20 +69,35 @@ def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
 
 def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
     """The sum of squared deviations from the mean over the adjacent ``axes`` (float64), in
-    one pass over x: every tile merges its columns' count, mean and M2 into running tiles."""
+    one pass over x: every tile merges its columns' count, mean and M2 into running tiles.
+
+    With fewer output tiles than workers (a matrix tiled by rows, reduced over them), the
+    tiles of an output tile take turns into a few partial (count, mean, M2) tiles instead, and
+    tasks at the end merge those: merging into one running tile, the tiles would run one at
+    a time."""
     kept = [a for a in range(x.ndim) if a not in axes]
     if any(b != a + 1 for a, b in zip(axes, axes[1:])):  # reduced axes last, adjacent (a copy)
         x = permute_dims(x, (*kept, *axes))
         kept, axes = list(range(len(kept))), tuple(range(len(kept), x.ndim))
     layout = Layout(tuple(x.shape[a] for a in kept), tuple(x.tile_shape[a] for a in kept))
-    count, average, m2 = (fill_tiles(TileTensor(layout, float64), 0) for _ in range(3))
+    running = [fill_tiles(TileTensor(layout, float64), 0) for _ in range(3)]  # count, mean, M2
     runtime = get_runtime()
-    for index, handle in zip(x.layout.indices(), x.handles):
-        at = tuple(index[a] for a in kept)
-        running = [(t.tile(at), ACC) for t in (count, average, m2)]
-        plan = _plan(handle.shape, axes)
-        runtime.submit(statistics_codelets.moments, [(handle, R), *running], plan)
-    return m2
+    groups = tile_groups(x, kept)
+    chains = partial_count(runtime, x, groups)
+    targets = running
+    if chains > 1:
+        partial = Layout((chains, *layout.shape), (1, *layout.tile_shape))
+        targets = [fill_tiles(TileTensor(partial, float64), 0) for _ in range(3)]
+    for at, handles in groups.items():
+        for i, handle in enumerate(handles):
+            into = at if chains == 1 else (i % chains, *at)
+            accesses = [(handle, R), *((t.tile(into), ACC) for t in targets)]
+            runtime.submit(statistics_codelets.moments, accesses, _plan(handle.shape, axes))
+        for k in range(chains if chains > 1 else 0):
+            parts = ((t.tile((k, *at)), R) for t in targets)
+            accesses = [*((t.tile(at), ACC) for t in running), *parts]
+            runtime.submit(statistics_codelets.moments_merge, accesses)
+    return running[2]
 
 
 def _plan(shape, axes: tuple[int, ...]) -> tuple[int, int, int]:

@@ -1,7 +1,7 @@
-"""The streaming column sum (numtile.ops_cpu.columns, and its CUDA twin under the simulator)
-against NumPy: several column blocks, row counts that the four bands of rows do not divide
-(one to three rows after them, fewer rows than bands), partial sums added to what the output
-holds."""
+"""The streaming column sum (numtile.ops_cpu.reduction.sum_columns, and its CUDA twin under the
+simulator) against NumPy: several column blocks, row counts that the four bands of rows do
+not divide (one to three rows after them, fewer rows than bands), partial sums added to what
+the output holds."""
 
 import numpy as np
 import pytest

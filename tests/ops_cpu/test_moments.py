@@ -35,3 +35,29 @@ def test_two_tiles_merge_into_the_moments_of_both(backend, plan, dtype):
     np.testing.assert_allclose(mean, both.mean(axis=1).reshape(-1), rtol=1e-14)
     expected = ((both - both.mean(axis=1, keepdims=True)) ** 2).sum(axis=1).reshape(-1)
     np.testing.assert_allclose(m2, expected, rtol=1e-9)
+
+
+def test_merged_moments_are_the_moments_of_both(backend):
+    rng = np.random.default_rng(1)
+    # two row blocks of 3 columns (the third column empty in the second block), far from zero
+    blocks = [1e6 + rng.standard_normal((rows, 3)) * (k + 1) for k, rows in enumerate((40, 7))]
+    moments = []
+    for block in blocks:
+        count, mean, m2 = (np.zeros(3) for _ in range(3))
+        backend.run(
+            "moments_accumulate", block.reshape(-1), count, mean, m2, *map(Host, (1, len(block), 3))
+        )
+        moments.append((count, mean, m2))
+    (count, mean, m2), (other_count, other_mean, other_m2) = moments
+    other_count[2] = 0.0  # a partial with no rows leaves its column as it was
+    expected = [np.concatenate([blocks[0][:, :2], blocks[1][:, :2]]), blocks[0][:, 2:]]
+    backend.run("moments_merge", count, mean, m2, other_count, other_mean, other_m2)
+    np.testing.assert_array_equal(count, [47, 47, 40])
+    for columns, got_mean, got_m2 in (
+        (expected[0], mean[:2], m2[:2]),
+        (expected[1], mean[2:], m2[2:]),
+    ):
+        np.testing.assert_allclose(got_mean, columns.mean(axis=0), rtol=1e-14)
+        np.testing.assert_allclose(
+            got_m2, ((columns - columns.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-9
+        )

@@ -34,7 +34,7 @@ TOLERANCE = {
 SHAPES = [(1, 7, 1), (3, 5, 1), (1, 6, 4), (2, 3, 5), (2, 1, 3), (19, 2, 1), (2, 3, 11)]
 SHAPES += [(3, 40, 1), (1, 37, 3)]
 # a post wider than the CPU kernel's column block (too slow for the simulator)
-WIDE = (2, 3, 1030)
+WIDE = (2, 7, 2050)
 
 
 @pytest.fixture(params=["cpu", "cuda", "cuda-columns", "cuda-rows"])
@@ -79,6 +79,20 @@ def check_reduce_accumulate(backend, name, dtype, shape):
         np.testing.assert_array_equal(out, expected)
     else:
         np.testing.assert_allclose(out, expected, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("shape", [(3, 37, 1), (2, 11, 3), (1, 6, 4)], ids=str)
+def test_max_and_min_of_bools_are_any_and_all(backend, shape):
+    # (the CPU kernel keeps the partials of bools in uint8: True must stay True)
+    x = np.random.default_rng(1).random(shape) < 0.2
+    x[0, :, 0] = True  # a column all True, for all
+    for name, op, reference_fn, start in (
+        ("max", opcodes.MAX, np.any, False),
+        ("min", opcodes.MIN, np.all, True),
+    ):
+        out = np.full((shape[0], shape[2]), start)
+        backend.run("reduce_accumulate", x.reshape(-1), out.reshape(-1), *shape, op)
+        np.testing.assert_array_equal(out, reference_fn(x, axis=1), err_msg=name)
 
 
 @pytest.mark.parametrize("shape", [(3, 4, 1), (2, 4, 3)], ids=str)

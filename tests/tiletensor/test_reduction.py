@@ -280,26 +280,49 @@ def test_column_sums_of_many_tiles_take_a_few_tasks_a_worker(workers, make_array
         nt.init()
 
 
-def test_column_sums_into_fewer_tiles_than_workers_write_partials(make_array, check_tiles):
+def _events_of_row_tiles(make_array, seed, reductions):
+    """The (a, trace events in submission order) of ``reductions(x, a)`` on 3 workers, x a
+    (90, 9) float64 matrix in 45 row tiles (one output tile of a reduction over its rows)."""
     from numtile.runtime import get_runtime
     from numtile.runtime.trace import Tracer
 
     nt.init(ncpu=3)
     try:
-        a = make_array((90, 9), np.float64, seed=7)
-        x = nt.from_numpy(a, tile_shape=(2, 9))  # 45 row tiles, one column tile
+        a = make_array((90, 9), np.float64, seed=seed)
+        x = nt.from_numpy(a, tile_shape=(2, 9))
         runtime = get_runtime()
         runtime.wait_all()
         runtime.tracer = tracer = Tracer(0.0)
-        for _ in range(2):  # the second sum's partials may come from the first's buffers
-            check_tiles(nt.sum(x, axis=0), a.sum(axis=0))
+        reductions(x, a)
         runtime.tracer = None
-        events = sorted(tracer.events, key=lambda event: event[4])  # submission order
-        *chains, last = events[len(events) // 2 :]
-        # each chain writes a partial tile of its own (none waits for another's lock), and
-        # the last task sums them into the result
-        partials = [event[5][-1] for event in chains]
-        assert len(set(partials)) == len(chains) > 1
-        assert partials == last[5][:-1]
+        return sorted(tracer.events, key=lambda event: event[4])
     finally:
         nt.init()
+
+
+def test_column_sums_into_fewer_tiles_than_workers_write_partials(make_array, check_tiles):
+    def sums(x, a):
+        for _ in range(2):  # the second sum's partials may come from the first's buffers
+            check_tiles(nt.sum(x, axis=0), a.sum(axis=0))
+
+    events = _events_of_row_tiles(make_array, 7, sums)
+    *chains, last = events[len(events) // 2 :]
+    # each chain writes a partial tile of its own (none waits for another's lock), and the
+    # last task sums them into the result
+    partials = [event[5][-1] for event in chains]
+    assert len(set(partials)) == len(chains) > 1
+    assert partials == last[5][:-1]
+
+
+def test_reductions_into_fewer_tiles_than_workers_go_through_partials(make_array, check_tiles):
+    def reductions(x, a):
+        check_tiles(nt.max(x, axis=0), a.max(axis=0))
+        np.testing.assert_array_equal(nt.all(x > -1, axis=0).to_numpy(), (a > -1).all(axis=0))
+
+    events = _events_of_row_tiles(make_array, 8, reductions)
+    tasks = [event for event in events if event[1] == "reduce:max"]
+    # the 45 tiles take turns into 6 partial tiles (not one tile, one task at a time), then 6
+    # tasks combine the partials into the result
+    partials = [event[5][-1] for event in tasks[:45]]
+    assert len(tasks) == 45 + 6 and len(set(partials)) == 6
+    assert [event[5][0] for event in tasks[45:]] == partials[:6]

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import numtile as nt
+from numtile.runtime.codelet import REGISTRY
 from tests.tiletensor.test_array_api_hypothesis import (
     SETTINGS,
     SHAPES,
@@ -50,6 +51,21 @@ def test_var_is_stable_for_a_large_offset():
     data = 1e9 + np.random.default_rng(0).standard_normal(10_000)
     x = nt.from_numpy(data, tile_shape=(999,))
     np.testing.assert_allclose(nt.var(x).item(), np.var(data), rtol=1e-9)
+
+
+def test_var_over_the_rows_of_a_row_tiled_matrix_merges_partial_moments():
+    # one output tile: its 9 tiles go into partial moments in turn, merged at the end, so
+    # the two workers run side by side
+    data = 1e6 + np.random.default_rng(2).standard_normal((70, 5)) * np.arange(1, 6)
+    nt.init(ncpu=2)
+    try:
+        before = REGISTRY["moments_merge"].calls if "moments_merge" in REGISTRY else 0
+        x = nt.from_numpy(data, tile_shape=(8, 5))
+        got = nt.var(x, axis=0, correction=1).to_numpy()
+        assert REGISTRY["moments_merge"].calls > before
+    finally:
+        nt.init()
+    np.testing.assert_allclose(got, np.var(data, axis=0, ddof=1), rtol=1e-9)
 
 
 @SETTINGS

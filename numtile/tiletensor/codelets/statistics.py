@@ -15,6 +15,11 @@ def _moments(ops, x, count, mean, m2, pre, n, post):
     ops.moments_accumulate(*flat, pre, n, post)
 
 
+def _moments_merge(ops, count, mean, m2, other_count, other_mean, other_m2):
+    flat = (t.reshape(-1) for t in (count, mean, m2, other_count, other_mean, other_m2))
+    ops.moments_merge(*flat)
+
+
 def _sum_columns(ops, x, out, move_axes, pre, n, post):
     ops.sum_columns(x.reshape(-1), out.reshape(-1), pre, n, post)
 
@@ -41,3 +46,7 @@ sum_columns = Codelet("reduce:sum_columns", kernel=_sum_columns, flops=lambda x,
 # several tiles of one output tile's columns, summed in turn by one task
 sum_column_chain = Codelet("reduce:sum_column_chain", kernel=_sum_column_chain, flops=_chain_flops)
 moments = Codelet("moments", kernel=_moments, flops=lambda x, *_: 4 * math.prod(x))
+# the moments of a chain of tiles merged into the running ones
+moments_merge = Codelet(
+    "moments_merge", kernel=_moments_merge, flops=lambda c, *_: 6 * math.prod(c)
+)
