@@ -169,14 +169,23 @@ def _interleaved_times(functions, repeat) -> list[float]:
 def bench_axis(name, n, tile, repeat, da) -> list[dict]:
     a = np.random.default_rng(0).standard_normal((n, n))
     x = nt.from_numpy(a, tile_shape=(tile, tile))
-    ours = {"sum": lambda t: nt.sum(t, axis=0), "var": lambda t: nt.var(t, axis=0)}[name]
-    numpy_fn = {"sum": lambda v: np.sum(v, axis=0), "var": lambda v: np.var(v, axis=0)}[name]
-    np.testing.assert_allclose(ours(x).to_numpy(), numpy_fn(a), rtol=1e-9, atol=1e-9)
-    t_nt = median_time(lambda: ours(x).wait(), repeat)
-    t_numpy = median_time(lambda: numpy_fn(a), repeat)
+    # the same function of nt, np and dask.array: sum, var, max over axis 0, any(x > 2)
+    function = AXIS_CASES[name]
+    np.testing.assert_allclose(function(nt, x).to_numpy(), function(np, a), rtol=1e-9, atol=1e-9)
+    t_nt = median_time(lambda: function(nt, x).wait(), repeat)
+    t_numpy = median_time(lambda: function(np, a), repeat)
     chunks = [(n // 4, n // 4), (n // 2, n // 2), (n, n // 4)]
-    best = _best_dask(da, [a], lambda v: getattr(da, name)(v, axis=0), chunks, repeat)
-    return _rows(f"{name} axis 0 f64 {n}x{n}", t_nt, t_numpy, best, (tile, tile))
+    best = _best_dask(da, [a], lambda v: function(da, v), chunks, repeat)
+    label = "any(x > 2)" if name == "any" else name
+    return _rows(f"{label} axis 0 f64 {n}x{n}", t_nt, t_numpy, best, (tile, tile))
+
+
+AXIS_CASES = {
+    "sum": lambda m, v: m.sum(v, axis=0),
+    "var": lambda m, v: m.var(v, axis=0),
+    "max": lambda m, v: m.max(v, axis=0),
+    "any": lambda m, v: m.any(v > 2, axis=0),
+}
 
 
 def bench_cumulative_sum(n, tile, repeat, da) -> list[dict]:
@@ -267,8 +276,8 @@ def main() -> None:
     parser.add_argument("--no-dask", action="store_true", help="NumPy as the only peer")
     parser.add_argument(
         "--cases",
-        default="neg,exp,fma,fused,sin,cos,pow,sin64,pow64,sum,var,cumulative_sum,where,mask,sort,"
-        "argsort,unique_counts",
+        default="neg,exp,fma,fused,sin,cos,pow,sin64,pow64,sum,var,max,any,cumulative_sum,where,mask,"
+        "sort,argsort,unique_counts",
     )
     args = parser.parse_args()
     n = (64 << 20) // (16 if args.quick else 1)
@@ -283,7 +292,7 @@ def main() -> None:
             rows += bench_elementwise(case, size, size // 16, args.repeat, da)
         elif case == "fused":
             rows += bench_fused(n, n // 16, args.repeat, da)
-        elif case in ("sum", "var"):
+        elif case in AXIS_CASES:
             rows += bench_axis(case, side, side // 4, args.repeat, da)
         elif case == "cumulative_sum":
             rows += bench_cumulative_sum(n, tile, args.repeat, da)
