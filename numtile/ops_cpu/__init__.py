@@ -25,7 +25,7 @@ widened in registers, rounded once on write; ``f16_kernels``: float16 conversion
 ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``kernel_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, merge_values, count_before, count_values,
-split_by_keys, arg_reduce); ``indexing``
+split_by_keys); ``searching`` (arg_reduce); ``indexing``
 (take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
 ``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
 eye_fill) over ``kernel_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
@@ -106,8 +106,8 @@ from numtile.ops_cpu.reduction import (
 )
 from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.scratch import empty  # reused per thread; the twin of ``StreamOps.empty``
+from numtile.ops_cpu.searching import arg_reduce
 from numtile.ops_cpu.sorting import (
-    arg_reduce,
     count_before,
     count_values,
     merge_runs,

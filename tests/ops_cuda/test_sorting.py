@@ -1,5 +1,5 @@
-"""The CUDA twins of ops_cpu.sorting and ops_cpu.indexing against the CPU kernels under the
-simulator (one test body over both backends), and compiled for sm_90.
+"""The CUDA twins of ops_cpu.sorting, ops_cpu.searching and ops_cpu.indexing against the CPU
+kernels under the simulator (one test body over both backends), and compiled for sm_90.
 
 Rows are longer than the simulator's 16 threads and not multiples of the test block (8), so
 the grid-stride loops wrap; values hold NaNs, signed zeros and ties.
@@ -94,6 +94,35 @@ def test_arg_reduce(backend, find_max):
     backend.run("arg_reduce", x.reshape(-1), values, indices, *plan, find_max)
     expected = (np.argmax if find_max else np.argmin)(x, axis=1) + 7
     np.testing.assert_array_equal(indices, expected.reshape(-1))
+
+
+@pytest.mark.parametrize("find_max", [False, True])
+def test_arg_reduce_rows_of_blocks(backend, find_max):
+    # rows longer than a block (256): the best ties within and across blocks, after NaNs, in
+    # a tail, or is beaten by the running pair (row 2: the same value at a smaller index)
+    x = (np.random.default_rng(1).integers(-3, 4, (4, 600)) * 1.5).astype(np.float64)
+    x[1, [300, 520]] = np.nan
+    x[3, :590] = 0.0
+    x[3, 595:] = -9.0 if find_max else 9.0
+    values, indices = np.zeros(4), np.full(4, -1, np.int64)
+    values[2], indices[2] = x[2].max() if find_max else x[2].min(), 3
+    plan = (4, 600, 1, Host(np.array([600])), Host(np.array([10])), Host(np.array([1])))
+    backend.run("arg_reduce", x.reshape(-1), values, indices, *plan, find_max)
+    expected = (np.argmax if find_max else np.argmin)(x, axis=1) + 10
+    expected[2] = 3
+    np.testing.assert_array_equal(indices, expected)
+
+
+def test_arg_reduce_several_axes(backend):
+    # a (3, 4, 50) tile at (1, 2, 10) of a (5, 7, 80) tensor, every axis reduced: the first
+    # maximum of the tile's C order is the one of smallest global index
+    x = np.random.default_rng(2).integers(0, 3, (3, 4, 50)).astype(np.float32)
+    values, indices = np.zeros(1, np.float32), np.full(1, -1, np.int64)
+    starts, strides = np.array([1, 2, 10]), np.array([560, 80, 1])
+    plan = (1, 600, 1, Host(np.array([3, 4, 50])), Host(starts), Host(strides))
+    backend.run("arg_reduce", x.reshape(-1), values, indices, *plan, True)
+    local = np.unravel_index(np.argmax(x), x.shape)
+    np.testing.assert_array_equal(indices, [np.dot(starts + local, strides)])
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
