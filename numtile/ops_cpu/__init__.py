@@ -26,7 +26,8 @@ widened in registers, rounded once on write; ``f16_kernels``: float16 conversion
 ``lu`` (getrf, laswp) over ``kernel_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, merge_values, count_before, count_values,
 split_by_keys); ``searching`` (arg_reduce); ``indexing``
-(take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
+(take_positions, count_nonzero, compact, copy_runs, group_starts...); ``nn`` (attention, norm,
+loss, optim,
 ``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
 eye_fill) over ``kernel_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
 loss, optim, embedding); ``helpers``.
@@ -81,6 +82,7 @@ from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
     compact,
     compact_positions,
+    copy_runs,
     count_nonzero,
     group_starts,
     running_count,
@@ -157,6 +159,7 @@ __all__ = [
     "cast",
     "compact",
     "compact_positions",
+    "copy_runs",
     "compare",
     "complex_binary",
     "complex_compare",

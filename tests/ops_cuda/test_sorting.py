@@ -152,6 +152,9 @@ def test_counting_and_compaction(backend):
     out = np.full(8, -1.0)
     backend.run("compact", x, flags, out, 2, 1, 6)
     np.testing.assert_array_equal(out, np.r_[-1.0, x[flags][2:8], -1.0])
+    out = np.full(8, -1.0)
+    backend.run("compact", x, flags, out, 0, 0, 0)
+    np.testing.assert_array_equal(out, -1.0)
     positions = np.full(8, -1, np.int64)
     backend.run("compact_positions", flags, positions, 1, 0, 5, 100)
     np.testing.assert_array_equal(positions[:5], 100 + np.flatnonzero(flags)[1:6])
@@ -164,6 +167,14 @@ def test_counting_and_compaction(backend):
     groups = np.zeros(40, np.int64)
     backend.run("running_count", starts, groups, 10)
     np.testing.assert_array_equal(groups, 10 + np.cumsum(starts) - 1)
+
+
+def test_copy_runs(backend):
+    src = np.arange(20.0)
+    out = np.full(12, -1.0)
+    runs = (Host(np.array([15, 0, 4])), Host(np.array([0, 3, 9])), Host(np.array([3, 0, 2])))
+    backend.run("copy_runs", src, out, *runs)
+    np.testing.assert_array_equal(out, [15, 16, 17, -1, -1, -1, -1, -1, -1, 4, 5, -1])
 
 
 # --- real-GPU compilation ------------------------------------------------------------------------
@@ -196,6 +207,8 @@ _COMPILE_ALL = """
         cuda.compile_ptx(indexing._compact_kernel.py_func, signature, cc=(9, 0))
         signature = (a, a, flag[::1], flag)
         cuda.compile_ptx(indexing._group_starts_kernel.py_func, signature, cc=(9, 0))
+        signature = (a, a, i64[::1], i64[::1], i64[::1])
+        cuda.compile_ptx(indexing._copy_runs_kernel.py_func, signature, cc=(9, 0))
         signature = (a, a, i64, i64, i64, i64, i64[::1], i64[::1], flag)
         if t is not flag:
             cuda.compile_ptx(indexing._take_kernel.py_func, signature, cc=(9, 0))
