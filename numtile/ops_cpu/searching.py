@@ -29,20 +29,8 @@ def _extremum(a, b, find_max):
 
 
 @inlined
-def _first_best(row, find_max):
-    """(value, k) of the first maximum (or minimum; NaN first of all) of the non-empty ``row``:
-    the extremum of each block (NaN propagates; no jumps, so LLVM vectorises it), the first
-    block whose extremum beats those before it, then the first element of that block equal to
-    it."""
-    n = row.size
-    best, start = row[0], 0
-    for first in range(0, n, _ARG_BLOCK):
-        block = row[first : min(first + _ARG_BLOCK, n)]
-        extremum = block[0]
-        for i in range(1, block.size):
-            extremum = _extremum(extremum, block[i], find_max)
-        if _better(extremum, best, find_max):
-            best, start = extremum, first
+def _first_equal(row, best, start):
+    """The first k >= ``start`` where row[k] is ``best`` (NaN: the first NaN)."""
     k = start
     if best != best:
         while row[k] == row[k]:
@@ -50,7 +38,29 @@ def _first_best(row, find_max):
     else:
         while row[k] != best:
             k += 1
-    return row[k], k
+    return k
+
+
+@inlined
+def _first_bests(a, b, find_max):
+    """The k of the first maximum (or minimum; NaN first of all) of each of the non-empty rows
+    ``a`` and ``b`` (of one length): the extremum of each block (NaN propagates; no jumps, so
+    LLVM vectorises it), the first block whose extremum beats those before it, then the first
+    element of that block equal to it. The two rows are read side by side: two streams from
+    memory and two independent chains of extremums."""
+    n = a.size
+    best_a, start_a, best_b, start_b = a[0], 0, b[0], 0
+    for first in range(0, n, _ARG_BLOCK):
+        end = min(first + _ARG_BLOCK, n)
+        extremum_a, extremum_b = a[first], b[first]
+        for i in range(first + 1, end):
+            extremum_a = _extremum(extremum_a, a[i], find_max)
+            extremum_b = _extremum(extremum_b, b[i], find_max)
+        if _better(extremum_a, best_a, find_max):
+            best_a, start_a = extremum_a, first
+        if _better(extremum_b, best_b, find_max):
+            best_b, start_b = extremum_b, first
+    return _first_equal(a, best_a, start_a), _first_equal(b, best_b, start_b)
 
 
 @inlined
@@ -85,9 +95,17 @@ def arg_reduce(x, values, indices, pre, n, post, shape, starts, strides, find_ma
     if n == 0:
         return
     if post == 1:
-        for p in range(pre):
-            value, k = _first_best(x[p * n : (p + 1) * n], find_max)
-            _merge_best(values, indices, p, value, _position(k, shape, starts, strides), find_max)
+        # row p beside row p + half (an odd row out beside itself)
+        half = (pre + 1) // 2
+        for p in range(half):
+            q = p + half if p + half < pre else p
+            a, b = x[p * n : (p + 1) * n], x[q * n : (q + 1) * n]
+            k_a, k_b = _first_bests(a, b, find_max)
+            position = _position(k_a, shape, starts, strides)
+            _merge_best(values, indices, p, a[k_a], position, find_max)
+            if q != p:
+                position = _position(k_b, shape, starts, strides)
+                _merge_best(values, indices, q, b[k_b], position, find_max)
         return
     # the best of each column so far and its k, column blocks at a time: a loop of selects
     # over contiguous memory that LLVM vectorises

@@ -98,15 +98,16 @@ def test_arg_reduce(backend, find_max):
 
 @pytest.mark.parametrize("find_max", [False, True])
 def test_arg_reduce_rows_of_blocks(backend, find_max):
-    # rows longer than a block (256): the best ties within and across blocks, after NaNs, in
-    # a tail, or is beaten by the running pair (row 2: the same value at a smaller index)
-    x = (np.random.default_rng(1).integers(-3, 4, (4, 600)) * 1.5).astype(np.float64)
+    # rows longer than a block (256), an odd number of them: the best ties within and across
+    # blocks, after NaNs, in a tail, or is beaten by the running pair (row 2: the same value at
+    # a smaller index)
+    x = (np.random.default_rng(1).integers(-3, 4, (5, 600)) * 1.5).astype(np.float64)
     x[1, [300, 520]] = np.nan
     x[3, :590] = 0.0
     x[3, 595:] = -9.0 if find_max else 9.0
-    values, indices = np.zeros(4), np.full(4, -1, np.int64)
+    values, indices = np.zeros(5), np.full(5, -1, np.int64)
     values[2], indices[2] = x[2].max() if find_max else x[2].min(), 3
-    plan = (4, 600, 1, Host(np.array([600])), Host(np.array([10])), Host(np.array([1])))
+    plan = (5, 600, 1, Host(np.array([600])), Host(np.array([10])), Host(np.array([1])))
     backend.run("arg_reduce", x.reshape(-1), values, indices, *plan, find_max)
     expected = (np.argmax if find_max else np.argmin)(x, axis=1) + 10
     expected[2] = 3
