@@ -156,6 +156,9 @@ def test_counting_and_compaction(backend):
     out = np.full(8, -1.0)
     backend.run("compact", x, flags, out, 0, 0, 0)
     np.testing.assert_array_equal(out, -1.0)
+    out = np.full(flags.sum(), -1.0)  # more than eight: the kernel's blocks of eight, then the rest
+    backend.run("compact", x, flags, out, 1, 0, flags.sum() - 1)
+    np.testing.assert_array_equal(out, np.r_[x[flags][1:], -1.0])
     positions = np.full(8, -1, np.int64)
     backend.run("compact_positions", flags, positions, 1, 0, 5, 100)
     np.testing.assert_array_equal(positions[:5], 100 + np.flatnonzero(flags)[1:6])
