@@ -84,13 +84,18 @@ def masked_by_lines(x: TileTensor, mask: TileTensor) -> TileTensor:
         runtime.submit(codelets.indexing.compact, accesses, (0, 0, size))
         tiles.append((buffer, offsets[places[t]].reshape(-1), counts, np.cumsum(counts) - counts))
     out = TileTensor(Layout((int(flat.sum()),)), x.dtype)
-    for j, handle in enumerate(out.handles):
-        lo, hi = out.layout.tile_bounds((j,))[0]
-        accesses, runs = [(handle, W)], []
-        for buffer, starts, counts, sources in tiles:
+    # each output tile's pieces, from the output tiles each buffer's span [first line's start,
+    # last line's end) meets
+    pieces = [[(handle, W)] for handle in out.handles]
+    runs = [[] for _ in out.handles]
+    edge = out.tile_shape[0]
+    for buffer, starts, counts, sources in tiles:
+        for j in range(starts[0] // edge, -(-(starts[-1] + counts[-1]) // edge)):
+            lo, hi = out.layout.tile_bounds((j,))[0]
             piece = _runs_in(lo, hi, starts, counts, sources)
             if piece[2].size:
-                accesses.append((buffer, R))
-                runs.append(piece)
-        runtime.submit(codelets.indexing.copy_runs, accesses, (tuple(runs),))
+                pieces[j].append((buffer, R))
+                runs[j].append(piece)
+    for accesses, piece_runs in zip(pieces, runs):
+        runtime.submit(codelets.indexing.copy_runs, accesses, (tuple(piece_runs),))
     return out
