@@ -25,8 +25,9 @@ widened in registers, rounded once on write; ``f16_kernels``: float16 conversion
 ``factorizations`` (potrf, trsm, syrk) and
 ``lu`` (getrf, laswp) over ``kernel_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, merge_values, count_before, count_values,
-split_by_keys, arg_reduce); ``indexing``
-(take_positions, count_nonzero, compact, group_starts...); ``nn`` (attention, norm, loss, optim,
+split_by_keys); ``searching`` (arg_reduce); ``indexing``
+(take_positions, count_nonzero, compact, copy_runs, group_starts...); ``nn`` (attention, norm,
+loss, optim,
 ``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
 eye_fill) over ``kernel_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
 loss, optim, embedding); ``helpers``.
@@ -80,6 +81,7 @@ from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
     compact,
     compact_positions,
+    copy_runs,
     count_nonzero,
     group_starts,
     running_count,
@@ -106,8 +108,8 @@ from numtile.ops_cpu.reduction import (
 )
 from numtile.ops_cpu.scan import cumulative_sum, cumulative_sum_from, scan_carry
 from numtile.ops_cpu.scratch import empty  # reused per thread; the twin of ``StreamOps.empty``
+from numtile.ops_cpu.searching import arg_reduce
 from numtile.ops_cpu.sorting import (
-    arg_reduce,
     count_before,
     count_values,
     merge_runs,
@@ -157,6 +159,7 @@ __all__ = [
     "cast",
     "compact",
     "compact_positions",
+    "copy_runs",
     "compare",
     "complex_binary",
     "complex_compare",

@@ -1,6 +1,6 @@
 """Indexing kernels: copies between listed positions of an axis (gather, scatter,
-scatter-add), counting and compacting flagged elements (boolean masks, ``nonzero``), and the
-run boundaries and running counts behind ``unique``.
+scatter-add), counting and compacting flagged elements (boolean masks, ``nonzero``), copies
+of runs, and the run boundaries and running counts behind ``unique``.
 
 Flat tiles are viewed as (pre, n, post) where an axis is involved, as the reductions do.
 """
@@ -38,16 +38,36 @@ def count_nonzero(x, out):
 def compact(x, flags, out, skip, dst_begin, count):
     """out[dst_begin + c] = the (skip + c)-th element of flat ``x`` whose flag is nonzero, for
     c < ``count``."""
+    if count == 0:
+        return
+    i = 0
     seen = 0
+    while seen < skip:
+        seen += flags[i] != 0
+        i += 1
+    # every element is stored, and the next one overwrites it unless it was flagged: no jump
+    # on the flags, which a mask's random bits would mispredict; eight at a time while eight
+    # more stores fit (at least eight flagged elements remain, so no test per element)
+    target = out[dst_begin : dst_begin + count]
     written = 0
-    for i in range(x.size):
-        if written == count:
-            return
-        if flags[i] != 0:
-            if seen >= skip:
-                out[dst_begin + written] = x[i]
-                written += 1
-            seen += 1
+    while written + 8 <= count:
+        for j in range(8):
+            target[written] = x[i + j]
+            written += flags[i + j] != 0
+        i += 8
+    while written < count:
+        target[written] = x[i]
+        written += flags[i] != 0
+        i += 1
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def copy_runs(src, out, src_starts, dst_starts, lengths):
+    """out[dst_starts[r] + c] = src[src_starts[r] + c] for c < lengths[r], for every run r."""
+    for r in range(lengths.size):
+        s, d = src_starts[r], dst_starts[r]
+        for c in range(lengths[r]):
+            out[d + c] = src[s + c]
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")

@@ -1,7 +1,7 @@
 """Sorting kernels on tiles read as rows: a stable sort of each row, the stable merge of two
 sorted runs (of keys, or of numbers compared as themselves), binary searches into a sorted run,
-the value-split sort's partition, counts of the values of a small integer range, and
-argmax/argmin partials.
+the value-split sort's partition, counts of the values of a small integer range
+(argmax/argmin partials: ``searching``).
 
 The sort, merge and search kernels take tiles as unsigned integers of their width (a codelet
 views float64 as uint64, int8 as uint8...) with a ``kind`` (``opcodes.SORT_KEYS``), so four
@@ -426,39 +426,3 @@ def count_values(x, counts, low):
     mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - x.itemsize * 8)
     for i in range(x.size):
         counts[(np.uint64(x[i]) - np.uint64(low)) & mask] += 1
-
-
-@inlined
-def _better(value, best, find_max):
-    """Whether ``value`` beats ``best`` for argmax (``find_max``) or argmin: NaN beats all."""
-    if best != best:
-        return False
-    if value != value:
-        return True
-    return value > best if find_max else value < best
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def arg_reduce(x, values, indices, pre, n, post, shape, starts, strides, find_max):
-    """Fold the middle axis of flat ``x`` (pre, n, post) into the running (value, index)
-    pairs of ``values`` and ``indices`` (pre * post; index -1: empty): the first maximum (or
-    minimum; NaN first of all). Middle position k is element ``k`` of ``shape`` (C order),
-    whose global index is sum((starts[d] + k_d) * strides[d])."""
-    for p in range(pre):
-        for q in range(post):
-            o = p * post + q
-            best, best_index = values[o], indices[o]
-            for k in range(n):
-                value = x[(p * n + k) * post + q]
-                rest, position = k, 0
-                for d in range(shape.size - 1, -1, -1):
-                    position += (starts[d] + rest % shape[d]) * strides[d]
-                    rest //= shape[d]
-                tied = value == best or (value != value and best != best)
-                if (
-                    best_index < 0
-                    or _better(value, best, find_max)
-                    or (tied and position < best_index)
-                ):
-                    best, best_index = value, position
-            values[o], indices[o] = best, best_index

@@ -79,6 +79,7 @@ from numtile.ops_cuda.generate import arange_fill, random_fill
 from numtile.ops_cuda.indexing import (
     compact,
     compact_positions,
+    copy_runs,
     count_nonzero,
     group_starts,
     running_count,
@@ -136,6 +137,7 @@ __all__ = [
     "cast",
     "compact",
     "compact_positions",
+    "copy_runs",
     "compare",
     "complex_binary",
     "complex_compare",

@@ -1,5 +1,5 @@
 """CUDA twins of ``ops_cpu.indexing``: copies between listed positions (scatter-add with
-atomics), counting and compacting flagged elements, group starts and running counts.
+atomics), counting and compacting flagged elements, runs copied, group starts and running counts.
 
 Compaction and running counts keep the CPU kernels' order by running as one thread (simple
 and correct; they are a small part of a mask or ``unique``); the rest is one thread per element.
@@ -16,6 +16,7 @@ from numtile.ops_cuda.launch import DeviceArray, launch
 __all__ = [
     "compact",
     "compact_positions",
+    "copy_runs",
     "count_nonzero",
     "group_starts",
     "running_count",
@@ -118,6 +119,24 @@ def compact_positions(flags: DeviceArray, out, skip, dst_begin, count, first, *,
     """out[dst_begin + c] = first + the position of the (skip + c)-th nonzero flag."""
     args = (flags, out, int(skip), int(dst_begin), int(count), int(first))
     _compact_positions_kernel[1, 1, stream](*args)
+
+
+@cuda.jit
+def _copy_runs_kernel(src, out, src_starts, dst_starts, lengths):
+    for r in range(cuda.grid(1), lengths.size, cuda.gridsize(1)):
+        s, d = src_starts[r], dst_starts[r]
+        for c in range(lengths[r]):
+            out[d + c] = src[s + c]
+
+
+def copy_runs(src: DeviceArray, out, src_starts, dst_starts, lengths, *, stream=0):
+    """out[dst_starts[r] + c] = src[src_starts[r] + c] for c < lengths[r] (runs: host arrays;
+    a thread per run)."""
+    runs = [
+        cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream)
+        for a in (src_starts, dst_starts, lengths)
+    ]
+    launch(_copy_runs_kernel, len(lengths), stream, src, out, *runs)
 
 
 @cuda.jit

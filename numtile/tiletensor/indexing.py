@@ -3,8 +3,9 @@ integer-array keys (NumPy's semantics for the keys the array API 2023.12 defines
 
 Keys whose output depends on data wait for what they need, and only that: an integer-array
 key given as a TileTensor waits for its values (the tasks it needs are chosen from them); a
-boolean mask of x's whole shape waits for one count per tile (the output's size), then tasks
-compact the selected elements; a mask of x's leading axes waits for the mask itself.
+boolean mask of x's whole shape waits for one count per tile (the output's size; one per line
+of a tile where the tiles cut an axis after the first: ``masked``), then tasks compact the
+selected elements; a mask of x's leading axes waits for the mask itself.
 Assignments are tasks that write x's own tiles, ordered after every earlier task on them.
 """
 
@@ -30,6 +31,7 @@ from numtile.tiletensor.manipulation import (
     reshape,
     retile,
 )
+from numtile.tiletensor.masked import last_cut_axis, masked_by_lines
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
@@ -311,6 +313,9 @@ def _mask_key(x, entries, at, host_mask) -> Key:
 
 def _masked_whole(x: TileTensor, mask: TileTensor) -> TileTensor:
     """x's elements where ``mask`` (of x's shape) is True, in C order (a 1-D tensor)."""
+    if x.ndim > 1 and last_cut_axis(x.layout) > 0:
+        same_tiles = mask.tile_shape == x.tile_shape
+        return masked_by_lines(x, mask if same_tiles else retile(mask, x.tile_shape))
     flat, flags = flatten(x), flatten(mask)
     if flags.tile_shape != flat.tile_shape:
         flags = retile(flags, flat.tile_shape)

@@ -47,7 +47,10 @@ def _arg_extremum(x: TileTensor, axis, keepdims: bool, find_max: bool, name: str
     indices = fill_tiles(TileTensor(layout, int64), -1)
     runtime = get_runtime()
     strides = np.array(c_strides(x.shape), np.int64)
-    for index, handle in zip(x.layout.indices(), x.handles):
+    # the tiles folded into one output tile run one at a time (they take its lock): with the
+    # reduced axes' tile indices outermost, consecutive tasks write different output tiles
+    tiles = sorted(zip(x.layout.indices(), x.handles), key=lambda t: [t[0][a] for a in reduced])
+    for index, handle in tiles:
         bounds = x.layout.tile_bounds(index)
         out_index = tuple(index[a] for a in kept)
         if axis is None:

@@ -1,5 +1,5 @@
-"""The CUDA twins of ops_cpu.sorting and ops_cpu.indexing against the CPU kernels under the
-simulator (one test body over both backends), and compiled for sm_90.
+"""The CUDA twins of ops_cpu.sorting, ops_cpu.searching and ops_cpu.indexing against the CPU
+kernels under the simulator (one test body over both backends), and compiled for sm_90.
 
 Rows are longer than the simulator's 16 threads and not multiples of the test block (8), so
 the grid-stride loops wrap; values hold NaNs, signed zeros and ties.
@@ -96,6 +96,36 @@ def test_arg_reduce(backend, find_max):
     np.testing.assert_array_equal(indices, expected.reshape(-1))
 
 
+@pytest.mark.parametrize("find_max", [False, True])
+def test_arg_reduce_rows_of_blocks(backend, find_max):
+    # rows longer than a block (256), an odd number of them: the best ties within and across
+    # blocks, after NaNs, in a tail, or is beaten by the running pair (row 2: the same value at
+    # a smaller index)
+    x = (np.random.default_rng(1).integers(-3, 4, (5, 600)) * 1.5).astype(np.float64)
+    x[1, [300, 520]] = np.nan
+    x[3, :590] = 0.0
+    x[3, 595:] = -9.0 if find_max else 9.0
+    values, indices = np.zeros(5), np.full(5, -1, np.int64)
+    values[2], indices[2] = x[2].max() if find_max else x[2].min(), 3
+    plan = (5, 600, 1, Host(np.array([600])), Host(np.array([10])), Host(np.array([1])))
+    backend.run("arg_reduce", x.reshape(-1), values, indices, *plan, find_max)
+    expected = (np.argmax if find_max else np.argmin)(x, axis=1) + 10
+    expected[2] = 3
+    np.testing.assert_array_equal(indices, expected)
+
+
+def test_arg_reduce_several_axes(backend):
+    # a (3, 4, 50) tile at (1, 2, 10) of a (5, 7, 80) tensor, every axis reduced: the first
+    # maximum of the tile's C order is the one of smallest global index
+    x = np.random.default_rng(2).integers(0, 3, (3, 4, 50)).astype(np.float32)
+    values, indices = np.zeros(1, np.float32), np.full(1, -1, np.int64)
+    starts, strides = np.array([1, 2, 10]), np.array([560, 80, 1])
+    plan = (1, 600, 1, Host(np.array([3, 4, 50])), Host(starts), Host(strides))
+    backend.run("arg_reduce", x.reshape(-1), values, indices, *plan, True)
+    local = np.unravel_index(np.argmax(x), x.shape)
+    np.testing.assert_array_equal(indices, [np.dot(starts + local, strides)])
+
+
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_take_positions(backend, accumulate):
     src = np.arange(3 * 7 * 4, dtype=np.float64)
@@ -123,6 +153,12 @@ def test_counting_and_compaction(backend):
     out = np.full(8, -1.0)
     backend.run("compact", x, flags, out, 2, 1, 6)
     np.testing.assert_array_equal(out, np.r_[-1.0, x[flags][2:8], -1.0])
+    out = np.full(8, -1.0)
+    backend.run("compact", x, flags, out, 0, 0, 0)
+    np.testing.assert_array_equal(out, -1.0)
+    out = np.full(flags.sum(), -1.0)  # more than eight: the kernel's blocks of eight, then the rest
+    backend.run("compact", x, flags, out, 1, 0, flags.sum() - 1)
+    np.testing.assert_array_equal(out, np.r_[x[flags][1:], -1.0])
     positions = np.full(8, -1, np.int64)
     backend.run("compact_positions", flags, positions, 1, 0, 5, 100)
     np.testing.assert_array_equal(positions[:5], 100 + np.flatnonzero(flags)[1:6])
@@ -135,6 +171,14 @@ def test_counting_and_compaction(backend):
     groups = np.zeros(40, np.int64)
     backend.run("running_count", starts, groups, 10)
     np.testing.assert_array_equal(groups, 10 + np.cumsum(starts) - 1)
+
+
+def test_copy_runs(backend):
+    src = np.arange(20.0)
+    out = np.full(12, -1.0)
+    runs = (Host(np.array([15, 0, 4])), Host(np.array([0, 3, 9])), Host(np.array([3, 0, 2])))
+    backend.run("copy_runs", src, out, *runs)
+    np.testing.assert_array_equal(out, [15, 16, 17, -1, -1, -1, -1, -1, -1, 4, 5, -1])
 
 
 # --- real-GPU compilation ------------------------------------------------------------------------
@@ -167,6 +211,8 @@ _COMPILE_ALL = """
         cuda.compile_ptx(indexing._compact_kernel.py_func, signature, cc=(9, 0))
         signature = (a, a, flag[::1], flag)
         cuda.compile_ptx(indexing._group_starts_kernel.py_func, signature, cc=(9, 0))
+        signature = (a, a, i64[::1], i64[::1], i64[::1])
+        cuda.compile_ptx(indexing._copy_runs_kernel.py_func, signature, cc=(9, 0))
         signature = (a, a, i64, i64, i64, i64, i64[::1], i64[::1], flag)
         if t is not flag:
             cuda.compile_ptx(indexing._take_kernel.py_func, signature, cc=(9, 0))

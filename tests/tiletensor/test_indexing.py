@@ -84,6 +84,24 @@ def test_integer_array_assignment_keeps_the_last_duplicate():
     np.testing.assert_array_equal(x.to_numpy(), expected)
 
 
+@pytest.mark.parametrize(
+    ("shape", "tile_shape", "mask_tiles"),
+    [((9, 13), (4, 5), (4, 5)), ((5, 6, 7), (2, 4, 7), (3, 6, 2)), ((4, 6, 5), (3, 6, 2), None)],
+)
+def test_whole_masks_of_tiles_cut_after_the_first_axis(shape, tile_shape, mask_tiles):
+    # each tile's lines interleave with other tiles' in C order; the output spans several tiles
+    data = np.random.default_rng(4).standard_normal(shape)
+    mask = data > 0.2
+    try:
+        nt.init(tile_1d=7)
+        x = nt.from_numpy(data, tile_shape=tile_shape)
+        key = mask if mask_tiles is None else nt.from_numpy(mask, tile_shape=mask_tiles)
+        np.testing.assert_array_equal(x[key].to_numpy(), data[mask])
+        assert x[x > 9].shape == (0,)
+    finally:
+        nt.init()
+
+
 def test_mask_of_leading_axes_and_tensor_values():
     data = np.arange(24.0).reshape(4, 3, 2)
     x = nt.from_numpy(data, tile_shape=(3, 2, 1))

@@ -118,6 +118,24 @@ def test_argmax_takes_the_first_nan_and_the_first_tie():
         nt.argmax(nt.ones((0, 3)), axis=0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.int16])
+def test_argmax_argmin_of_long_rows_in_tiles_that_divide_nothing(dtype):
+    # the extremes tie within tiles, across tiles and across the kernel's row blocks (rows
+    # longer than 256); NaNs in two tiles of one row
+    data = np.random.default_rng(3).integers(-2, 3, (5, 700)).astype(dtype)
+    if dtype == np.float64:
+        data[1, [650, 290]] = np.nan
+    x = nt.from_numpy(data, tile_shape=(2, 300))
+    cube = nt.from_numpy(data.reshape(5, 7, 100), tile_shape=(2, 3, 60))
+    for axis in (None, 0, 1):
+        np.testing.assert_array_equal(nt.argmax(x, axis=axis).to_numpy(), np.argmax(data, axis))
+        np.testing.assert_array_equal(nt.argmin(x, axis=axis).to_numpy(), np.argmin(data, axis))
+    np.testing.assert_array_equal(nt.argmax(cube).to_numpy(), np.argmax(data))
+    np.testing.assert_array_equal(
+        nt.argmin(cube, axis=1).to_numpy(), np.argmin(data.reshape(5, 7, 100), 1)
+    )
+
+
 @SETTINGS
 @given(data=st.data())
 def test_searchsorted_matches_numpy(data):

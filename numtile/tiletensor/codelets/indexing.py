@@ -1,6 +1,7 @@
 """Codelets of indexing: copies between listed positions (gather, scatter, scatter-add),
-counting and compacting flagged elements, the group starts and counts of ``unique``, and a
-value assigned through a boolean mask (``where`` writing the target's own tiles)."""
+counting and compacting flagged elements, copies of runs, the group starts and counts of
+``unique``, and a value assigned through a boolean mask (``where`` writing the target's own
+tiles)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ def _compact_positions(ops, flags, out, skip, dst_begin, count, first):
     ops.compact_positions(flags.reshape(-1), out.reshape(-1), skip, dst_begin, count, first)
 
 
+def _copy_runs(ops, out, *sources_then_runs):
+    """out[dst : dst + length] = source[src : src + length] for every run of every source tile
+    (the last argument: one (src_starts, dst_starts, lengths) per source)."""
+    *sources, runs = sources_then_runs
+    flat = narrow.bits(out.reshape(-1))
+    for source, (src_starts, dst_starts, lengths) in zip(sources, runs):
+        ops.copy_runs(narrow.bits(source.reshape(-1)), flat, src_starts, dst_starts, lengths)
+
+
 @narrow.through_float32()
 def _group_starts(ops, values, previous, flags, first_tile):
     ops.group_starts(values.reshape(-1), previous.reshape(-1), flags.reshape(-1), first_tile)
@@ -63,6 +73,7 @@ take = Codelet("take", kernel=_take)
 count_nonzero = Codelet("count_nonzero", kernel=_count_nonzero)
 compact = Codelet("compact", kernel=_compact)
 compact_positions = Codelet("compact_positions", kernel=_compact_positions)
+copy_runs = Codelet("copy_runs", kernel=_copy_runs)
 group_starts = Codelet("group_starts", kernel=_group_starts)
 running_count = Codelet("running_count", kernel=_running_count)
 assign_where = Codelet("assign_where", kernel=_assign_where)
