@@ -211,28 +211,3 @@ def read_only_folder(tmp_path):
         pytest.skip("cannot mount a read-only tmpfs here")
     yield str(folder)
     subprocess.run(["umount", str(folder)], check=False, timeout=30)
-
-
-# The longest test files (about 45-170 s each in a quiet CI run on 2 cores, 2026-12-07), run
-# first: under `--dist loadfile` a long file that starts last keeps one worker busy while the
-# others wait for it (longest-first order, as in LPT scheduling). Order only: no test depends
-# on another file having run.
-LONGEST_FILES = (
-    "tests/tiletensor/test_conformance_sweep.py",
-    "tests/ops_cpu/test_elementwise.py",
-    "tests/ops_cpu/test_streaming.py",
-    "tests/nn/test_activated.py",
-    "tests/faults/test_random_graphs.py",
-    "tests/ops_cpu/test_reduction.py",
-    "tests/nn/test_gpt2_cuda.py",
-    "tests/runtime/test_memory.py",
-    "tests/faults/test_spill_full.py",
-    "tests/tiletensor/test_array_api_hypothesis.py",
-    "tests/ops_cuda/test_logic.py",
-    "tests/ops_cuda/test_cusolver.py",
-)
-
-
-def pytest_collection_modifyitems(session, config, items):
-    rank = {path: i for i, path in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
