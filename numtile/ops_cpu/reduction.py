@@ -32,10 +32,11 @@ from numtile.ops_cpu.helpers import as_type_of, inlined, widen
 from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multiply, _square
 
-# Columns handled at once when the reduced axis is not innermost: the wide scratch of one
-# block (8 KiB) stays in L1 cache while the inner loop runs over contiguous memory.
-_BLOCK = 1024
-_COLUMNS = 2048  # the columns of a reduction's block (16 KiB of float64 partials)
+# Columns handled at once when the reduced axis is not innermost: a reduction's partials
+# (16 KiB of float64) and softmax's two scratch rows (8 KiB each) stay in L1 cache while the
+# inner loops run over contiguous memory.
+_COLUMNS = 2048
+_BLOCK = 1024  # softmax's
 
 
 @inlined

@@ -163,6 +163,12 @@ def tile_groups(x: TileTensor, kept) -> dict[tuple, list]:
     return groups
 
 
+def partial_tiles(layout: Layout, chains: int, dtype) -> TileTensor:
+    """``chains`` partial results of a reduction into ``layout``, one tile each along a new
+    leading axis (tiled as ``layout`` on the others)."""
+    return TileTensor(Layout((chains, *layout.shape), (1, *layout.tile_shape)), dtype)
+
+
 def partial_count(runtime, x: TileTensor, groups: dict) -> int:
     """How many partial results each output tile of a reduction of ``x`` takes: 1 (its tiles
     accumulate into it), or with fewer output tiles than workers (not under MPI) a few, which
@@ -182,8 +188,7 @@ def _reduce_tiles(runtime, x: TileTensor, out: TileTensor, op: str, axes, kept) 
     groups = tile_groups(x, kept)
     chains = partial_count(runtime, x, groups)
     if chains > 1:
-        partials = TileTensor(Layout((chains, *out.shape), (1, *out.tile_shape)), out.dtype)
-        fill_tiles(partials, identity)
+        partials = fill_tiles(partial_tiles(out.layout, chains, out.dtype), identity)
     for at, handles in groups.items():
         for i, handle in enumerate(handles):
             dst = out.tile(at) if chains == 1 else partials.tile((i % chains, *at))
@@ -236,7 +241,7 @@ def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, k
     # accumulating into one tile would run one at a time), summed at the end
     partials = None
     if len(groups) < workers and chains > 1:
-        partials = TileTensor(Layout((chains, *out.shape), (1, *out.tile_shape)), out.dtype)
+        partials = partial_tiles(out.layout, chains, out.dtype)
     plans = {shape: _tile_plan(shape, axes) for shape in {h.shape for h in x.handles}}
     for part in range(chains):
         for dst_index, handles in groups.items():

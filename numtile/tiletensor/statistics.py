@@ -23,6 +23,7 @@ from numtile.tiletensor.reduction import (
     mean,
     normalize_axes,
     partial_count,
+    partial_tiles,
     require_tensor,
     sum,
     tile_groups,
@@ -86,8 +87,7 @@ def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
     chains = partial_count(runtime, x, groups)
     targets = running
     if chains > 1:
-        partial = Layout((chains, *layout.shape), (1, *layout.tile_shape))
-        targets = [fill_tiles(TileTensor(partial, float64), 0) for _ in range(3)]
+        targets = [fill_tiles(partial_tiles(layout, chains, float64), 0) for _ in range(3)]
     for at, handles in groups.items():
         for i, handle in enumerate(handles):
             into = at if chains == 1 else (i % chains, *at)
