@@ -36,7 +36,7 @@ from numtile.ops_cpu.f16_kernels import f16_rounded, f16_value
 from numtile.ops_cpu.fastmath import _f32_bits, _f32_from, select
 from numtile.ops_cpu.helpers import inlined
 from numtile.ops_cpu.per_op import OpKernel
-from numtile.ops_cpu.reduction import _identity, _reduce
+from numtile.ops_cpu.reduction import _identity, _reduce_columns, _reduce_rows, by_layout
 
 _SIGN = np.uint32(0x8000)
 _QUIET_NAN = np.uint32(0x7FC0)
@@ -194,6 +194,11 @@ _REDUCTIONS = {
 
 def _reduction(op, fmt):
     """The kernel of the reduction ``op`` of the bits of ``fmt`` along the middle axis."""
+    return by_layout(functools.partial(_reduction_loop, op, fmt))
+
+
+def _reduction_loop(op, fmt, columns):
+    """``_reduction``'s loop over columns (``columns``) or rows."""
     transform, combine = _REDUCTIONS[op]
     load = f"_wide_{fmt}"
 
@@ -205,7 +210,10 @@ def _reduction(op, fmt):
             scalar_function(transform),
             scalar_function(combine),
         )
-        _reduce(read, step, join, x, out, pre, n, post)
+        if columns:
+            _reduce_columns(read, step, join, x, out, pre, n, post)
+        else:
+            _reduce_rows(read, step, join, x, out, pre, n, post)
 
     return bf16_reduce_op
 

@@ -20,6 +20,7 @@ than 2048. The same layout took max, min and prod over axis 0 of a 2048^2 tile f
 NumPy's time to 0.4-0.7x (one thread).
 """
 
+import functools
 import math
 
 import numba
@@ -28,9 +29,10 @@ from numba import types
 from numba.extending import overload
 
 from numtile.opcodes import MODULUS_REDUCE_OPS, REDUCE_OPS
+from numtile.ops_cpu import scalar_math
 from numtile.ops_cpu.helpers import as_type_of, inlined, widen
-from numtile.ops_cpu.per_op import OpKernel
-from numtile.ops_cpu.scalar_math import _abs, _add, _maximum, _minimum, _multiply, _square
+from numtile.ops_cpu.per_op import ByNeed, OpKernel
+from numtile.ops_cpu.scalar_math import _add, _maximum
 
 # Columns handled at once when the reduced axis is not innermost: a reduction's partials
 # (16 KiB of float64) and softmax's two scratch rows (8 KiB each) stay in L1 cache while the
@@ -49,35 +51,77 @@ def _widened(value):
     return widen(value)
 
 
-def _compared(value):
+def _as_compared(value):
     """``value`` as the partials of a maximum or minimum hold it: widened (``widen``), or a
     bool as a uint8 (any and all are the max and min of bools: 32 of them a SIMD vector, not 4
     int64s)."""
-    raise NotImplementedError("_compared is only callable from numba-compiled code")
+    raise NotImplementedError("_as_compared is only callable from numba-compiled code")
 
 
-@overload(_compared, inline="always")
+@inlined
+def _compared(value):
+    return _as_compared(value)
+
+
+@overload(_as_compared, inline="always")
 def _compared_overload(value):
     if isinstance(value, types.Boolean):
         return lambda value: np.uint8(value)
     return lambda value: widen(value)
 
 
+def by_layout(build):
+    """The kernel ``kernel(x, out, pre, n, post)`` that runs ``build(False)``, the row loop,
+    where post == 1 (the reduced axis innermost) and ``build(True)``, the column loop,
+    elsewhere, each compiled on its first call: a program compiles only the loops it runs.
+    (One function holding both loops took 1.5x as long to compile as the row loop alone, and
+    LLVM would not drop the unused one: the choice must be a constant of the kernel's own
+    closure, which Numba prunes before typing.)"""
+    rows, columns = build(False), build(True)
+
+    def reduce_by_layout(x, out, pre, n, post):
+        (rows if post == 1 else columns)(x, out, pre, n, post)
+
+    return ByNeed(reduce_by_layout, rows, columns)
+
+
+def part(name):
+    """The function ``name`` (a literal name) of this module or ``scalar_math``: a kernel's
+    closure holds the names of its load, transform and combine steps (a closure over functions
+    would not stay in Numba's on-disk cache)."""
+    raise NotImplementedError("part is only callable from numba-compiled code")
+
+
+@overload(part, inline="always")
+def _part(name):
+    if not isinstance(name, types.StringLiteral):
+        return None
+    function = globals().get(name.literal_value) or getattr(scalar_math, name.literal_value)
+    return lambda name: function
+
+
 @inlined
-def _reduce(load, transform, combine, x, out, pre, n, post):
-    """out[p, q] = combine(out[p, q], combine over j of transform(load(x[p, j, q]))), in wide
-    precision: ``load`` reads an element widened (``_widened``: float64, int64 or uint64; the
-    bfloat16 kernels pass one that widens bit patterns)."""
+def _reduce_rows(load, transform, combine, x, out, pre, n, post):
+    """out[p] = combine(out[p], combine over j of transform(load(x[p, j]))), in wide precision:
+    ``load`` reads an element widened (``_widened``: float64, int64 or uint64; the bfloat16
+    kernels pass one that widens bit patterns). The reduction of each row (post == 1)."""
     if n == 0:
         return
-    if post == 1:
-        for p in range(pre):
-            values = x[p * n : (p + 1) * n]
-            partial = transform(load(values[0]))
-            for j in range(1, n):
-                partial = combine(partial, transform(load(values[j])))
-            wide = widen(out[p])
-            out[p] = combine(wide, as_type_of(partial, wide))
+    for p in range(pre):
+        values = x[p * n : (p + 1) * n]
+        partial = transform(load(values[0]))
+        for j in range(1, n):
+            partial = combine(partial, transform(load(values[j])))
+        wide = widen(out[p])
+        out[p] = combine(wide, as_type_of(partial, wide))
+
+
+@inlined
+def _reduce_columns(load, transform, combine, x, out, pre, n, post):
+    """out[p, q] = combine(out[p, q], combine over j of transform(load(x[p, j, q]))), as
+    ``_reduce_rows``, for any post (written for post > 1): blocks of up to ``_COLUMNS`` columns,
+    four rows a step."""
+    if n == 0:
         return
     # scratch of the loaded type (filled with x's first element; every entry is set below)
     partial = np.full(min(post, _COLUMNS), load(x[0]))
@@ -114,30 +158,45 @@ def _reduce(load, transform, combine, x, out, pre, n, post):
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
 def sum_columns(x, out, pre, n, post):
     """out[p, q] += sum over j of x[p, j, q] of a float array, accumulated in float64."""
-    _reduce(_widened, _identity, _add, x, out, pre, n, post)
+    _reduce_columns(_widened, _identity, _add, x, out, pre, n, post)
 
 
-def _reduce_kernel(op):
-    """The kernel of the reduction ``op`` (a name of REDUCE_OPS) along the middle axis."""
+# (load, transform, combine) of each reduction: names of functions of this module or
+# scalar_math
+_REDUCTIONS = {
+    "sum": ("_widened", "_identity", "_add"),
+    "max": ("_compared", "_identity", "_maximum"),
+    "min": ("_compared", "_identity", "_minimum"),
+    "prod": ("_widened", "_identity", "_multiply"),
+    "sumsq": ("_widened", "_square", "_add"),
+    "sumabs": ("_widened", "_abs", "_add"),
+    "maxabs": ("_widened", "_abs", "_maximum"),
+}
+# the same of the moduli of complex elements
+_MODULUS_REDUCTIONS = {
+    "sumsq": ("_squared_modulus", "_identity", "_add"),
+    "sumabs": ("_modulus", "_identity", "_add"),
+    "maxabs": ("_modulus", "_identity", "_maximum"),
+}
+
+
+def _reduce_kernel(op, table=_REDUCTIONS):
+    """The kernel of the reduction ``op`` (a name of ``table``) along the middle axis."""
+    return by_layout(functools.partial(_reduce_loop, *table[op]))
+
+
+def _reduce_loop(load, transform, combine, columns):
+    """``_reduce_kernel``'s loop over columns (``columns``) or rows, of the steps named."""
 
     # reassoc lets LLVM vectorise sums by splitting them over SIMD lanes (NaN and inf semantics
     # are kept); the result may differ from a sequential sum in the last bits.
     @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
     def reduce_op(x, out, pre, n, post):
-        if op == "sum":
-            _reduce(_widened, _identity, _add, x, out, pre, n, post)
-        elif op == "max":
-            _reduce(_compared, _identity, _maximum, x, out, pre, n, post)
-        elif op == "min":
-            _reduce(_compared, _identity, _minimum, x, out, pre, n, post)
-        elif op == "prod":
-            _reduce(_widened, _identity, _multiply, x, out, pre, n, post)
-        elif op == "sumsq":
-            _reduce(_widened, _square, _add, x, out, pre, n, post)
-        elif op == "sumabs":
-            _reduce(_widened, _abs, _add, x, out, pre, n, post)
-        elif op == "maxabs":
-            _reduce(_widened, _abs, _maximum, x, out, pre, n, post)
+        read, step, join = part(load), part(transform), part(combine)
+        if columns:
+            _reduce_columns(read, step, join, x, out, pre, n, post)
+        else:
+            _reduce_rows(read, step, join, x, out, pre, n, post)
 
     return reduce_op
 
@@ -173,26 +232,10 @@ def _squared_modulus(z):
     return square
 
 
-def _modulus_kernel(op):
-    """The kernel of the reduction ``op`` (a name of MODULUS_REDUCE_OPS) of the moduli of a
-    complex tile along the middle axis, into a real one."""
-
-    @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
-    def modulus_reduce_op(x, out, pre, n, post):
-        if op == "sumsq":
-            _reduce(_squared_modulus, _identity, _add, x, out, pre, n, post)
-        elif op == "sumabs":
-            _reduce(_modulus, _identity, _add, x, out, pre, n, post)
-        elif op == "maxabs":
-            _reduce(_modulus, _identity, _maximum, x, out, pre, n, post)
-
-    return modulus_reduce_op
-
-
 modulus_reduce_accumulate = OpKernel(
     "modulus_reduce_accumulate",
     MODULUS_REDUCE_OPS,
-    _modulus_kernel,
+    functools.partial(_reduce_kernel, table=_MODULUS_REDUCTIONS),
     """out[p, q] = combine(out[p, q], reduction over j of |x[p, j, q]|) of a complex tile x into
     a real out, for ``op`` (sumsq, sumabs or maxabs: a code of MODULUS_REDUCE_OPS); in float64,
     sumsq from re^2 + im^2.""",
