@@ -14,6 +14,10 @@ from numba.extending import intrinsic, overload
 # they are inlined at Numba IR level, because a kernel that passes a function to a non-inlined
 # loop cannot be cached.
 inlined = numba.njit(nogil=True, error_model="numpy", inline="always")
+# Decorator of the helpers that take no function: a call LLVM may still inline, typed once
+# per signature rather than again at each call site (Numba's IR inlining retypes the callee
+# each time: the merge kernel, its steps inlined nine times, took 11-12 s to compile).
+called = numba.njit(nogil=True, error_model="numpy")
 
 
 @intrinsic

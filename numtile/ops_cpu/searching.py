@@ -8,7 +8,7 @@ a row, or a select per column), and its global index is computed once per output
 import numba
 import numpy as np
 
-from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.helpers import called, inlined
 from numtile.ops_cpu.scalar_math import _maximum, _minimum
 
 _ARG_BLOCK = 256  # elements of a row (or columns) taken at once: they stay in L1 cache
@@ -28,7 +28,7 @@ def _extremum(a, b, find_max):
     return _maximum(a, b) if find_max else _minimum(a, b)
 
 
-@inlined
+@called
 def _first_equal(row, best, start):
     """The first k >= ``start`` where row[k] is ``best`` (NaN: the first NaN)."""
     k = start
@@ -63,7 +63,7 @@ def _first_bests(a, b, find_max):
     return _first_equal(a, best_a, start_a), _first_equal(b, best_b, start_b)
 
 
-@inlined
+@called
 def _position(k, shape, starts, strides):
     """The global index of element ``k`` (C order) of ``shape``: sum((starts[d] + k_d) *
     strides[d])."""
@@ -74,7 +74,7 @@ def _position(k, shape, starts, strides):
     return position
 
 
-@inlined
+@called
 def _merge_best(values, indices, o, value, position, find_max):
     """Fold (value, position) into the running pair o: the better value, or on a tie (NaN ties
     with NaN) the smaller position."""

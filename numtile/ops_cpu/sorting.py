@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from numtile.opcodes import SORT_BFLOAT16, SORT_FLOAT, SORT_SIGNED
-from numtile.ops_cpu.helpers import inlined, unsigned, wide_vectors
+from numtile.ops_cpu.helpers import called, inlined, unsigned, wide_vectors
 
 _DIGIT = 8  # bits per radix pass (256 buckets: their write streams stay in cache)
 _RADIX = 1 << _DIGIT
@@ -196,7 +196,7 @@ def _before(y, x, descending):
     return x < y if descending else y < x
 
 
-@inlined
+@called
 def _nan_bounds(row, descending):
     """(start, end) of the numbers of a sorted row: its NaNs come after them (before them
     when ``descending``); a binary search (integers: no NaNs, the whole row)."""
@@ -210,7 +210,7 @@ def _nan_bounds(row, descending):
     return (lo, row.size) if descending else (0, lo)
 
 
-@inlined
+@called
 def _co_rank_values(a, b, p, descending):
     """How many of the first ``p`` elements of the stable merge of sorted ``a`` and ``b`` (no
     NaNs) come from ``a`` (ties: ``a`` first)."""
@@ -236,7 +236,7 @@ def _merge_step(a, b, a_bits, b_bits, out_bits, i, j, q, descending):
     return i + np.int64(np.uint64(1) - take_b), j + np.int64(take_b)
 
 
-@inlined
+@called
 def _merge_tail(a, b, a_bits, b_bits, out_bits, i, j, q, end, descending):
     """Output positions [q, end) of a merge from (i, j), checking for the end of a run."""
     while q < end and i < a.size and j < b.size:
@@ -257,7 +257,7 @@ def _merge_tail(a, b, a_bits, b_bits, out_bits, i, j, q, end, descending):
 _CHAIN = 64
 
 
-@inlined
+@called
 def _merge_numbers(a, b, a_bits, b_bits, out_bits, begin, descending):
     """Positions [begin, begin + out size) of the stable merge of sorted ``a`` and ``b`` (no
     NaNs) into ``out_bits``. Four merges of a quarter each run interleaved: each element of
@@ -298,7 +298,7 @@ def _merge_numbers(a, b, a_bits, b_bits, out_bits, begin, descending):
     _merge_tail(a, b, a_bits, b_bits, out_bits, i3, j3, q3, m, descending)
 
 
-@inlined
+@called
 def _copy_bits(source, first, out_bits, q, count):
     for k in range(count):
         out_bits[unsigned(q + k)] = source[unsigned(first + k)]

@@ -70,18 +70,25 @@ def _both(kernel, size, dtype, offset):
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("offset", OFFSETS)
 def test_unary_binary_where_bit_for_bit(dtype, size, offset):
+    """Each loop (the unary map, the binary zip with both, first or second operand whole,
+    where) on every dtype, each with every op on float32: the op is a scalar function inlined
+    in the same loop, while the loop's head, blocks and tail depend on the element size (each
+    op on each dtype compiled 70 kernels: 2 minutes of a CI run)."""
     rng = np.random.default_rng(size + offset)
     a, b = _values(rng, size, dtype), _values(rng, size, dtype)
     condition = rng.random(size) < 0.5
     shape = np.array([size])
+    unary = (("negative", -a), ("abs", np.abs(a)), ("square", a * a))
+    binary = (("add", np.add), ("multiply", np.multiply), ("maximum", np.maximum))
+    if dtype is not np.float32:
+        unary, binary = unary[:1], binary[:1]
     with np.errstate(all="ignore"):
-        for name, reference in (("negative", -a), ("abs", np.abs(a)), ("square", a * a)):
+        for name, reference in unary:
             code = opcodes.UNARY_OPS[name]
             got = _both(lambda out, c=code: ops_cpu.unary(a, out, c), size, dtype, offset)
             np.testing.assert_array_equal(got, reference)
-        for name, function in (("add", np.add), ("multiply", np.multiply), ("maximum", None)):
+        for name, function in binary:
             code = opcodes.BINARY_OPS[name]
-            function = function or np.maximum
             got = _both(
                 lambda out, c=code: ops_cpu.binary(a, ONE, b, ONE, out, shape, c),
                 size,
