@@ -22,7 +22,7 @@ from numtile.ops_cpu.helpers import (
     unsigned,
     wide_vectors,
 )
-from numtile.ops_cpu.per_op import LibraryFirst, OpKernel
+from numtile.ops_cpu.per_op import LibraryFirst, Mirrored, OpKernel
 from numtile.ops_cpu.scalar_math import (
     _abs,
     _acos,
@@ -404,7 +404,7 @@ def _compare(op):
             _broadcast(_less, a, a_strides, b, b_strides, out, shape)
         elif op == "less_equal":
             _broadcast(_less_equal, a, a_strides, b, b_strides, out, shape)
-        elif op == "greater":
+        elif op == "greater":  # (``compare`` runs these as less and less_equal)
             _broadcast(_greater, a, a_strides, b, b_strides, out, shape)
         elif op == "greater_equal":
             _broadcast(_greater_equal, a, a_strides, b, b_strides, out, shape)
@@ -469,11 +469,15 @@ binary_math = LibraryFirst(
         used.""",
     ),
 )
-compare = OpKernel(
-    "compare",
-    opcodes.COMPARE_OPS,
-    _compare,
-    "Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS).",
+# a > b runs as b < a, a >= b as b <= a: four order kernels a dtype, not six
+compare = Mirrored(
+    OpKernel(
+        "compare",
+        opcodes.COMPARE_OPS,
+        _compare,
+        "Boolean out = op(a, b) broadcast over ``shape`` (a code of COMPARE_OPS).",
+    ),
+    {opcodes.GREATER: opcodes.LESS, opcodes.GREATER_EQUAL: opcodes.LESS_EQUAL},
 )
 
 

@@ -126,6 +126,29 @@ class LibraryFirst:
         return getattr(self.kernel, name)
 
 
+class Mirrored:
+    """The broadcasting ``kernel(a, a_strides, b, b_strides, out, shape, op)``, where each op
+    of ``mirrors`` (op -> its mirror) runs as its mirror with the operands swapped (a > b as
+    b < a, the same bits, NaNs included): one compiled kernel serves both. Other attributes
+    are ``kernel``'s."""
+
+    def __init__(self, kernel: OpKernel, mirrors: dict) -> None:
+        self.__name__ = self.__qualname__ = kernel.__name__
+        self.__doc__ = kernel.__doc__
+        self.kernel = kernel
+        self._mirrors = mirrors
+
+    def __call__(self, a, a_strides, b, b_strides, out, shape, op):
+        mirror = self._mirrors.get(op)
+        if mirror is None:
+            self.kernel(a, a_strides, b, b_strides, out, shape, op)
+        else:
+            self.kernel(b, b_strides, a, a_strides, out, shape, mirror)
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
 def read_only(array):
     """``array`` as a read-only array (itself when it already is, else a read-only view; the
     caller's array stays writable). Numba types read-only and writable arrays apart, so index

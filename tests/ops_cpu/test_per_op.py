@@ -67,3 +67,18 @@ def test_by_need_kernels_compile_their_strided_loop_once_for_any_read_only_ness(
     np.testing.assert_array_equal(out, np.where(condition, src, 0.0))
     ops_cpu.where(condition, strides[1], src, strides[0], src, strides[1], out, grid)  # strided
     np.testing.assert_array_equal(out, np.where(condition, src.reshape(4, 3).T.reshape(-1), src))
+
+
+def test_compare_runs_greater_as_less_with_the_operands_swapped():
+    a = np.array([[1.0, np.nan, 3.0, -0.0, np.inf]]).repeat(2, 0)  # a broadcast axis too
+    b = np.array([2.0, 1.0, np.nan, 0.0, np.inf])
+    shape = np.array(a.shape)
+    a_strides, b_strides = np.array([5, 1]), np.array([0, 1])
+    for name, expected in (("greater", a > b), ("greater_equal", a >= b), ("less", a < b)):
+        out = np.empty(a.shape, np.bool_)
+        ops_cpu.compare(a.ravel(), a_strides, b, b_strides, out.ravel(), shape,
+                        opcodes.COMPARE_OPS[name])  # fmt: skip
+        np.testing.assert_array_equal(out, expected)
+    built = ops_cpu.compare.kernel._kernels
+    assert opcodes.LESS in built and opcodes.LESS_EQUAL in built
+    assert opcodes.GREATER not in built and opcodes.GREATER_EQUAL not in built
