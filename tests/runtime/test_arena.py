@@ -10,6 +10,9 @@ import pytest
 import numtile as nt
 import numtile.runtime.host_malloc as host_malloc
 from numtile.runtime.arena import CHUNK, PAGE, HostArena
+from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 MiB = 1 << 20
 
@@ -267,24 +270,38 @@ def test_a_typed_array_is_freed_through_its_view_even_after_its_id_is_reused():
     assert arena.used == 0 and arena.starts == [0]
 
 
+# The runtime-level tests below run the arena under a 64 MiB limit, a quarter of the
+# smallest that gets one (``memory.ARENA_MIN``, 256 MiB, lowered here): the same tile sizes
+# (2 MiB chunks and more) and the same live-to-limit ratios, on a quarter of the data. The
+# real threshold is exercised by train/test_host_mem_limit.py's arena-size training run.
+LIMIT = 64 * MiB
+
+
+@pytest.fixture
+def small_arena(monkeypatch):
+    monkeypatch.setattr("numtile.runtime.memory.ARENA_MIN", LIMIT)
+
+
 @pytest.mark.parametrize("arena", [True, False])
-def test_training_shaped_traffic_under_a_limit_matches_numpy(tmp_path, monkeypatch, arena):
-    # tiles of several sizes made and freed in turn under a 256 MiB limit (the arena's
-    # smallest), with twice that in live tensors: evicted, read back, results exact
+def test_training_shaped_traffic_under_a_limit_matches_numpy(
+    tmp_path, monkeypatch, small_arena, arena
+):
+    # tiles of several sizes (8, 3 and 2 MiB) made and freed in turn under the limit, with
+    # about twice that in live tensors: evicted, read back, results exact
     fresh = []
     original = host_malloc.huge_page_buffer
     monkeypatch.setattr(
         "numtile.runtime.memory_nodes.huge_page_buffer",
         lambda n: fresh.append(n) or original(n),
     )
-    runtime = nt.init(ncpu=2, host_mem_limit=256 * MiB, spill_dir=str(tmp_path), host_arena=arena)
+    runtime = nt.init(ncpu=2, host_mem_limit=LIMIT, spill_dir=str(tmp_path), host_arena=arena)
     try:
         assert (runtime.manager.host.arena is not None) == arena
         rng = np.random.default_rng(3)
-        a = rng.standard_normal((4096, 8192)).astype(np.float32)  # 128 MiB
+        a = rng.standard_normal((2048, 4096), dtype=np.float32)  # 32 MiB
         x = nt.from_numpy(a, tile_shape=(1024, 2048))  # 8 MiB tiles
-        y = nt.from_numpy(a[:, :4096] * 0.5, tile_shape=(512, 1536))  # 3 MiB and leftovers
-        expected_x, expected_y = a, a[:, :4096] * np.float32(0.5)
+        y = nt.from_numpy(a[:, :2560] * 0.5, tile_shape=(512, 1536))  # 3 MiB and 2 MiB
+        expected_x, expected_y = a, a[:, :2560] * np.float32(0.5)
         for _ in range(3):  # each round: new tiles of both sizes, the old ones freed
             x = nt.astype(nt.astype(x, np.float64) * 0.5 + 1.0, np.float32)
             y = y * 2.0 - 1.0
@@ -293,11 +310,11 @@ def test_training_shaped_traffic_under_a_limit_matches_numpy(tmp_path, monkeypat
         np.testing.assert_array_equal(x.to_numpy(), expected_x)
         np.testing.assert_array_equal(y.to_numpy(), expected_y)
         host = runtime.manager.counters()["nodes"]["host"]
-        assert host["peak"] <= 256 * MiB and host["evictions"] > 0
+        assert host["peak"] <= LIMIT and host["evictions"] > 0
         if arena:
             # the arena served every tile: no mapping of its own (small ones are malloc's)
             assert not [n for n in fresh if n >= host_malloc.MMAP_THRESHOLD]
-            assert runtime.manager.host.arena.touched_bytes <= 256 * MiB
+            assert runtime.manager.host.arena.touched_bytes <= LIMIT
             assert host["reused"] > 0
         else:
             assert len(fresh) > 0
@@ -305,14 +322,14 @@ def test_training_shaped_traffic_under_a_limit_matches_numpy(tmp_path, monkeypat
         nt.init()
 
 
-def test_tensors_spilled_from_an_arena_outlive_the_runtime(tmp_path):
+def test_tensors_spilled_from_an_arena_outlive_the_runtime(tmp_path, small_arena):
     # nt.init() brings spilled tiles home after the limit is lifted: not into the arena's
     # accounting any more, and the values intact
-    nt.init(ncpu=2, host_mem_limit=256 * MiB, spill_dir=str(tmp_path))
+    nt.init(ncpu=2, host_mem_limit=LIMIT, spill_dir=str(tmp_path))
     try:
         rng = np.random.default_rng(5)
-        arrays = [rng.standard_normal((2048, 4096)).astype(np.float32) for _ in range(5)]
-        inputs = [nt.from_numpy(a, tile_shape=(1024, 1024)) for a in arrays]  # 160 MiB
+        arrays = [rng.standard_normal((1024, 2048), dtype=np.float32) for _ in range(5)]
+        inputs = [nt.from_numpy(a, tile_shape=(1024, 1024)) for a in arrays]  # 40 MiB
         tensors = [x * 3.0 for x in inputs]  # as much again: more than the limit
         nt.wait_all()
         counters = nt.get_runtime().manager.counters()

@@ -2,11 +2,15 @@
 between uses, and the losses are those of the unlimited run, bit for bit."""
 
 import numpy as np
+import pytest
 
 import numtile as nt
 from numtile.cli.main import main
 from numtile.train import Trainer
+from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 from tests.train.test_train import TINY, _config, data_dir  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 LIMIT = 150_000  # bytes: below the float32 training state of the tiny model (175,104)
 
