@@ -48,7 +48,8 @@ def set_manager(manager) -> None:
     MANAGER = manager
     if manager is not None:
         POOL.clear()  # free buffers kept for reuse would be host memory outside its limit
-        gc.collect()  # tiles that only reference cycles keep alive are garbage: not adopted
+        if _UNMANAGED:  # (a full collection costs ~1 s in a heap of 650k objects)
+            gc.collect()  # tiles that only reference cycles keep alive are garbage: not adopted
         with _UNMANAGED_LOCK:
             handles = list(_UNMANAGED)
             _UNMANAGED.clear()

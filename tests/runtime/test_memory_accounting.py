@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import gc
 
 import numpy as np
 
@@ -86,3 +87,30 @@ def test_pins_and_bytes_match_a_recount_after_random_traffic(tmp_path):
     finally:
         handle_module.set_manager(previous)
         manager.close()
+
+
+def test_a_new_manager_collects_garbage_only_with_unmanaged_tiles_to_adopt(tmp_path, monkeypatch):
+    # a full collection costs ~1 s in a heap of 650k objects: none where nothing is adopted
+    previous = handle_module.MANAGER
+    managers = [MemoryManager(64 * MiB, str(tmp_path), [], arena=False) for _ in range(3)]
+    collections_run = []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *a: collections_run.append(a) or real_collect(*a))
+    try:
+        handle_module.set_manager(managers[0])  # adopts what earlier tests left alive
+        handle_module.set_manager(None)
+        collections_run.clear()
+        handle_module.set_manager(managers[1])
+        assert collections_run == []
+        handle_module.set_manager(None)
+        kept = DataHandle((256, 1024), np.float32, np.ones((256, 1024), np.float32))
+        cycle = [DataHandle((512, 1024), np.float32, np.ones((512, 1024), np.float32))]
+        cycle.append(cycle)  # garbage that only the collector frees
+        del cycle
+        handle_module.set_manager(managers[2])
+        assert len(collections_run) == 1
+        assert managers[2].nodes[HOST].used == kept.nbytes  # the live tile, not the cycle's
+    finally:
+        handle_module.set_manager(previous)
+        for manager in managers:
+            manager.close()
