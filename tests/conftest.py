@@ -28,10 +28,11 @@ if os.environ.get("NUMTILE_TEST_GPU") != "1":
     # that tests call directly
     ops_cuda.configure(block=8, gemm_tile=4)
 
-    from tests.cudasim import lock_shared_arrays, lock_swapped_modules
+    from tests.cudasim import lock_shared_arrays, lock_swapped_modules, quick_blocks
 
     lock_shared_arrays()  # the simulator's shared arrays race between a block's threads
     lock_swapped_modules()  # and so does its swap of the cuda module around device calls
+    quick_blocks()  # syncthreads on a barrier, not the simulator's polling loop
 
 SCHEDULERS = ("eager", "dmda", "sync")
 
