@@ -15,13 +15,24 @@ __all__ = ["moments_accumulate", "moments_merge"]
 _float64 = numba.float64  # float32 values widen before they meet the float64 totals
 
 
+@cuda.jit(device=True)
+def _merge(count, mean, m2, k, size, reference, shifted_mean, chunk_m2):
+    """Merge a chunk of ``size`` values (their mean minus ``reference``, their M2) into the
+    running totals at k (``ops_cpu.moments._merge``)."""
+    before = count[k]
+    merged = before + size
+    delta = shifted_mean + (reference - mean[k])  # the chunk's mean minus the running one
+    mean[k] += delta * (size / merged)
+    m2[k] += chunk_m2 + delta * delta * (before * size / merged)
+    count[k] = merged
+
+
 @cuda.jit
 def _moments_kernel(x, count, mean, m2, pre, n, post):
     for k in range(cuda.grid(1), pre * post, cuda.gridsize(1)):
         p, q = k // post, k % post
         base = p * n * post + q
-        before = count[k]
-        reference = mean[k] if before > 0 else _float64(x[base])
+        reference = mean[k] if count[k] > 0 else _float64(x[base])
         total = 0.0
         for j in range(n):
             total += _float64(x[base + j * post]) - reference
@@ -30,12 +41,7 @@ def _moments_kernel(x, count, mean, m2, pre, n, post):
         for j in range(n):
             deviation = (_float64(x[base + j * post]) - reference) - shifted_mean
             squares += deviation * deviation
-        size = 1.0 * n
-        merged = before + size
-        delta = shifted_mean + (reference - mean[k])
-        mean[k] += delta * (size / merged)
-        m2[k] += squares + delta * delta * (before * size / merged)
-        count[k] = merged
+        _merge(count, mean, m2, k, 1.0 * n, reference, shifted_mean, squares)
 
 
 def moments_accumulate(
@@ -60,14 +66,8 @@ def moments_accumulate(
 @cuda.jit
 def _merge_kernel(count, mean, m2, other_count, other_mean, other_m2):
     for k in range(cuda.grid(1), count.size, cuda.gridsize(1)):
-        size = other_count[k]
-        if size > 0:
-            before = count[k]
-            merged = before + size
-            delta = other_mean[k] - mean[k]
-            mean[k] += delta * (size / merged)
-            m2[k] += other_m2[k] + delta * delta * (before * size / merged)
-            count[k] = merged
+        if other_count[k] > 0:
+            _merge(count, mean, m2, k, other_count[k], other_mean[k], 0.0, other_m2[k])
 
 
 def moments_merge(
