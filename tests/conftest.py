@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import subprocess
@@ -149,6 +150,24 @@ def quick_thread_switches():
     sys.setswitchinterval(1e-4)
     yield
     sys.setswitchinterval(previous)
+
+
+@pytest.fixture(scope="module")
+def frozen_heap():
+    """For test files that collect garbage often (``pytestmark =
+    pytest.mark.usefixtures("frozen_heap")``). A memory-limited runtime's start may run a full
+    ``gc.collect()`` (``set_manager``: tiles that only cycles keep alive must not be adopted),
+    and such tests collect too, to check that tiles die. In a worker that has compiled many
+    Numba kernels the heap holds ~650k objects and each full collection takes ~1 s. Collected
+    once here, the objects alive when the file starts are frozen (``gc.freeze``): later
+    collections scan only what the file's own tests made, everything these tests create and
+    check. They go back to the collector when the file ends (``gc.unfreeze``)."""
+    gc.collect()  # garbage left by earlier files is freed now, not frozen
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture(params=["vml", "ours"])

@@ -17,7 +17,6 @@ from numtile.runtime import Access, Codelet, DataHandle, TaskCancelled, TaskErro
 from numtile.runtime import spill as spill_module
 from numtile.runtime.access import READS, WRITES
 from tests.faults.helpers import host_codelet
-from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 

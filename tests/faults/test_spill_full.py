@@ -18,7 +18,6 @@ from numtile.runtime import Access, Codelet, TaskError
 from numtile.runtime import spill as spill_module
 from numtile.runtime.handle import HOST
 from numtile.runtime.spill import SpillError
-from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 

@@ -17,7 +17,6 @@ import numtile as nt
 from numtile.runtime import Access, Codelet, TaskError
 from numtile.runtime.handle import DISK, HOST
 from numtile.runtime.spill import Spill
-from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 

@@ -10,7 +10,6 @@ import pytest
 import numtile as nt
 import numtile.runtime.host_malloc as host_malloc
 from numtile.runtime.arena import CHUNK, PAGE, HostArena
-from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 

@@ -12,7 +12,6 @@ import numtile as nt
 from numtile.runtime import Access, Codelet, DataHandle
 from numtile.runtime.handle import DISK, HOST
 from numtile.runtime.memory import OutOfMemoryError
-from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 

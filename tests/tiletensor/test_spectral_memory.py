@@ -20,7 +20,6 @@ from numtile.tiletensor.codelets import linalg, lu, qr, reduction
 from numtile.tiletensor.codelets.qr import dense_lapack
 from numtile.tiletensor.linalg import qr_blocked
 from numtile.tiletensor.linalg.common import RW, R
-from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 

@@ -7,7 +7,6 @@ import pytest
 import numtile as nt
 from numtile.cli.main import main
 from numtile.train import Trainer
-from tests.frozen_heap import frozen_heap  # noqa: F401 (a fixture)
 from tests.train.test_train import TINY, _config, data_dir  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
