@@ -2,7 +2,9 @@
 broadcasting arithmetic and equality, and the sum/prod reduction.
 
 They are separate from the real kernels because a kernel compiles every branch of its op
-switch for the dtype it gets, and max, floor or ordering have no complex meaning.
+switch for the dtype it gets, and max, floor or ordering have no complex meaning. The unary
+maps and the arithmetic are ``OpKernel``s, compiled one op at a time: a program that takes
+the complex ``exp`` no longer compiles annex G's eighteen functions of ``complex_math``.
 """
 
 import numba
@@ -10,7 +12,8 @@ import numpy as np
 
 from numtile import complex_math, opcodes
 from numtile.ops_cpu.elementwise import _broadcast, _map
-from numtile.ops_cpu.helpers import inlined, inner_axis, row_offsets
+from numtile.ops_cpu.helpers import by_name, inlined, inner_axis, row_offsets
+from numtile.ops_cpu.per_op import OpKernel
 from numtile.ops_cpu.scalar_math import (
     _add,
     _equal,
@@ -79,78 +82,48 @@ _real = inlined(lambda v: v.real)
 _imag = inlined(lambda v: v.imag)
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def complex_unary(x, out, op):
+# the scalar function of each op of the kernels built per op, by name (``part``)
+_UNARY = {
+    "negative": _negative,
+    "exp": _exp,
+    "log": _log,
+    "sqrt": _sqrt,
+    "square": _square,
+    "reciprocal": _reciprocal,
+    "conj": _conj,
+}
+_FUNCTIONS = {**_UNARY, **{name: getattr(_math, name) for name in opcodes.COMPLEX_MATH}}
+_FUNCTIONS.update(add=_add, subtract=_subtract, multiply=_multiply, divide=_smith)
+part = by_name(_FUNCTIONS)
+
+
+def _complex_map(op):
+    """The kernel out[i] = f(x[i]) of the complex op named ``op`` (of ``_UNARY`` or
+    COMPLEX_MATH): a closure over the name, so one op compiles, not the family."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def complex_op(x, out):
+        _map(part(op), x, out)
+
+    return complex_op
+
+
+complex_unary = OpKernel(
+    "complex_unary",
+    {name: opcodes.COMPLEX_UNARY_OPS[name] for name in _UNARY},
+    _complex_map,
     """out[i] = f(x[i]) for ``op`` (a code of COMPLEX_UNARY_OPS but abs, real, imag) of a
-    complex tile, into a complex tile."""
-    if op == opcodes.COMPLEX_NEGATIVE:
-        _map(_negative, x, out)
-    elif op == opcodes.COMPLEX_EXP:
-        _map(_exp, x, out)
-    elif op == opcodes.COMPLEX_LOG:
-        _map(_log, x, out)
-    elif op == opcodes.COMPLEX_SQRT:
-        _map(_sqrt, x, out)
-    elif op == opcodes.COMPLEX_SQUARE:
-        _map(_square, x, out)
-    elif op == opcodes.COMPLEX_RECIPROCAL:
-        _map(_reciprocal, x, out)
-    elif op == opcodes.COMPLEX_CONJ:
-        _map(_conj, x, out)
-    else:
-        raise ValueError("complex_unary: unknown op code")
+    complex tile, into a complex tile; each op compiled when first used.""",
+)
 
 
-_cexpm1, _clog1p, _clog2, _clog10 = _math.expm1, _math.log1p, _math.log2, _math.log10
-_csin, _ccos, _ctan = _math.sin, _math.cos, _math.tan
-_csinh, _ccosh, _ctanh = _math.sinh, _math.cosh, _math.tanh
-_csign, _cround = _math.sign, _math.round
-_casin, _cacos, _catan = _math.asin, _math.acos, _math.atan
-_casinh, _cacosh, _catanh = _math.asinh, _math.acosh, _math.atanh
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def complex_math_unary(x, out, op):
+complex_math_unary = OpKernel(
+    "complex_math_unary",
+    opcodes.COMPLEX_MATH,
+    _complex_map,
     """out[i] = f(x[i]) of a complex tile for the functions of ``numtile.complex_math`` (codes
-    of COMPLEX_MATH; annex G's special values). A kernel of its own, compiled when first used."""
-    if op == opcodes.COMPLEX_EXPM1:
-        _map(_cexpm1, x, out)
-    elif op == opcodes.COMPLEX_LOG1P:
-        _map(_clog1p, x, out)
-    elif op == opcodes.COMPLEX_LOG2:
-        _map(_clog2, x, out)
-    elif op == opcodes.COMPLEX_LOG10:
-        _map(_clog10, x, out)
-    elif op == opcodes.COMPLEX_SIN:
-        _map(_csin, x, out)
-    elif op == opcodes.COMPLEX_COS:
-        _map(_ccos, x, out)
-    elif op == opcodes.COMPLEX_TAN:
-        _map(_ctan, x, out)
-    elif op == opcodes.COMPLEX_SINH:
-        _map(_csinh, x, out)
-    elif op == opcodes.COMPLEX_COSH:
-        _map(_ccosh, x, out)
-    elif op == opcodes.COMPLEX_TANH:
-        _map(_ctanh, x, out)
-    elif op == opcodes.COMPLEX_SIGN:
-        _map(_csign, x, out)
-    elif op == opcodes.COMPLEX_ROUND:
-        _map(_cround, x, out)
-    elif op == opcodes.COMPLEX_ASIN:
-        _map(_casin, x, out)
-    elif op == opcodes.COMPLEX_ACOS:
-        _map(_cacos, x, out)
-    elif op == opcodes.COMPLEX_ATAN:
-        _map(_catan, x, out)
-    elif op == opcodes.COMPLEX_ASINH:
-        _map(_casinh, x, out)
-    elif op == opcodes.COMPLEX_ACOSH:
-        _map(_cacosh, x, out)
-    elif op == opcodes.COMPLEX_ATANH:
-        _map(_catanh, x, out)
-    else:
-        raise ValueError("complex_math_unary: unknown op code")
+    of COMPLEX_MATH; annex G's special values), each op compiled when first used.""",
+)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -178,23 +151,29 @@ def complex_binary(a, a_strides, b, b_strides, out, shape, op):
         _annex_g_pass(a, a_strides, b, b_strides, out, shape, op)
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def _complex_binary(a, a_strides, b, b_strides, out, shape, op):
-    # the textbook forms, which vectorise; True where a tile needs annex G's pass
-    needed = False
-    if op == opcodes.ADD:
-        _broadcast(_add, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.SUBTRACT:
-        _broadcast(_subtract, a, a_strides, b, b_strides, out, shape)
-    elif op == opcodes.MULTIPLY:
-        _broadcast(_multiply, a, a_strides, b, b_strides, out, shape)
-        needed = _any_not_finite(out)
-    elif op == opcodes.DIVIDE:
-        _broadcast(_smith, a, a_strides, b, b_strides, out, shape)
-        needed = _any_not_finite(out) or _any_not_finite(b)
-    else:
-        raise ValueError("complex_binary: unknown op code")
-    return needed
+def _complex_arithmetic(op):
+    """The kernel out = a op b of complex tiles, in the textbook form, which vectorises
+    (``op``: add, subtract, multiply, divide); it returns True where the tile needs annex G's
+    pass."""
+
+    @numba.njit(nogil=True, cache=True, error_model="numpy")
+    def arithmetic_op(a, a_strides, b, b_strides, out, shape):
+        _broadcast(part(op), a, a_strides, b, b_strides, out, shape)
+        if op == "multiply":
+            return _any_not_finite(out)
+        if op == "divide":
+            return _any_not_finite(out) or _any_not_finite(b)
+        return False
+
+    return arithmetic_op
+
+
+_complex_binary = OpKernel(
+    "complex_binary",
+    {name: getattr(opcodes, name.upper()) for name in ("add", "subtract", "multiply", "divide")},
+    _complex_arithmetic,
+    "out = a op b of complex tiles (textbook forms); True where annex G's pass is needed.",
+)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")

@@ -114,3 +114,21 @@ def widen_overload(value):
         return target(value)
 
     return convert
+
+
+def by_name(functions: dict):
+    """``part(name)`` for Numba code: the function ``functions[name]`` of a literal ``name``.
+    A kernel built per op is a closure over the op's *name* (Numba's on-disk cache keeps a
+    closure over a string, not one over a function) and finds its scalar function here."""
+
+    def part(name):
+        raise NotImplementedError("part is only callable from numba-compiled code")
+
+    @overload(part, inline="always")
+    def _part(name):
+        if isinstance(name, types.StringLiteral):
+            function = functions[name.literal_value]
+            return lambda name: function
+        return None
+
+    return part

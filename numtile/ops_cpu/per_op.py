@@ -26,7 +26,8 @@ from numtile.ops_cpu import streaming
 
 class OpKernel:
     """``kernel(*arrays, op)``: runs the Numba function ``build(name)`` of the op ``op`` (a code
-    of ``codes``, a table name -> code), built on the first call with that code.
+    of ``codes``, a table name -> code), built on the first call with that code, and returns
+    what it returns.
 
     With ``streamed = (build_streamed, output)``, where ``streaming.wanted`` the argument at
     position ``output``, the call runs ``build_streamed(name)`` instead: the same op with its
@@ -61,7 +62,7 @@ class OpKernel:
                 kernel(*args[:-1])
                 return
         kernel = self._kernels.get(op) or self._kernel_of(op)
-        kernel(*args[:-1])
+        return kernel(*args[:-1])
 
     def _kernel_of(self, op, streamed: bool = False):
         """The kernel of ``op``, built on first use (the streamed one, or None, if asked)."""

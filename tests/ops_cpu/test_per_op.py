@@ -82,3 +82,23 @@ def test_compare_runs_greater_as_less_with_the_operands_swapped():
     built = ops_cpu.compare.kernel._kernels
     assert opcodes.LESS in built and opcodes.LESS_EQUAL in built
     assert opcodes.GREATER not in built and opcodes.GREATER_EQUAL not in built
+
+
+def test_complex_kernels_build_the_op_called_and_return_its_result():
+    from numtile.ops_cpu import complex as complex_kernels
+
+    z = np.array([1 + 2j, -0.5 + 0.25j, 3 - 1j])
+    out = np.empty_like(z)
+    # a fresh family of the same builder (other tests may have built ops of the module's own)
+    unary = OpKernel("fresh", opcodes.COMPLEX_MATH, complex_kernels._complex_map, "")
+    unary(z, out, opcodes.COMPLEX_MATH["sinh"])
+    np.testing.assert_allclose(out, np.sinh(z), rtol=1e-15)
+    built = {unary._names[code] for code in unary._kernels}
+    assert "sinh" in built and "cosh" not in built and "asin" not in built
+    # the arithmetic kernel says whether annex G's pass must follow: an infinite product does
+    strides, shape = np.ones(1, np.int64), np.array([3], np.int64)
+    product = np.empty_like(z)
+    arithmetic = complex_kernels._complex_binary
+    assert not arithmetic(z, strides, z, strides, product, shape, opcodes.MULTIPLY)
+    infinite = np.array([complex(np.inf, 0.0), 1j, 2.0])
+    assert arithmetic(infinite, strides, z, strides, product, shape, opcodes.MULTIPLY)
