@@ -18,6 +18,11 @@ CASES = [
 ]
 
 
+# the twins chunk the columns differently (a head of 32 rows, then the rest shifted by its mean
+# here; whole columns on a GPU): data 1e6 from zero keeps ~11 digits of M2 either way
+TWINS = {"rtol": 1e-10, "atol": 0}
+
+
 @pytest.mark.parametrize(("plan", "dtype"), CASES, ids=str)
 def test_two_tiles_merge_into_the_moments_of_both(backend, plan, dtype):
     pre, n, post = plan
@@ -25,11 +30,9 @@ def test_two_tiles_merge_into_the_moments_of_both(backend, plan, dtype):
     # far from zero: sums of squares would lose every digit of the variance
     tiles = [(1e6 + rng.standard_normal(plan) * (k + 1)).astype(dtype) for k in range(2)]
     count, mean, m2 = (np.zeros(pre * post) for _ in range(3))
-    # the twins chunk the columns differently (rows of 64 here, whole columns on a GPU)
-    twins = {"rtol": 1e-10, "atol": 0}
     for tile in tiles:
         arguments = (tile.reshape(-1), count, mean, m2, *map(Host, plan))
-        backend.run("moments_accumulate", *arguments, tolerance=twins)
+        backend.run("moments_accumulate", *arguments, tolerance=TWINS)
     both = np.concatenate(tiles, axis=1).astype(np.float64)
     np.testing.assert_array_equal(count, 2 * n)
     np.testing.assert_allclose(mean, both.mean(axis=1).reshape(-1), rtol=1e-14)
@@ -44,9 +47,8 @@ def test_merged_moments_are_the_moments_of_both(backend):
     moments = []
     for block in blocks:
         count, mean, m2 = (np.zeros(3) for _ in range(3))
-        backend.run(
-            "moments_accumulate", block.reshape(-1), count, mean, m2, *map(Host, (1, len(block), 3))
-        )
+        arguments = (block.reshape(-1), count, mean, m2, *map(Host, (1, len(block), 3)))
+        backend.run("moments_accumulate", *arguments, tolerance=TWINS)
         moments.append((count, mean, m2))
     (count, mean, m2), (other_count, other_mean, other_m2) = moments
     other_count[2] = 0.0  # a partial with no rows leaves its column as it was
@@ -61,3 +63,25 @@ def test_merged_moments_are_the_moments_of_both(backend):
         np.testing.assert_allclose(
             got_m2, ((columns - columns.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-9
         )
+
+
+@pytest.mark.parametrize("data", ["offset", "outlier first", "trend"])
+def test_one_tile_keeps_the_digits_of_m2(data):
+    # the rows after the head are summed in one pass, shifted by the head's mean: unshifted
+    # (or shifted badly) their sum of squares would lose most digits of M2 to cancellation
+    from numtile.ops_cpu.moments import moments_accumulate
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4099, 70))
+    if data == "offset":
+        x += 1e6
+    elif data == "outlier first":
+        x[0] *= 1e6
+    else:
+        x += np.arange(len(x))[:, None] * 1e3
+    count, mean, m2 = (np.zeros(70) for _ in range(3))
+    moments_accumulate(x.reshape(-1), count, mean, m2, 1, len(x), 70)
+    precise = x.astype(np.longdouble)
+    expected = ((precise - precise.mean(axis=0)) ** 2).sum(axis=0)
+    np.testing.assert_allclose(m2, expected.astype(np.float64), rtol=2e-12)
+    np.testing.assert_allclose(mean, precise.mean(axis=0).astype(np.float64), rtol=1e-12)
