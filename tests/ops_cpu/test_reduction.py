@@ -138,6 +138,71 @@ def test_reduce_accumulate_propagates_nan(backend, name, post):
     assert not np.isnan(out[1:]).any()
 
 
+def _special_slices(n):
+    """Slices of length n for max and min: a NaN at each position (the first and last rows, the
+    rows after the four bands or quarters), all NaN, NaN beside inf, zeros of both signs in
+    both orders, zeros beside negatives and positives, and infinities."""
+    rng = np.random.default_rng(5)
+    slices = []
+    for k in range(n):
+        values = rng.normal(size=n)
+        values[k] = np.nan
+        slices.append(values)
+    zeros = np.zeros(n)
+    zeros[::2] = -0.0  # -0.0 first
+    slices += [np.full(n, np.nan), np.where(np.arange(n) % 2, np.inf, np.nan), zeros, -zeros]
+    slices += [np.full(n, -0.0), np.full(n, 0.0), np.full(n, np.inf), np.full(n, -np.inf)]
+    negatives, positives = -np.abs(rng.normal(size=n)), np.abs(rng.normal(size=n))
+    negatives[n // 2], positives[n // 2] = -0.0, 0.0
+    ends = rng.normal(size=n)
+    ends[0], ends[-1] = np.inf, -np.inf
+    return slices + [negatives, positives, -negatives, -positives, ends]
+
+
+def _with_special_slices(pre, n, post, dtype):
+    """x of shape (pre, n, post) whose slices x[p, :, q] hold ``_special_slices`` spread over
+    every p and q (and both column blocks of a wide x), random values elsewhere."""
+    x = np.random.default_rng(6).normal(size=(pre * post, n))
+    slices = _special_slices(n)
+    assert len(slices) <= pre * post
+    for at, values in zip(np.linspace(0, pre * post - 1, len(slices)).astype(int), slices):
+        x[at] = values
+    return x.reshape(pre, post, n).transpose(0, 2, 1).astype(dtype)
+
+
+@pytest.mark.parametrize("layout", ["rows", "rows-alone", "columns", "columns-wide"])
+@pytest.mark.parametrize("n", [3, 11, 37])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_and_min_propagate_nan_and_order_zeros(name, dtype, n, layout):
+    # NaN anywhere in a slice gives NaN (as NumPy); +0.0 beats -0.0 for max and -0.0 wins for
+    # min (as llvm.maximum and llvm.minimum order them), whichever loop reads the slice: the
+    # rows four at a time and their leftovers, a row alone as its quarters, the columns
+    # narrower or wider than a column block.
+    count = len(_special_slices(n))
+    pre, post = {"rows": (count + 3, 1), "rows-alone": (count, 1)}.get(layout, (1, count))
+    if layout == "columns-wide":
+        pre, post = 2, 2050
+    x = _with_special_slices(pre, n, post, dtype)
+    out = np.full((pre, post), -np.inf if name == "max" else np.inf, dtype)
+    code = opcodes.REDUCE_OPS[name]
+    if layout == "rows-alone":
+        for p in range(pre):
+            CPU.run("reduce_accumulate", x[p].reshape(-1), out[p], 1, n, 1, code)
+    else:
+        CPU.run("reduce_accumulate", x.reshape(-1), out.reshape(-1), pre, n, post, code)
+    expected = (np.max if name == "max" else np.min)(x, axis=1)
+    np.testing.assert_array_equal(out, expected)
+    zero, negative = x == 0, np.signbit(x)
+    if name == "max":  # a zero maximum is -0.0 only where no +0.0 is in the slice
+        negative_zero = ~np.any(zero & ~negative, axis=1)
+    else:
+        negative_zero = np.any(zero & negative, axis=1)
+    zeros = expected == 0
+    assert zeros.sum() >= 4  # the zero slices are there
+    np.testing.assert_array_equal(np.signbit(out[zeros]), negative_zero[zeros])
+
+
 # --- the moduli of complex tiles (the vector norms) ------------------------------------------
 
 REAL_OF = {np.complex64: np.float32, np.complex128: np.float64}
