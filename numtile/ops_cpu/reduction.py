@@ -20,7 +20,20 @@ than neighbouring rows, 0.90-0.93x the thread CPU time on 16 tiles of 2048 x 204
 threads), 0.62x on 16384 x 256 tiles and 0.45x on 8192 x 64; eight bands no better than four,
 software prefetch a row ahead 1.3x slower, blocks of 1024 or 512 columns 1.3x and 1.5x slower
 than 2048. The same layout took max, min and prod over axis 0 of a 2048^2 tile from 1.3-1.4x
-NumPy's time to 0.4-0.7x (one thread).
+NumPy's time to 0.4-0.7x (one thread). The reads bound it, not the combine step: the float64
+column max (``llvm.maximum``, five instructions a vector on AVX2) takes 1.04-1.09x the thread
+CPU time of the column sum on 16 tiles of 2048 x 2048 (2 threads), and a compare-and-select
+max (one instruction) with a per-column NaN flag and a rescan of the columns it flags or leaves
+at zero measured no faster (1.02x llvm.maximum's time): it was not kept.
+
+Rows (the reduced axis innermost) are read the same way: four rows a step, one from each
+quarter of the rows, then each row left over as its four quarters (``max(x)`` of a tile is one
+row). One row at a time is one stream, and slower: on 16 tiles of 2048 x 2048 float64 (2
+threads), the four streams take 0.67-0.69x the thread CPU time for max over axis 1 and
+0.77-0.80x for sum; over a whole tile as one row 0.65x (max) and 0.70x (sum). Two streams gave
+0.80x (max), and four streams taken 4 KiB at a time in turn 1.16x. The price is compile time:
+each step is inlined four times more, and a row kernel's first compile takes 1.5-1.6 s of CPU
+instead of 0.7 s (the mean over max, min and sum of float64, float32 and int64).
 """
 
 import functools
@@ -107,17 +120,62 @@ def _part(name):
 def _reduce_rows(load, transform, combine, x, out, pre, n, post):
     """out[p] = combine(out[p], combine over j of transform(load(x[p, j]))), in wide precision:
     ``load`` reads an element widened (``_widened``: float64, int64 or uint64; the bfloat16
-    kernels pass one that widens bit patterns; ``_compared`` keeps it as it is). The reduction of
-    each row (post == 1)."""
+    kernels pass one that widens bit patterns; ``_compared`` keeps it as it is). The reduction
+    of each row (post == 1), read as four streams (as the column loop): four rows a step, one
+    from each quarter of the rows, then each row left over as its four quarters."""
     if n == 0:
         return
-    for p in range(pre):
-        values = x[p * n : (p + 1) * n]
-        partial = transform(load(values[0]))
-        for j in range(1, n):
-            partial = combine(partial, transform(load(values[j])))
-        wide = widen(out[p])
-        out[p] = combine(wide, as_type_of(partial, wide))
+    band, quarter = pre // 4, n // 4  # rows a quarter of the rows, elements a quarter of a row
+    for group in range(band + pre - 4 * band):
+        if group < band:  # rows group, group + band, group + 2 band and group + 3 band
+            rows = (group, group + band, group + 2 * band, group + 3 * band)
+            starts = (rows[0] * n, rows[1] * n, rows[2] * n, rows[3] * n)
+            length = n
+        else:  # a row left over: its four quarters
+            p = 3 * band + group
+            rows = (p, p, p, p)
+            starts = (p * n, p * n + quarter, p * n + 2 * quarter, p * n + 3 * quarter)
+            length = quarter
+        if length:
+            partials = _four_streams(load, transform, combine, x, starts, length)
+            if group < band:
+                for k in range(4):
+                    _combine_into(combine, out, rows[k], partials[k])
+                continue
+            a, b, c, d = partials
+            partial = combine(combine(a, b), combine(c, d))
+            rest = starts[0] + 4 * quarter
+        else:
+            partial = transform(load(x[starts[0]]))
+            rest = starts[0] + 1
+        # the row's elements after its quarters: at most three (no loop LLVM would vectorise)
+        for j in range(rest, min(rest + 3, starts[0] + n)):
+            partial = combine(partial, transform(load(x[j])))
+        _combine_into(combine, out, rows[0], partial)
+
+
+@inlined
+def _four_streams(load, transform, combine, x, starts, length):
+    """The reductions of x[start : start + length] for each of the four ``starts`` (length > 0),
+    read side by side: four streams, which the hardware prefetchers follow."""
+    s0, s1, s2, s3 = starts
+    v0, v1 = x[s0 : s0 + length], x[s1 : s1 + length]
+    v2, v3 = x[s2 : s2 + length], x[s3 : s3 + length]
+    a, b = transform(load(v0[0])), transform(load(v1[0]))
+    c, d = transform(load(v2[0])), transform(load(v3[0]))
+    for j in range(1, length):
+        a = combine(a, transform(load(v0[j])))
+        b = combine(b, transform(load(v1[j])))
+        c = combine(c, transform(load(v2[j])))
+        d = combine(d, transform(load(v3[j])))
+    return a, b, c, d
+
+
+@inlined
+def _combine_into(combine, out, index, partial):
+    """out[index] = combine(out[index], partial), in out's wide type."""
+    wide = widen(out[index])
+    out[index] = combine(wide, as_type_of(partial, wide))
 
 
 @inlined
@@ -153,10 +211,8 @@ def _reduce_columns(load, transform, combine, x, out, pre, n, post):
                 values = x[start + k * post : start + k * post + width]
                 for q in range(width):
                     partial[q] = combine(partial[q], transform(load(values[q])))
-            target = out[p * post + first : p * post + first + width]
             for q in range(width):
-                wide = widen(target[q])
-                target[q] = combine(wide, as_type_of(partial[q], wide))
+                _combine_into(combine, out, p * post + first + q, partial[q])
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
