@@ -16,29 +16,6 @@ from numtile.runtime import get_runtime
 from numtile.tiletensor import auto_fusion
 
 
-@pytest.fixture
-def fusing():
-    """Automatic fusion on for the test (and put back as it was)."""
-    previous = auto_fusion.set_enabled(True)
-    yield
-    auto_fusion.set_enabled(previous)
-
-
-@pytest.fixture
-def submitted(monkeypatch, fusing):
-    """The names of the codelets submitted while the test runs, in order."""
-    runtime = get_runtime()
-    names: list[str] = []
-    submit = runtime.submit
-
-    def recording(codelet, *args, **kwargs):
-        names.append(codelet.name)
-        return submit(codelet, *args, **kwargs)
-
-    monkeypatch.setattr(runtime, "submit", recording)
-    return names
-
-
 def _tensor(array, tile_shape=None):
     return nt.from_numpy(np.array(array), tile_shape=tile_shape)
 
