@@ -77,6 +77,7 @@ from numtile.ops_cpu.elementwise import (
 )
 from numtile.ops_cpu.factorizations import herk, potrf, syrk, trsm
 from numtile.ops_cpu.fusion import fused, fused_exact  # nt.fuse and automatic fusion
+from numtile.ops_cpu.fusion_reduce import fused_reduce  # reductions of deferred expressions
 from numtile.ops_cpu.generate import arange_fill, random_fill
 from numtile.ops_cpu.indexing import (
     compact,
@@ -129,6 +130,7 @@ def to_host(array):
 __all__ = [
     "fused",
     "fused_exact",
+    "fused_reduce",
     "arange_fill",
     "arg_reduce",
     "assign_where",

@@ -49,7 +49,7 @@ from numtile import opcodes
 from numtile.config import Config
 from numtile.runtime import get_runtime
 from numtile.runtime.handle import defer_read, forget_reader
-from numtile.tiletensor import dispatch
+from numtile.tiletensor import dispatch, fused_reduction
 from numtile.tiletensor.dtypes import NARROW_FLOATING
 from numtile.tiletensor.elementwise_core import result_tile_shape
 from numtile.tiletensor.fusion import _scalar_values, run
@@ -89,6 +89,12 @@ class Expression:
     def materialise(self, tensor: TileTensor) -> None:
         _materialise(tensor)
 
+    def reduced(self, tensor: TileTensor, op: str, axes: tuple, dtype) -> TileTensor | None:
+        """The reduction ``op`` (of ``reduction._reduce``) of ``tensor`` over ``axes`` in
+        ``dtype``, fused with this expression (``fused_reduction``), or None where it is not:
+        the reduction then materialises ``tensor`` and reduces its tiles."""
+        return _reduced(tensor, op, axes, dtype)
+
 
 def _entry(value):
     """``value``'s part of a signature, or None where it cannot defer."""
@@ -112,9 +118,10 @@ def _stand_in(recording: Trace, entry: tuple, index: int) -> Traced:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(key, signature: tuple):
+def _plan(key, signature: tuple, dtype=None):
     """The fused plan of expression ``key`` (an argument index, or ``(op name, *operand
-    keys)``) over arguments of ``signature``; None where it does not fuse."""
+    keys)``) over arguments of ``signature``, converted to ``dtype`` if given; None where it
+    does not fuse."""
     recording = Trace()
     values = [_stand_in(recording, entry, index) for index, entry in enumerate(signature)]
 
@@ -124,7 +131,8 @@ def _plan(key, signature: tuple):
         return RECORDERS[node[0]](*(evaluate(child) for child in node[1:]))
 
     try:
-        return _finish(recording, evaluate(key))
+        result = evaluate(key)
+        return _finish(recording, result if dtype is None else RECORDERS["astype"](result, dtype))
     except (Unfusable, TypeError, ValueError, OverflowError):
         return None
 
@@ -277,6 +285,25 @@ def _materialise(tensor: TileTensor) -> None:
         for operand in expression.operands:
             if isinstance(operand, TileTensor) and operand._pending is None:
                 forget_reader(operand._handles, tensor)
+
+
+def _reduced(tensor: TileTensor, op: str, axes: tuple, dtype) -> TileTensor | None:
+    """``Expression.reduced``: the fused tasks, submitted now, or None (nothing submitted)."""
+    if not fused_reduction.fusable(get_runtime()):
+        return None
+    with _lock:
+        expression = tensor._pending
+        if expression is None:  # materialised meanwhile
+            return None
+        leaves: list = []
+        try:
+            key = _flatten(expression, leaves, {})
+        except _Cut:  # materialising gives the tiles the error
+            return None
+        plan = _plan(key, _signature(leaves), np.dtype(dtype))
+        if plan is None:
+            return None
+        return fused_reduction.reduce(plan, leaves, tensor.layout, op, axes, plan.dtype)
 
 
 def enabled() -> bool:

@@ -131,22 +131,35 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
     modulus = x.dtype.kind == "c" and op in opcodes.MODULUS_REDUCE_OPS
     if op not in ("sum", "prod") and not modulus:
         refuse_complex(x, op)
-    widened = x.dtype in NARROW_FLOATING and dtype == float32
-    if x.dtype != dtype and not widened and not modulus:
-        x = astype(x, dtype)  # (the codelets widen bfloat16 tiles to float32 themselves)
     empty = any(x.shape[a] == 0 for a in axes)
     if empty and op in ("max", "min", "maxabs") and dtype != bool_:  # (any, all: False, True)
         raise ValueError(f"{op} of an empty axis has no identity (shape {x.shape}, axis {axis})")
-    kept = [a for a in range(x.ndim) if a not in axes]
-    out_shape = tuple(x.shape[a] for a in kept)
-    out_tiles = tuple(x.tile_shape[a] for a in kept)
-    out = TileTensor(Layout(out_shape, out_tiles), dtype)
-    runtime = get_runtime()
-    if not _sum_column_chains(runtime, x, out, op, axes, kept):
-        _reduce_tiles(runtime, x, out, op, axes, kept)
+    # a deferred element-wise expression (auto_fusion): reduced as it is computed, if it can be
+    out = None if x._pending is None else x._pending.reduced(x, op, axes, dtype)
+    if out is None:
+        out = _reduce_tiled(x, op, axes, dtype, modulus)
     if keepdims:
         out = reshape(out, tuple(1 if a in axes else s for a, s in enumerate(x.shape)))
     return out
+
+
+def _reduce_tiled(x: TileTensor, op: str, axes, dtype, modulus: bool) -> TileTensor:
+    """The reduction ``op`` of ``x`` over ``axes`` into a new tensor of ``dtype``, from x's
+    tiles (converted to ``dtype`` first, but for the moduli and 16-bit floats)."""
+    widened = x.dtype in NARROW_FLOATING and dtype == float32
+    if x.dtype != dtype and not widened and not modulus:
+        x = astype(x, dtype)  # (the codelets widen bfloat16 tiles to float32 themselves)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    out = TileTensor(reduced_layout(x.layout, kept), dtype)
+    runtime = get_runtime()
+    if not _sum_column_chains(runtime, x, out, op, axes, kept):
+        _reduce_tiles(runtime, x, out, op, axes, kept)
+    return out
+
+
+def reduced_layout(layout: Layout, kept) -> Layout:
+    """The layout of a reduction of ``layout`` that keeps axes ``kept``."""
+    return Layout(tuple(layout.shape[a] for a in kept), tuple(layout.tile_shape[a] for a in kept))
 
 
 # how the partial results of a reduction combine: sums of |x| or x^2 are sums
@@ -211,16 +224,10 @@ def _reduce_codelet(op: str, dtype, plan):
 
 
 def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, kept) -> bool:
-    """Submit the column sums of ``x`` into ``out`` as chains of tiles, one task a chain;
-    False (nothing submitted) where the tiles reduce one a task, each into a filled ``out``
-    (not a float sum over an axis that is not innermost, an empty axis, or under MPI).
-
-    About ``TASKS_PER_WORKER`` chains a worker: enough for the workers to finish together,
-    few enough that many small tiles do not cost a task each. The first chain of an output
-    tile writes it (no fill task before it); the later ones wait for it, then accumulate.
-    Chains go first ones first, so workers side by side sum into different output tiles.
-    With fewer output tiles than workers, each chain writes a partial tile of its own, and
-    a last task sums an output tile's partials."""
+    """Submit the column sums of ``x`` into ``out`` as chains of tiles, one task a chain
+    (``submit_chains``); False (nothing submitted) where the tiles reduce one a task, each
+    into a filled ``out`` (not a float sum over an axis that is not innermost, an empty axis,
+    or under MPI)."""
     last_tile = tuple(s - t * (g - 1) for s, t, g in zip(x.shape, x.tile_shape, x.grid))
     columns = statistics_codelets.sum_columns
     if (
@@ -233,33 +240,48 @@ def _sum_column_chains(runtime, x: TileTensor, out: TileTensor, op: str, axes, k
         )
     ):
         return False
-    groups = tile_groups(x, kept)
-    workers, count = len(runtime.kinds), len(x.handles) // len(groups)  # tiles a group
+    plans = {shape: _tile_plan(shape, axes) for shape in {h.shape for h in x.handles}}
+
+    def chain_task(chain, dst, first):
+        _, pre, _, post = plans[chain[0].shape]
+        extents = tuple(plans[h.shape][2] for h in chain)
+        _submit_chain(runtime, chain, dst, (pre, post, extents), first)
+
+    def combine_task(chain, dst):
+        _submit_chain(runtime, chain, dst, (1, math.prod(dst.shape), (1,) * len(chain)), True)
+
+    submit_chains(runtime, tile_groups(x, kept), out, chain_task, combine_task)
+    return True
+
+
+def submit_chains(runtime, groups: dict, out: TileTensor, chain_task, combine_task) -> None:
+    """Reduce each group of tiles (output tile index -> its tiles, as many in each) into its
+    tile of ``out`` as chains: ``chain_task(tiles, dst, first)`` submits one task that
+    reduces ``tiles`` in turn into ``dst`` (written when ``first``, else accumulated).
+
+    About ``TASKS_PER_WORKER`` chains a worker: enough for the workers to finish together,
+    few enough that many small tiles do not cost a task each. The first chain of an output
+    tile writes it (no fill task before it); the later ones wait for it, then accumulate.
+    Chains go first ones first, so workers side by side reduce into different output tiles.
+    With fewer output tiles than workers, each chain writes a partial tile of its own (chains
+    accumulating into one tile would run one at a time), and ``combine_task(partials, dst)``
+    submits the task combining an output tile's partials into it."""
+    workers, count = len(runtime.kinds), len(next(iter(groups.values())))  # tiles a group
     step = -(-count // -(-TASKS_PER_WORKER * workers // len(groups)))  # tiles a chain
     chains = -(-count // step)  # chains a group
-    # fewer output tiles than workers: each chain writes a partial tile of its own (chains
-    # accumulating into one tile would run one at a time), summed at the end
     partials = None
     if len(groups) < workers and chains > 1:
         partials = partial_tiles(out.layout, chains, out.dtype)
-    plans = {shape: _tile_plan(shape, axes) for shape in {h.shape for h in x.handles}}
     for part in range(chains):
-        for dst_index, handles in groups.items():
-            chain = handles[part * step : (part + 1) * step]
+        for dst_index, tiles in groups.items():
+            chain = tiles[part * step : (part + 1) * step]
             if partials is None:
-                dst = out.tile(dst_index)
+                chain_task(chain, out.tile(dst_index), part == 0)
             else:
-                dst = partials.tile((part, *dst_index))
-            _, pre, _, post = plans[chain[0].shape]
-            extents = tuple(plans[h.shape][2] for h in chain)
-            _submit_chain(
-                runtime, chain, dst, (pre, post, extents), part == 0 or partials is not None
-            )
+                chain_task(chain, partials.tile((part, *dst_index)), True)
     for dst_index in groups if partials is not None else ():
-        dst = out.tile(dst_index)
         chain = [partials.tile((part, *dst_index)) for part in range(chains)]
-        _submit_chain(runtime, chain, dst, (1, math.prod(dst.shape), (1,) * chains), True)
-    return True
+        combine_task(chain, out.tile(dst_index))
 
 
 def _submit_chain(runtime, chain, dst, plan, first: bool) -> None:
