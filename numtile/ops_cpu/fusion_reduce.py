@@ -4,13 +4,14 @@
 reads it back to reduce it; here each element of the expression (``ops_cpu.fusion``'s steps,
 computed by the same scalar functions) goes straight into the reduction's partials, which
 accumulate as ``ops_cpu.reduction``'s kernels accumulate them: the load, transform and
-combine steps of its table (float64, int64 or uint64 partials; uint8 for the max and min of
-bools) and, where the reduced axis is not innermost, its column loop (blocks of up to
-``COLUMNS`` columns, a row of each quarter of the rows a step), in its order: the column sums
-equal the unfused ones bit for bit. Where the reduced axis is innermost (``post == 1``) a row
-is read as ``LANES`` columns whose partials combine at the end: a loop that vectorises
-without the unfused kernels' ``reassoc`` flag, whose sums and products may differ from
-theirs in the last bits. The max, min, any and all equal the unfused ones everywhere.
+combine steps of its table (sums and products in float64, int64 or uint64; extrema in the
+element's own type, bools as uint8) and, where the reduced axis is not innermost, its column
+loop (blocks of up to ``COLUMNS`` columns, a row of each quarter of the rows a step), in its
+order: the column sums equal the unfused ones bit for bit. Where the reduced axis is
+innermost (``post == 1``) a row is read as ``LANES`` columns whose partials combine at the
+end: a loop that vectorises without the unfused kernels' ``reassoc`` flag, whose sums and
+products may differ from theirs in the last bits. The max, min, any and all equal the
+unfused ones everywhere.
 
 The kernels take no fast-math flag, so no step of the expression is reassociated (``x + 1 +
 2`` stays two roundings, as the unfused ops compute it). The generated ``value`` and ``view``
@@ -39,8 +40,8 @@ import numpy as np
 from numba.core.errors import NumbaIRAssumptionWarning
 
 from numtile.ops_cpu.fusion import generated, header, step_code, step_imports
-from numtile.ops_cpu.helpers import as_type_of, inlined, widen
-from numtile.ops_cpu.reduction import _REDUCTIONS
+from numtile.ops_cpu.helpers import inlined
+from numtile.ops_cpu.reduction import _REDUCTIONS, _combine_into
 
 COLUMNS = 2048  # as ops_cpu.reduction's column blocks: partials in L1 cache
 LANES = 256  # columns a row is read as (reduce_rows)
@@ -91,12 +92,6 @@ def column_partials(value, view, load, transform, combine, partial, args, start,
 
 
 @inlined
-def _into(combine, target, index, partial):
-    wide = widen(target[index])
-    target[index] = combine(wide, as_type_of(partial, wide))
-
-
-@inlined
 def reduce_columns(partials, value, load, combine, out, pre, n, post, args):
     """out[p, q] = combine(out[p, q], combine over j of the elements (p, j, q)), as
     ``ops_cpu.reduction._reduce_columns``: blocks of up to ``COLUMNS`` columns, in its order
@@ -107,7 +102,7 @@ def reduce_columns(partials, value, load, combine, out, pre, n, post, args):
             width = min(COLUMNS, post - first)
             partials(partial, args, p * n * post + first, n, post, width)
             for q in range(width):
-                _into(combine, out, p * post + first + q, partial[q])
+                _combine_into(combine, out, p * post + first + q, partial[q])
 
 
 @inlined
@@ -128,7 +123,7 @@ def reduce_rows(partials, value, load, combine, out, pre, n, args):
                     lanes[0] = combine(lanes[0], lanes[k])
                 if part and blocks:
                     lanes[0] = combine(previous, lanes[0])
-        _into(combine, out, p, lanes[0])
+        _combine_into(combine, out, p, lanes[0])
 
 
 def source(expression: tuple, whole: tuple[bool, ...], scalars: int, op: str) -> str:
