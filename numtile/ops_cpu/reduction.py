@@ -26,14 +26,12 @@ CPU time of the column sum on 16 tiles of 2048 x 2048 (2 threads), and a compare
 max (one instruction) with a per-column NaN flag and a rescan of the columns it flags or leaves
 at zero measured no faster (1.02x llvm.maximum's time): it was not kept.
 
-Rows (the reduced axis innermost) are read the same way: four rows a step, one from each
-quarter of the rows, then each row left over as its four quarters (``max(x)`` of a tile is one
-row). One row at a time is one stream, and slower: on 16 tiles of 2048 x 2048 float64 (2
-threads), the four streams take 0.67-0.69x the thread CPU time for max over axis 1 and
-0.77-0.80x for sum; over a whole tile as one row 0.65x (max) and 0.70x (sum). Two streams gave
-0.80x (max), and four streams taken 4 KiB at a time in turn 1.16x. The price is compile time:
-each step is inlined four times more, and a row kernel's first compile takes 1.5-1.6 s of CPU
-instead of 0.7 s (the mean over max, min and sum of float64, float32 and int64).
+Rows (the reduced axis innermost) are read one row at a time. Reading them as four streams,
+as the columns are (four rows a step, one from each quarter; a row alone as its four
+quarters), took 0.67-0.69x the thread CPU time for max over axis 1 and 0.77-0.80x for sum on
+16 tiles of 2048 x 2048 float64 (2 threads), but each step was then inlined four times more: a
+row kernel's first compile took 1.5-1.6 s of CPU instead of 0.7, and the typical start-up
+script 3 s more (cold 21.6 s with fused reductions, over issue 13's 20 s). It was not kept.
 """
 
 import functools
@@ -121,54 +119,15 @@ def _reduce_rows(load, transform, combine, x, out, pre, n, post):
     """out[p] = combine(out[p], combine over j of transform(load(x[p, j]))), in wide precision:
     ``load`` reads an element widened (``_widened``: float64, int64 or uint64; the bfloat16
     kernels pass one that widens bit patterns; ``_compared`` keeps it as it is). The reduction
-    of each row (post == 1), read as four streams (as the column loop): four rows a step, one
-    from each quarter of the rows, then each row left over as its four quarters."""
+    of each row (post == 1), one row at a time."""
     if n == 0:
         return
-    band, quarter = pre // 4, n // 4  # rows a quarter of the rows, elements a quarter of a row
-    for group in range(band + pre - 4 * band):
-        if group < band:  # rows group, group + band, group + 2 band and group + 3 band
-            rows = (group, group + band, group + 2 * band, group + 3 * band)
-            starts = (rows[0] * n, rows[1] * n, rows[2] * n, rows[3] * n)
-            length = n
-        else:  # a row left over: its four quarters
-            p = 3 * band + group
-            rows = (p, p, p, p)
-            starts = (p * n, p * n + quarter, p * n + 2 * quarter, p * n + 3 * quarter)
-            length = quarter
-        if length:
-            partials = _four_streams(load, transform, combine, x, starts, length)
-            if group < band:
-                for k in range(4):
-                    _combine_into(combine, out, rows[k], partials[k])
-                continue
-            a, b, c, d = partials
-            partial = combine(combine(a, b), combine(c, d))
-            rest = starts[0] + 4 * quarter
-        else:
-            partial = transform(load(x[starts[0]]))
-            rest = starts[0] + 1
-        # the row's elements after its quarters: at most three (no loop LLVM would vectorise)
-        for j in range(rest, min(rest + 3, starts[0] + n)):
-            partial = combine(partial, transform(load(x[j])))
-        _combine_into(combine, out, rows[0], partial)
-
-
-@inlined
-def _four_streams(load, transform, combine, x, starts, length):
-    """The reductions of x[start : start + length] for each of the four ``starts`` (length > 0),
-    read side by side: four streams, which the hardware prefetchers follow."""
-    s0, s1, s2, s3 = starts
-    v0, v1 = x[s0 : s0 + length], x[s1 : s1 + length]
-    v2, v3 = x[s2 : s2 + length], x[s3 : s3 + length]
-    a, b = transform(load(v0[0])), transform(load(v1[0]))
-    c, d = transform(load(v2[0])), transform(load(v3[0]))
-    for j in range(1, length):
-        a = combine(a, transform(load(v0[j])))
-        b = combine(b, transform(load(v1[j])))
-        c = combine(c, transform(load(v2[j])))
-        d = combine(d, transform(load(v3[j])))
-    return a, b, c, d
+    for p in range(pre):
+        values = x[p * n : (p + 1) * n]
+        partial = transform(load(values[0]))
+        for j in range(1, n):
+            partial = combine(partial, transform(load(values[j])))
+        _combine_into(combine, out, p, partial)
 
 
 @inlined

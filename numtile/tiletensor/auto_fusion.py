@@ -59,6 +59,11 @@ from numtile.tiletensor.tensor import TileTensor
 
 MAX_OPS = 16  # ops in one expression (a kernel compiles once per expression)
 MAX_INPUTS = 8  # tensors it reads
+# a reduction fuses with its deferred operand from this many elements of it: below, writing and
+# reading the intermediate costs under a millisecond (8 MiB of float64 at most), while the
+# fused kernel (one per expression and reduction) takes 2-6 s of CPU to compile on first use
+# (the typical start-up script: 21.6 s cold with every small reduction fused, 20 s the target)
+FUSED_REDUCTION_MIN = 1 << 20
 # the ops that defer: element-wise, one or two operands, a fused form (fusion_trace)
 DEFERRABLE = tuple(
     name
@@ -289,7 +294,7 @@ def _materialise(tensor: TileTensor) -> None:
 
 def _reduced(tensor: TileTensor, op: str, axes: tuple, dtype) -> TileTensor | None:
     """``Expression.reduced``: the fused tasks, submitted now, or None (nothing submitted)."""
-    if not fused_reduction.fusable(get_runtime()):
+    if tensor.size < FUSED_REDUCTION_MIN or not fused_reduction.fusable(get_runtime()):
         return None
     with _lock:
         expression = tensor._pending

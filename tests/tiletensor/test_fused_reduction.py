@@ -60,6 +60,12 @@ PAIRS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _small_tensors_fuse(monkeypatch):
+    """Reductions fuse whatever the size of their operand (these tests' tensors are small)."""
+    monkeypatch.setattr(auto_fusion, "FUSED_REDUCTION_MIN", 0)
+
+
 def _reduce(op, expression, arrays, tile_shape, on: bool, **kwargs) -> np.ndarray:
     """``op`` of ``expression`` over tensors of ``arrays``, with automatic fusion ``on``."""
     previous = auto_fusion.set_enabled(on)
@@ -209,3 +215,15 @@ def test_only_runtimes_of_cpu_workers_fuse_reductions():
     assert fused_reduction.fusable(types.SimpleNamespace(kinds=["cpu"] * 2, ops=[cpu, cpu]))
     mixed = types.SimpleNamespace(kinds=["cpu", "cuda"], ops=[cpu, gpu])
     assert not fused_reduction.fusable(mixed)
+
+
+def test_operands_smaller_than_the_threshold_reduce_unfused(submitted, monkeypatch):
+    # a small intermediate costs less to write and read than a kernel to compile
+    monkeypatch.setattr(auto_fusion, "FUSED_REDUCTION_MIN", F64.size + 1)
+    x = nt.from_numpy(F64, tile_shape=(3, 4))
+    np.testing.assert_array_equal(nt.any(x > 0.5, axis=0).to_numpy(), (F64 > 0.5).any(axis=0))
+    assert submitted and not any(name.startswith("fused_reduce") for name in submitted)
+    submitted.clear()
+    monkeypatch.setattr(auto_fusion, "FUSED_REDUCTION_MIN", F64.size)
+    np.testing.assert_array_equal(nt.any(x > 0.5, axis=0).to_numpy(), (F64 > 0.5).any(axis=0))
+    assert set(submitted) == {"fused_reduce:max:greater"}
