@@ -42,19 +42,17 @@ OPS = {
     "any": (lambda xp, v, **kw: xp.any(v, **kw), True),
     "all": (lambda xp, v, **kw: xp.all(v, **kw), True),
 }
-# a few pairs of each op: every op, every expression, within a compile budget
+# a few pairs: every op and every expression at least once (each pair compiles a kernel per
+# loop), within a compile budget
 PAIRS = [
     ("sum", "two inputs"),
     ("sum", "compare"),
-    ("sum", "integers"),
     ("sum", "float32 and a scalar"),
     ("prod", "two inputs"),
     ("mean", "integers"),
     ("max", "NaN"),
-    ("max", "compare"),
     ("min", "NaN"),
     ("any", "compare"),
-    ("any", "two inputs"),
     ("all", "logic"),
     ("all", "integers"),
 ]
