@@ -94,7 +94,7 @@ _UNARY = {
 }
 _FUNCTIONS = {**_UNARY, **{name: getattr(_math, name) for name in opcodes.COMPLEX_MATH}}
 _FUNCTIONS.update(add=_add, subtract=_subtract, multiply=_multiply, divide=_smith)
-part = by_name(_FUNCTIONS)
+part = by_name(_FUNCTIONS.__getitem__)
 
 
 def _complex_map(op):

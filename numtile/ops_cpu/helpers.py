@@ -116,10 +116,11 @@ def widen_overload(value):
     return convert
 
 
-def by_name(functions: dict):
-    """``part(name)`` for Numba code: the function ``functions[name]`` of a literal ``name``.
-    A kernel built per op is a closure over the op's *name* (Numba's on-disk cache keeps a
-    closure over a string, not one over a function) and finds its scalar function here."""
+def by_name(find):
+    """``part(name)`` for Numba code: the function ``find(name)`` of a literal ``name`` (looked
+    up when a kernel is typed). A kernel built per op is a closure over the op's *name* (Numba's
+    on-disk cache keeps a closure over a string, not one over a function) and finds its scalar
+    function here."""
 
     def part(name):
         raise NotImplementedError("part is only callable from numba-compiled code")
@@ -127,7 +128,7 @@ def by_name(functions: dict):
     @overload(part, inline="always")
     def _part(name):
         if isinstance(name, types.StringLiteral):
-            function = functions[name.literal_value]
+            function = find(name.literal_value)
             return lambda name: function
         return None
 

@@ -44,7 +44,7 @@ from numba.extending import overload
 
 from numtile.opcodes import MODULUS_REDUCE_OPS, REDUCE_OPS
 from numtile.ops_cpu import scalar_math
-from numtile.ops_cpu.helpers import as_type_of, inlined, widen
+from numtile.ops_cpu.helpers import as_type_of, by_name, inlined, widen
 from numtile.ops_cpu.per_op import ByNeed, OpKernel
 from numtile.ops_cpu.scalar_math import _add, _maximum
 
@@ -99,19 +99,14 @@ def by_layout(build):
     return ByNeed(reduce_by_layout, rows, columns)
 
 
-def part(name):
-    """The function ``name`` (a literal name) of this module or ``scalar_math``: a kernel's
-    closure holds the names of its load, transform and combine steps (a closure over functions
-    would not stay in Numba's on-disk cache)."""
-    raise NotImplementedError("part is only callable from numba-compiled code")
+def _step(name: str):
+    """The function ``name`` of this module or ``scalar_math``: a load, transform or combine
+    step of a reduction. A kernel's closure holds the names of its steps, and ``part`` finds
+    them (a closure over functions would not stay in Numba's on-disk cache)."""
+    return globals().get(name) or getattr(scalar_math, name)
 
 
-@overload(part, inline="always")
-def _part(name):
-    if not isinstance(name, types.StringLiteral):
-        return None
-    function = globals().get(name.literal_value) or getattr(scalar_math, name.literal_value)
-    return lambda name: function
+part = by_name(_step)
 
 
 @inlined

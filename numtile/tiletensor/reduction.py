@@ -205,13 +205,11 @@ def _reduce_tiles(runtime, x: TileTensor, out: TileTensor, op: str, axes, kept) 
     # the first tile of every group, then the second...: workers side by side accumulate into
     # different tiles (a group at a time, a worker waited while another accumulated into the
     # tile its task writes: max over axis 0 of 4 x 4 tiles, 25-36 ms of 2 workers idle a call)
-    for i in range(builtins.max(map(len, groups.values()), default=0)):
-        for at, handles in groups.items():
-            if i < len(handles):
-                dst = out.tile(at) if chains == 1 else partials.tile((i % chains, *at))
-                plan = _tile_plan(handles[i].shape, axes)
-                accesses = [(handles[i], R), (dst, ACC)]
-                runtime.submit(_reduce_codelet(op, x.dtype, plan), accesses, plan)
+    for i, handles in enumerate(zip(*groups.values())):  # (every group holds as many tiles)
+        for at, handle in zip(groups, handles):
+            dst = out.tile(at) if chains == 1 else partials.tile((i % chains, *at))
+            plan = _tile_plan(handle.shape, axes)
+            runtime.submit(_reduce_codelet(op, x.dtype, plan), [(handle, R), (dst, ACC)], plan)
     combine = codelets.reduction.reduce[_COMBINE[op]]
     for at in groups:
         for k in range(chains if chains > 1 else 0):

@@ -9,10 +9,8 @@ from numtile.tiletensor import auto_fusion
 
 
 @pytest.fixture
-def fusing(monkeypatch):
-    """Automatic fusion on for the test (and put back as it was), reductions of deferred
-    tensors fused whatever their size (the tests' tensors are small)."""
-    monkeypatch.setattr(auto_fusion, "FUSED_REDUCTION_MIN", 0)
+def fusing():
+    """Automatic fusion on for the test (and put back as it was)."""
     previous = auto_fusion.set_enabled(True)
     yield
     auto_fusion.set_enabled(previous)
