@@ -26,15 +26,15 @@ widened in registers, rounded once on write; ``f16_kernels``: float16 conversion
 ``lu`` (getrf, laswp) over ``kernel_blas``; ``products`` (cross); ``structured`` (band,
 linspace_fill); ``sorting`` (sort_rows, merge_runs, merge_values, count_before, count_values,
 split_by_keys); ``searching`` (arg_reduce); ``indexing``
-(take_positions, count_nonzero, compact, copy_runs, group_starts...); ``nn`` (attention, norm,
-loss, optim,
-``lu`` (getrf, laswp) and ``qr`` (geqrt, gemqrt, tpqrt, tpmqrt, triu_copy,
-eye_fill) over ``kernel_blas``; ``tsqr`` (qr_leaf: TSQR's leaves); ``nn`` (attention, norm,
-loss, optim, embedding); ``helpers``.
+(take_positions, count_nonzero, compact, copy_runs, group_starts...); ``qr`` (geqrt, gemqrt,
+tpqrt, tpmqrt, triu_copy, eye_fill) over ``kernel_blas``; ``tsqr`` (qr_leaf: TSQR's leaves);
+``nn`` (attention, norm, loss, optim, embedding, rope, decode, swiglu); ``helpers``.
+
+``nn`` is imported on first use (``ops.nn``, module ``__getattr__``): its dispatchers take a
+tenth of a second to create, which a script without a neural network need not pay.
 """
 
 import numtile.kernel_cache  # noqa: F401  (first: one cache stamp for all kernels)
-from numtile.ops_cpu import nn
 from numtile.ops_cpu.bf16 import (
     bf16_from,
     bf16_narrow,
@@ -125,6 +125,14 @@ from numtile.ops_cpu.tsqr import qr_leaf  # TSQR's leaves (CPU-only)
 def to_host(array):
     """A host view of a tile: on CPU the tile itself (on a GPU, a synchronised copy)."""
     return array
+
+
+def __getattr__(name):
+    if name == "nn":
+        import importlib
+
+        return importlib.import_module("numtile.ops_cpu.nn")  # binds ops_cpu.nn: once
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
