@@ -232,6 +232,30 @@ def reduce_operands(op, dtype, shape, rng):
     return x.astype(dtype), out.astype(dtype)
 
 
+# --- statistics --------------------------------------------------------------------------------
+
+FAR_FROM_ZERO = ["N(1e6, 1)", "N(-1e8, 1e-2)", "outlier first"]
+
+
+def far_from_zero(data: str, shape) -> np.ndarray:
+    """``data`` (one of ``FAR_FROM_ZERO``) of ``shape``: its running mean, unshifted, rounds at
+    1e-10 (1e6) or 1.5e-8 (1e8) against a spread of 1 or 1e-2; "outlier first": every column's
+    first value (the shift of its moments) 50 standard deviations off the others."""
+    rng = np.random.default_rng(3)
+    if data == "N(-1e8, 1e-2)":
+        return -1e8 + 1e-2 * rng.standard_normal(shape)
+    x = 1e6 + rng.standard_normal(shape)
+    if data == "outlier first":
+        x[0] += 50.0
+    return x
+
+
+def exact_m2(x: np.ndarray) -> np.ndarray:
+    """M2 of every column of x, two passes in long double."""
+    precise = x.astype(np.longdouble)
+    return ((precise - precise.mean(axis=0)) ** 2).sum(axis=0)
+
+
 # --- linear algebra ------------------------------------------------------------------------------
 
 

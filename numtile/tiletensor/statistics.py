@@ -71,23 +71,26 @@ def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
 def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
     """The sum of squared deviations from the mean over the adjacent ``axes`` (float64), in
     one pass over x: every tile merges its columns' count, mean and M2 into running tiles.
+    The mean is held minus a shift, the first value the state took (set with the mean by the
+    first chunk: neither tile is filled), so merges subtract numbers the size of the data's
+    spread, not of its offset (data 1e6 from zero keeps NumPy's digits).
 
     With fewer output tiles than workers (a matrix tiled by rows, reduced over them), the
-    tiles of an output tile take turns into a few partial (count, mean, M2) tiles instead, and
-    tasks at the end merge those: merging into one running tile, the tiles would run one at
-    a time."""
+    tiles of an output tile take turns into a few partial (count, shift, mean, M2) tiles
+    instead, and tasks at the end merge those: merging into one running tile, the tiles would
+    run one at a time."""
     kept = [a for a in range(x.ndim) if a not in axes]
     if any(b != a + 1 for a, b in zip(axes, axes[1:])):  # reduced axes last, adjacent (a copy)
         x = permute_dims(x, (*kept, *axes))
         kept, axes = list(range(len(kept))), tuple(range(len(kept), x.ndim))
     layout = Layout(tuple(x.shape[a] for a in kept), tuple(x.tile_shape[a] for a in kept))
-    running = [fill_tiles(TileTensor(layout, float64), 0) for _ in range(3)]  # count, mean, M2
     runtime = get_runtime()
     groups = tile_groups(x, kept)
     chains = partial_count(runtime, x, groups)
+    running = _moment_tiles(lambda: TileTensor(layout, float64))
     targets = running
     if chains > 1:
-        targets = [fill_tiles(partial_tiles(layout, chains, float64), 0) for _ in range(3)]
+        targets = _moment_tiles(lambda: partial_tiles(layout, chains, float64))
     for at, handles in groups.items():
         for i, handle in enumerate(handles):
             into = at if chains == 1 else (i % chains, *at)
@@ -97,7 +100,14 @@ def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
             parts = ((t.tile((k, *at)), R) for t in targets)
             accesses = [*((t.tile(at), ACC) for t in running), *parts]
             runtime.submit(statistics_codelets.moments_merge, accesses)
-    return running[2]
+    return running[3]
+
+
+def _moment_tiles(make) -> list[TileTensor]:
+    """Four tensors ``make()`` gives: count and M2 at zero, shift and mean unfilled (the first
+    chunk a state takes sets them)."""
+    count, shift, mean, m2 = (make() for _ in range(4))
+    return [fill_tiles(count, 0), shift, mean, fill_tiles(m2, 0)]
 
 
 def _plan(shape, axes: tuple[int, ...]) -> tuple[int, int, int]:

@@ -15,9 +15,9 @@ _COMPILE_ALL = """
         )
     for t in (types.float32, types.float64):
         f64 = types.float64[::1]
-        signature = (t[::1], f64, f64, f64, i64, i64, i64)
+        signature = (t[::1], f64, f64, f64, f64, i64, i64, i64)
         cuda.compile_ptx(moments._moments_kernel.py_func, signature, cc=(9, 0))
-    cuda.compile_ptx(moments._merge_kernel.py_func, (types.float64[::1],) * 6, cc=(9, 0))
+    cuda.compile_ptx(moments._merge_kernel.py_func, (types.float64[::1],) * 8, cc=(9, 0))
 """
 
 

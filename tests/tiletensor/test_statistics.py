@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import numtile as nt
+from numtile.ops_cuda import available as cuda_available
 from numtile.runtime.codelet import REGISTRY
+from tests.kernels import FAR_FROM_ZERO, exact_m2, far_from_zero
 from tests.tiletensor.test_array_api_hypothesis import (
     SETTINGS,
     SHAPES,
@@ -53,19 +55,74 @@ def test_var_is_stable_for_a_large_offset():
     np.testing.assert_allclose(nt.var(x).item(), np.var(data), rtol=1e-9)
 
 
+def _merges():
+    return REGISTRY["moments_merge"].calls if "moments_merge" in REGISTRY else 0
+
+
 def test_var_over_the_rows_of_a_row_tiled_matrix_merges_partial_moments():
     # one output tile: its 9 tiles go into partial moments in turn, merged at the end, so
     # the two workers run side by side
     data = 1e6 + np.random.default_rng(2).standard_normal((70, 5)) * np.arange(1, 6)
     nt.init(ncpu=2)
     try:
-        before = REGISTRY["moments_merge"].calls if "moments_merge" in REGISTRY else 0
+        before = _merges()
         x = nt.from_numpy(data, tile_shape=(8, 5))
         got = nt.var(x, axis=0, correction=1).to_numpy()
-        assert REGISTRY["moments_merge"].calls > before
+        assert _merges() > before
     finally:
         nt.init()
     np.testing.assert_allclose(got, np.var(data, axis=0, ddof=1), rtol=1e-9)
+
+
+# tiles of rows, workers: one tile; four tiles into one running state; eight tiles in four
+# partial chains merged at the end (one output tile, fewer than workers); the same on a GPU
+# worker (CUDA simulator)
+RUNS = {
+    "one tile": (1200, {"ncpu": 1}),
+    "four tiles": (300, {"ncpu": 1}),
+    "partial chains": (150, {"ncpu": 2}),
+    "gpu": (150, {"ncpu": 1, "ncuda": 1, "restrict": "cuda", "cuda_mem_limit": 1 << 16}),
+}
+
+
+@pytest.mark.parametrize("data", FAR_FROM_ZERO)
+@pytest.mark.parametrize("run", RUNS)
+def test_var_keeps_numpys_digits_far_from_zero(data, run):
+    # measured at most 8e-16 (NumPy's var: 1.2e-15 for N(1e6, 1), 5e-10 for N(-1e8, 1e-2));
+    # with the running mean unshifted: 2e-13 - 8e-12, and 4e-9 - 9e-8
+    tile_rows, workers = RUNS[run]
+    if "ncuda" in workers and not cuda_available():
+        pytest.skip("needs a GPU or the CUDA simulator")
+    x = far_from_zero(data, (1200, 5))
+    nt.init(**workers)
+    try:
+        before = _merges()
+        got = nt.var(nt.from_numpy(x, tile_shape=(tile_rows, 5)), axis=0).to_numpy()
+        merged = _merges() > before
+    finally:
+        nt.init()
+    assert merged == (run in ("partial chains", "gpu"))
+    np.testing.assert_allclose(got * len(x), exact_m2(x).astype(np.float64), rtol=1e-14)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_var_of_nan_inf_and_empty_columns_is_numpys(workers):
+    # a NaN or an infinity anywhere in a column, the first value included (the shift of
+    # every merge), makes its variance NaN; a column of no rows too
+    data = np.random.default_rng(4).standard_normal((9, 6)) + 1e6
+    data[0, 0] = data[5, 1] = np.nan
+    data[0, 2], data[7, 3], data[3, 4] = np.inf, -np.inf, np.inf
+    data[8, 4] = -np.inf
+    nt.init(ncpu=workers)
+    try:
+        got = nt.var(nt.from_numpy(data, tile_shape=(2, 4)), axis=0).to_numpy()
+        empty = nt.var(nt.from_numpy(np.ones((0, 3)), tile_shape=(1, 2)), axis=0).to_numpy()
+    finally:
+        nt.init()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        np.testing.assert_allclose(got, np.var(data, axis=0), rtol=1e-9)
+        np.testing.assert_array_equal(empty, np.var(np.ones((0, 3)), axis=0))
 
 
 @SETTINGS

@@ -1,7 +1,7 @@
 """Codelets of the statistics kernels outside the generic reductions: the streaming column
 sum of float tiles (``sum`` over an axis that is not innermost; a chain of tiles a task) and
 the one-pass moments of ``var`` (count, mean and M2 of every column, merged into running
-float64 tiles)."""
+float64 tiles; the mean held minus a shift, the first value the state took)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import math
 from numtile.runtime import Codelet
 
 
-def _moments(ops, x, count, mean, m2, pre, n, post):
-    flat = (t.reshape(-1) for t in (x, count, mean, m2))
+def _moments(ops, x, count, shift, mean, m2, pre, n, post):
+    flat = (t.reshape(-1) for t in (x, count, shift, mean, m2))
     ops.moments_accumulate(*flat, pre, n, post)
 
 
-def _moments_merge(ops, count, mean, m2, other_count, other_mean, other_m2):
-    flat = (t.reshape(-1) for t in (count, mean, m2, other_count, other_mean, other_m2))
-    ops.moments_merge(*flat)
+def _moments_merge(ops, count, shift, mean, m2, *other):
+    """Merge the moments ``other`` (count, shift, mean, M2 tiles) into the running ones."""
+    ops.moments_merge(*(t.reshape(-1) for t in (count, shift, mean, m2, *other)))
 
 
 def _sum_columns(ops, x, out, move_axes, pre, n, post):
