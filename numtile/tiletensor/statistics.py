@@ -72,7 +72,7 @@ def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
     """The sum of squared deviations from the mean over the adjacent ``axes`` (float64), in
     one pass over x: every tile merges its columns' count, mean and M2 into running tiles.
     The mean is held minus a shift, the first value the state took (set with the mean by the
-    first chunk: neither tile is filled), so merges subtract numbers the size of the data's
+    first chunk), so merges subtract numbers the size of the data's
     spread, not of its offset (data 1e6 from zero keeps NumPy's digits).
 
     With fewer output tiles than workers (a matrix tiled by rows, reduced over them), the
@@ -104,10 +104,10 @@ def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
 
 
 def _moment_tiles(make) -> list[TileTensor]:
-    """Four tensors ``make()`` gives: count and M2 at zero, shift and mean unfilled (the first
-    chunk a state takes sets them)."""
-    count, shift, mean, m2 = (make() for _ in range(4))
-    return [fill_tiles(count, 0), shift, mean, fill_tiles(m2, 0)]
+    """Four tensors ``make()`` gives, count, shift, mean and M2, at zero. The kernels need
+    only the count (an empty state's first chunk sets the rest), but no task then reads a
+    tile that none has written (a GPU or another rank would copy uninitialised memory)."""
+    return [fill_tiles(make(), 0) for _ in range(4)]
 
 
 def _plan(shape, axes: tuple[int, ...]) -> tuple[int, int, int]:
