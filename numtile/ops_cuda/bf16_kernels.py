@@ -99,6 +99,7 @@ class Format(NamedTuple):
 
 @functools.cache
 def _bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16, its module imported on the first call."""
     import ml_dtypes
 
     return np.dtype(ml_dtypes.bfloat16)
