@@ -12,7 +12,7 @@ from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise
 from numtile.tiletensor.creation import zeros_like
-from numtile.tiletensor.dtypes import bfloat16, float32
+from numtile.tiletensor.dtypes import float32, is_bfloat16
 from numtile.tiletensor.elementwise import multiply, negative
 from numtile.tiletensor.linalg import cross, det, diagonal, inv, matmul, solve
 from numtile.tiletensor.linalg.products import diagonal_scatter
@@ -257,7 +257,7 @@ class VectorNorm(Function):
 
 @gradient_rule("vector_norm")
 def _vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
-    if x.dtype == bfloat16:  # the float32 norm rounded once; astype carries the gradient
+    if is_bfloat16(x.dtype):  # the float32 norm rounded once; astype carries the gradient
         norm = _vector_norm(elementwise.astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
         return elementwise.astype(norm, x.dtype)
     require_inexact(x, "vector_norm")

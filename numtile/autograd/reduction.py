@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise, reduction
+from numtile.tiletensor.dtypes import as_dtype
 from numtile.tiletensor.manipulation import broadcast_to, reshape
 
 
@@ -31,7 +30,7 @@ class Sum(Function):
 
 @gradient_rule("sum")
 def _sum(x, /, *, axis=None, dtype=None, keepdims=False):
-    if dtype is not None and np.dtype(dtype) != x.dtype:
+    if dtype is not None and as_dtype(dtype) != x.dtype:
         x = elementwise.astype(x, dtype)
     return Sum.apply(x, axis=axis, keepdims=keepdims)
 

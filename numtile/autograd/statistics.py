@@ -3,11 +3,10 @@ square and sum, whose rules carry their gradient)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from numtile.autograd.rules import gradient_rule
 from numtile.autograd.tape import Function
 from numtile.tiletensor import elementwise, statistics
+from numtile.tiletensor.dtypes import as_dtype
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.reduction import sum as tensor_sum
 
@@ -42,6 +41,6 @@ class CumulativeSum(Function):
 
 @gradient_rule("cumulative_sum")
 def _cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-    if dtype is not None and np.dtype(dtype) != x.dtype:
+    if dtype is not None and as_dtype(dtype) != x.dtype:
         x = elementwise.astype(x, dtype)
     return CumulativeSum.apply(x, axis=axis, include_initial=include_initial)

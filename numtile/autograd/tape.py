@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from numtile.tiletensor import placement
 from numtile.tiletensor.creation import ones_like
-from numtile.tiletensor.dtypes import bfloat16 as NARROW
+from numtile.tiletensor.dtypes import is_bfloat16
 from numtile.tiletensor.elementwise import accumulate, add, astype, real
 from numtile.tiletensor.manipulation import retile
 from numtile.tiletensor.tensor import TileTensor
@@ -315,7 +315,8 @@ def _deliver(value, value_grad, grads: dict[int, TileTensor]) -> None:
             return
     if value_grad.dtype.kind == "c" and value.dtype.kind != "c":
         value_grad = real(value_grad)  # PyTorch's convention: a real input
-    if NARROW in (value.dtype, value_grad.dtype) and value_grad.dtype != value.dtype:
+    bf16 = is_bfloat16(value.dtype) or is_bfloat16(value_grad.dtype)
+    if bf16 and value_grad.dtype != value.dtype:
         value_grad = astype(value_grad, value.dtype)  # as torch: grads take its dtype
     if not isinstance(value, Node):
         accumulate_grad(value, value_grad)

@@ -61,7 +61,7 @@ import numpy as np
 from numtile.io.files import atomic_output
 from numtile.runtime import DataHandle, get_runtime
 from numtile.tiletensor import Layout, TileTensor
-from numtile.tiletensor.dtypes import bfloat16, check_dtype
+from numtile.tiletensor.dtypes import bfloat16_dtype, check_dtype, is_bfloat16
 
 FORMAT = "numtile-checkpoint"
 FORMAT_VERSION = 1
@@ -119,12 +119,12 @@ def save_checkpoint(
                 fletcher32=chunks is not None,
             )
             dataset.attrs["tile_shape"] = np.array(tensor.tile_shape, dtype=np.int64)
-            if tensor.dtype == bfloat16:
+            if is_bfloat16(tensor.dtype):
                 dataset.attrs["dtype"] = "bfloat16"
             for index, handle in zip(tensor.layout.indices(), tensor.handles):
                 runtime.wait_handles([handle])
                 tile = handle.host_array()
-                floating = tile.dtype.kind == "f" or tile.dtype == bfloat16
+                floating = tile.dtype.kind == "f" or is_bfloat16(tile.dtype)
                 if check_finite and floating and not np.isfinite(tile).all():
                     raise ValueError(
                         f"tensor {name!r} holds NaN or infinity (tile {index}); "
@@ -197,7 +197,7 @@ def _read_tiles(path, name: str, dataset: h5py.Dataset, layout: Layout, dtype: n
 
 def _disk_dtype(dtype: np.dtype) -> np.dtype:
     """The HDF5 dataset's dtype for tensors of ``dtype``: bfloat16 as its uint16 bits."""
-    return np.dtype(np.uint16) if dtype == bfloat16 else dtype
+    return np.dtype(np.uint16) if is_bfloat16(dtype) else dtype
 
 
 def _crc32(array: np.ndarray) -> int:
@@ -328,7 +328,7 @@ def _open(path):
                 except TypeError as exc:
                     raise _corrupt(path, f"tensor {name!r}: {exc}") from None
                 if dataset.attrs.get("dtype") == "bfloat16" and dtype == np.uint16:
-                    dtype = bfloat16
+                    dtype = bfloat16_dtype()
                 _check_chunks(path, name, dataset)
                 stored = dataset.attrs.get("tile_shape")
                 entries[name] = {

@@ -26,6 +26,7 @@ from numtile.io.files import _process_alive
 from numtile.runtime import DataHandle, get_runtime
 from numtile.runtime.distributed import one_writer
 from numtile.tiletensor import Layout, TileTensor
+from numtile.tiletensor.dtypes import as_dtype
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -158,14 +159,6 @@ def parse_size(size: int | str) -> int:
     return int(text)
 
 
-def _file_dtype(name: str) -> np.dtype:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
 def write_folder(
     folder: str | os.PathLike,
     config_text: str,
@@ -183,7 +176,7 @@ def write_folder(
         raise FileNotFoundError(f"{folder}: its folder {parent} does not exist")
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise ValueError(f"{folder} is a file, not a folder")
-    out = _file_dtype(dtype)
+    out = as_dtype(dtype)
     limit = parse_size(max_shard_size)
     shards: list[list[tuple[str, TileTensor]]] = [[]]
     size = 0

@@ -17,7 +17,7 @@ import numpy as np
 from numtile.autograd.tape import Function
 from numtile.nn import functional
 from numtile.nn.functional import BF16_MIXED, _bf16_able, _to_bf16
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import bfloat16_dtype, is_bfloat16
 from numtile.tiletensor.elementwise import gelu_tanh, unary_backward
 from numtile.tiletensor.fused.activated import ACTIVATIONS, activated_weight_grad
 from numtile.tiletensor.fused.linear import linear_backward_input, linear_forward
@@ -73,7 +73,7 @@ class ActivatedLinearFunction(Function):
         grads = [None] * len(inputs)
         if any(ctx.input_grads):
             grad_act = linear_backward_input(
-                g, _to_bf16(weight), inputs[0], ctx.transposed, ctx.rounding, dtype=bfloat16
+                g, _to_bf16(weight), inputs[0], ctx.transposed, ctx.rounding, dtype=bfloat16_dtype()
             )
         gw = gb = None
         if ctx.weight_grad:
@@ -93,7 +93,7 @@ def _fusable(inputs, weight: TileTensor, bias) -> bool:
     float32 W (and b), as the bf16-mixed layers give them."""
     return (
         gemm_rounding() == BF16_MIXED
-        and all(t.dtype == bfloat16 and t.shape == inputs[0].shape for t in inputs)
+        and all(is_bfloat16(t.dtype) and t.shape == inputs[0].shape for t in inputs)
         and weight.dtype == np.float32
         and _bf16_able(inputs[0], weight, bias)
     )

@@ -16,7 +16,7 @@ import numpy as np
 
 from numtile.autograd.reduction import LogSoftmax, Softmax
 from numtile.autograd.tape import Function
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import bfloat16_dtype, is_bfloat16
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.fused.embedding import embedding_backward, embedding_forward
 from numtile.tiletensor.fused.linear import (
@@ -101,8 +101,9 @@ BF16_MIXED = gemm_rounding("bf16-mixed")
 
 def _bf16_able(x, weight, bias) -> bool:
     """Whether bf16-mixed casts this linear to bfloat16 (float32 or bfloat16 operands)."""
-    floats = (np.dtype(np.float32), bfloat16)
-    return all(t is None or t.dtype in floats for t in (x, weight, bias))
+    return all(
+        t is None or t.dtype == np.float32 or is_bfloat16(t.dtype) for t in (x, weight, bias)
+    )
 
 
 _SHARED = threading.local()  # .copies: {id(float32 input): (input, its bfloat16 copy)}
@@ -134,14 +135,14 @@ def shared_bf16_casts() -> Iterator[None]:
 
 def _to_bf16(x: TileTensor, share: bool = False) -> TileTensor:
     """``x`` as bfloat16; with ``share``, inside ``shared_bf16_casts``, one copy per tensor."""
-    if x.dtype == bfloat16:
+    if is_bfloat16(x.dtype):
         return x
     copies = getattr(_SHARED, "copies", None) if share else None
     if copies is None:
-        return astype(x, bfloat16)
+        return astype(x, bfloat16_dtype())
     hit = copies.get(id(x))
     if hit is None or hit[0] is not x:
-        hit = copies[id(x)] = (x, astype(x, bfloat16))
+        hit = copies[id(x)] = (x, astype(x, bfloat16_dtype()))
     return hit[1]
 
 

@@ -25,7 +25,7 @@ from numtile.nn import functional
 from numtile.nn.attention import causal_self_attention, grouped_query_attention
 from numtile.nn.llama import rope_tables
 from numtile.tiletensor.creation import from_numpy
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import bfloat16_dtype
 from numtile.tiletensor.elementwise import add, copy_into
 from numtile.tiletensor.fused.attention import kv_head_tile
 from numtile.tiletensor.fused.decode import (
@@ -56,7 +56,7 @@ class KVCache:
         self.length, self.filled = length, 0
         # bf16-mixed: a float32 model's keys and values are bfloat16, kept so (as autocast)
         bf16 = current_precision() == "bf16-mixed" and model.dtype == np.float32
-        dtype = bfloat16 if bf16 else model.dtype
+        dtype = bfloat16_dtype() if bf16 else model.dtype
         self.k = [kv_cache(batch, length, n_kv_head * head_dim, tiles, dtype) for _ in layers]
         self.v = [kv_cache(batch, length, n_kv_head * head_dim, tiles, dtype) for _ in layers]
         head_tile = model.tiling.head

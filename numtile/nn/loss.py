@@ -10,7 +10,7 @@ import numpy as np
 from numtile.autograd.tape import Function, Later
 from numtile.nn.functional import BF16_MIXED, _bf16_able, _to_bf16, linear
 from numtile.tiletensor.creation import from_numpy
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import is_bfloat16
 from numtile.tiletensor.fused.lm_head import (
     linear_cross_entropy_backward,
     linear_cross_entropy_forward,
@@ -59,7 +59,7 @@ class LinearCrossEntropy(Function):
         loss, m, s, logits = linear_cross_entropy_forward(x, weight, targets, count, ctx.rounding)
         # W itself is kept, not its bfloat16 copy (as ``LinearFunction`` does); in bf16-mixed
         # under a host memory limit not the logits either: the backward computes them again
-        kept = None if host_memory_limited() and x.dtype == bfloat16 else logits
+        kept = None if host_memory_limited() and is_bfloat16(x.dtype) else logits
         ctx.save_for_backward(x, weight, kept, targets, m, s)
         sink.append(logits)
         return loss

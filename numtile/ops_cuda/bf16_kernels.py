@@ -8,15 +8,16 @@ own) writes its result into a one-element local array, and that is rounded once 
 even when stored (NaN to the quiet NaN of its sign, as ``bf16._narrow_kernel`` and
 ``__float2bfloat16_rn``). The bit reinterpretations are libdevice's ``__nv_int_as_float`` and
 ``__nv_float_as_int`` on a GPU, NumPy views under the simulator (which runs kernels as Python).
+ml_dtypes, for bfloat16 host scalars, is imported on first use (its import takes about 1.2 s).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
-import ml_dtypes
 import numba
 import numpy as np
 from numba import cuda
@@ -87,15 +88,24 @@ def _as_is(value):
 
 class Format(NamedTuple):
     """A 16-bit float format of the kernels: how uint16 bits widen to float32 and a float32
-    rounds to bits on the device, and its NumPy dtype (for host scalar operands)."""
+    rounds to bits on the device, and a function giving its NumPy dtype (for host scalar
+    operands; bfloat16's comes from ml_dtypes, imported when first needed)."""
 
     name: str
     widen: object
     round_to: object
-    dtype: np.dtype
+    numpy_dtype: Callable[[], np.dtype]
 
 
-BF16 = Format("bf16", _widened, _rounded, np.dtype(ml_dtypes.bfloat16))
+@functools.cache
+def _bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16, its module imported on the first call."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+BF16 = Format("bf16", _widened, _rounded, _bfloat16)
 
 
 def _load(dtype, fmt: Format):
@@ -199,11 +209,11 @@ def _host_bits(operand, device, fmt: Format):
     if not is_host(operand) or np.dtype(device.dtype) != _BITS:
         return operand
     value = np.asarray(operand, np.float32).reshape(-1)
-    narrow = value.astype(fmt.dtype)
+    narrow = value.astype(fmt.numpy_dtype())
     back = narrow.astype(np.float32)
     if not np.array_equal(back, value, equal_nan=True):
         raise ValueError(
-            f"a scalar operand of a {fmt.name} kernel must be a {fmt.dtype}, got {value}"
+            f"a scalar operand of a {fmt.name} kernel must be a {fmt.numpy_dtype()}, got {value}"
         )
     return narrow.view(np.uint16)
 

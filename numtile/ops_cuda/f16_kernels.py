@@ -10,6 +10,8 @@ keeps the upper 10 bits of its payload (0x7c01 where those are zero). The bit ca
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from numtile.ops_cuda import bf16_kernels
@@ -62,7 +64,7 @@ def _f16_rounded(value):
     return np.uint16(body | ((u >> np.uint32(16)) & np.uint32(0x8000)))
 
 
-F16 = Format("f16", _f16_widened, _f16_rounded, np.dtype(np.float16))
+F16 = Format("f16", _f16_widened, _f16_rounded, functools.partial(np.dtype, np.float16))
 
 
 def f16_unary(x: DeviceArray, out: DeviceArray, op: int, *, stream=0) -> None:

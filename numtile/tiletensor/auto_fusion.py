@@ -50,7 +50,7 @@ from numtile.config import Config
 from numtile.runtime import get_runtime
 from numtile.runtime.handle import defer_read, forget_reader
 from numtile.tiletensor import dispatch, fused_reduction
-from numtile.tiletensor.dtypes import NARROW_FLOATING
+from numtile.tiletensor.dtypes import is_narrow_floating
 from numtile.tiletensor.elementwise_core import result_tile_shape
 from numtile.tiletensor.fusion import _scalar_values, run
 from numtile.tiletensor.fusion_trace import RECORDERS, Trace, Traced, Unfusable, _finish, _scalar
@@ -107,7 +107,7 @@ def _entry(value):
         dtype = value.dtype
         fusable = value.requires_grad is False and value._node is None
         if fusable and value.distribution is None and dtype.kind in "biuf":
-            return None if dtype in NARROW_FLOATING else ("tensor", dtype)
+            return None if is_narrow_floating(dtype) else ("tensor", dtype)
         return None
     if isinstance(value, _SCALARS):
         return ("scalar", type(value))

@@ -12,7 +12,7 @@ from numtile.runtime.distributed.front import place
 from numtile.tiletensor import codelets, placement
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dlpack_bf16 import from_dlpack_array
-from numtile.tiletensor.dtypes import check_dtype, float64, int64
+from numtile.tiletensor.dtypes import as_dtype, check_dtype, float64, int64
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.tensor import TileTensor
 
@@ -40,7 +40,7 @@ def from_numpy(x, tile_shape=None, dtype=None, distribution=None) -> TileTensor:
     if isinstance(x, TileTensor):
         out = x if dtype is None else x.astype(dtype)
         return out if tile_shape is None else out.retile(tile_shape)
-    array = np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+    array = np.asarray(x) if dtype is None else np.asarray(x, dtype=as_dtype(dtype))
     return _from_array(_native(array), tile_shape, distribution)
 
 
@@ -130,6 +130,7 @@ def asarray(
     5.0
     """
     check_device(device)
+    dtype = None if dtype is None else as_dtype(dtype)  # "bfloat16" names ml_dtypes' type
     if isinstance(obj, TileTensor):
         return _from_tensor(obj, dtype, copy, tile_shape)
     if copy is False and distribution is not None:

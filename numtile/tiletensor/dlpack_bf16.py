@@ -16,7 +16,7 @@ import ctypes
 
 import numpy as np
 
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import bfloat16_dtype
 
 KDL_UINT, KDL_BFLOAT = 1, 4  # DLDataTypeCode
 # DLTensor: void* data; DLDevice device (2 x int32); int32 ndim; DLDataType dtype (uint8
@@ -82,4 +82,4 @@ def from_dlpack_array(x, copy=None) -> np.ndarray:
     """``numpy.from_dlpack(x, copy=copy)``, bfloat16 producers (``kDLBfloat``) included."""
     bits = _Bits(x)
     array = np.from_dlpack(bits, copy=copy)
-    return array.view(bfloat16) if bits.bf16 else array
+    return array.view(bfloat16_dtype()) if bits.bf16 else array

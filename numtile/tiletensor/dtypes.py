@@ -15,6 +15,12 @@ PyTorch's: with ``float32`` or ``float64`` it is that type, with ``float16`` it 
 ``isdtype(nt.bfloat16, "real floating")`` is true. Its tiles hold the 16 bits of each value;
 kernels widen them to float32 (exact), compute in float32 and round back to nearest-even.
 
+ml_dtypes is imported on first use of bfloat16, not with numtile: its import alone takes about
+1.2 s (NumPy registers its ufunc loops for each of its dtypes). So ``bfloat16`` here and
+``nt.bfloat16`` are looked up when first read (PEP 562: ``bfloat16_dtype()``), and the tests
+of a dtype (``is_bfloat16``, ``is_narrow_floating``, ``check_dtype``) never import it: before
+ml_dtypes is imported, no array, tensor or dtype can be bfloat16.
+
 ``float16`` (IEEE half, outside the array API standard, for GPUs and checkpoints that need
 it) is held the same way, through float32, and promotes as NumPy's (which PyTorch's matches
 between floats): with ``float32`` it is ``float32``, with ``bfloat16`` ``float32``, with
@@ -28,8 +34,9 @@ between floats): with ``float32`` it is ``float32``, with ``bfloat16`` ``float32
 from __future__ import annotations
 
 import builtins
+import functools
+import sys
 
-import ml_dtypes
 import numpy as np
 
 bool_ = np.dtype(np.bool_)
@@ -45,29 +52,71 @@ float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float16 = np.dtype(np.float16)
 
 SIGNED = (int8, int16, int32, int64)
 UNSIGNED = (uint8, uint16, uint32, uint64)
 REAL_FLOATING = (float32, float64)
 COMPLEX_FLOATING = (complex64, complex128)
-# floats held as 16-bit patterns that kernels widen to float32 (NumPy's kind of them is "V")
-NARROW_FLOATING = (bfloat16, float16)
-# the array API's dtypes (what __array_namespace_info__ lists), and every dtype a tensor holds
+# the array API's dtypes (what __array_namespace_info__ lists); a tensor also holds bfloat16
+# and float16 (``is_narrow_floating``)
 STANDARD = (bool_, *SIGNED, *UNSIGNED, *REAL_FLOATING, *COMPLEX_FLOATING)
-SUPPORTED = (*STANDARD, *NARROW_FLOATING)
 
-# isdtype's kinds (array API 2023.12), as sets of dtypes
+# isdtype's kinds (array API 2023.12), as the names of their dtypes (bfloat16's among them,
+# so that naming a kind imports nothing)
 KINDS = {
-    "bool": (bool_,),
-    "signed integer": SIGNED,
-    "unsigned integer": UNSIGNED,
-    "integral": SIGNED + UNSIGNED,
-    "real floating": REAL_FLOATING + NARROW_FLOATING,
-    "complex floating": COMPLEX_FLOATING,
-    "numeric": SIGNED + UNSIGNED + REAL_FLOATING + NARROW_FLOATING + COMPLEX_FLOATING,
+    "bool": ("bool",),
+    "signed integer": ("int8", "int16", "int32", "int64"),
+    "unsigned integer": ("uint8", "uint16", "uint32", "uint64"),
+    "real floating": ("float32", "float64", "bfloat16", "float16"),
+    "complex floating": ("complex64", "complex128"),
 }
+KINDS["integral"] = KINDS["signed integer"] + KINDS["unsigned integer"]
+KINDS["numeric"] = KINDS["integral"] + KINDS["real floating"] + KINDS["complex floating"]
+
+
+@functools.cache
+def bfloat16_dtype() -> np.dtype:
+    """The bfloat16 dtype (``ml_dtypes.bfloat16``), importing ml_dtypes on the first call.
+
+    >>> bfloat16_dtype().name, bfloat16_dtype().itemsize
+    ('bfloat16', 2)
+    """
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def __getattr__(name: str):
+    """``dtypes.bfloat16``: ``bfloat16_dtype()``, read when asked for (PEP 562)."""
+    if name == "bfloat16":
+        return bfloat16_dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def is_bfloat16(dtype) -> bool:
+    """Whether ``dtype`` (a dtype, or anything NumPy compares with one) is bfloat16; never
+    imports ml_dtypes, as nothing can be bfloat16 before it is imported.
+
+    >>> import numtile as nt
+    >>> is_bfloat16(nt.float32), is_bfloat16(nt.bfloat16)
+    (False, True)
+    """
+    return "ml_dtypes" in sys.modules and dtype == bfloat16_dtype()
+
+
+def is_narrow_floating(dtype) -> bool:
+    """Whether ``dtype`` is a float held as 16-bit patterns that kernels widen to float32,
+    bfloat16 or float16 (NumPy's kind of bfloat16 is "V")."""
+    return dtype == float16 or is_bfloat16(dtype)
+
+
+def as_dtype(value) -> np.dtype:
+    """``np.dtype(value)``, where the name ``"bfloat16"`` is bfloat16 (NumPy knows it only once
+    ml_dtypes is imported)."""
+    if isinstance(value, str) and value == "bfloat16":
+        return bfloat16_dtype()
+    return np.dtype(value)
 
 
 def is_floating(dtype) -> bool:
@@ -78,13 +127,13 @@ def is_floating(dtype) -> bool:
     >>> is_floating(nt.bfloat16), is_floating(nt.float64), is_floating(nt.int8)
     (True, True, False)
     """
-    dtype = np.dtype(dtype)
-    return dtype.kind == "f" or dtype in NARROW_FLOATING
+    dtype = as_dtype(dtype)
+    return dtype.kind == "f" or is_narrow_floating(dtype)
 
 
 def is_inexact(dtype) -> bool:
     """Whether ``dtype`` is a real or complex floating dtype (``bfloat16`` included)."""
-    return is_floating(dtype) or np.dtype(dtype).kind == "c"
+    return is_floating(dtype) or as_dtype(dtype).kind == "c"
 
 
 def check_dtype(dtype) -> np.dtype:
@@ -93,13 +142,13 @@ def check_dtype(dtype) -> np.dtype:
     if dtype is builtins.bool:
         return bool_
     try:
-        dt = np.dtype(dtype)
+        dt = as_dtype(dtype)
     except TypeError:
         raise TypeError(f"{dtype!r} is not a dtype") from None
     if not dt.isnative:
         dt = dt.newbyteorder("=")
-    if dt not in SUPPORTED:
-        names = ", ".join(d.name for d in SUPPORTED)
+    if dt not in STANDARD and not is_narrow_floating(dt):
+        names = ", ".join(d.name for d in STANDARD) + ", bfloat16, float16"
         raise TypeError(f"unsupported dtype {dt.name}; numtile tensors hold {names} (use astype)")
     return dt
 
@@ -130,20 +179,20 @@ def result_type(*operands) -> np.dtype:
     values = [_operand_dtype(operand) for operand in operands]
     if all(not isinstance(value, np.dtype) for value in values):
         raise ValueError("result_type needs at least one tensor or dtype, not only scalars")
-    if bfloat16 in values:
+    if any(map(is_bfloat16, values)):
         return _bfloat16_result(values)
     return check_dtype(np.result_type(*values))
 
 
 def _bfloat16_result(values) -> np.dtype:
     """result_type of operands one of which is bfloat16 (PyTorch's rules, see the module)."""
-    if any(isinstance(v, np.dtype) and v != bfloat16 and is_inexact(v) for v in values):
+    if any(isinstance(v, np.dtype) and not is_bfloat16(v) and is_inexact(v) for v in values):
         # another float: bfloat16 ranks as float32 (so float16 with it is float32 too)
-        stand_in = [float32 if isinstance(v, np.dtype) and v == bfloat16 else v for v in values]
+        stand_in = [float32 if isinstance(v, np.dtype) and is_bfloat16(v) else v for v in values]
         return check_dtype(np.result_type(*stand_in))
     if any(isinstance(v, complex) for v in values):
         return complex64
-    return bfloat16
+    return bfloat16_dtype()
 
 
 def can_cast(from_, to, /) -> bool:
@@ -156,10 +205,10 @@ def can_cast(from_, to, /) -> bool:
     (True, False)
     """
     from_, to = _operand_dtype(from_), check_dtype(to)
-    if isinstance(from_, np.dtype) and bfloat16 in (from_, to):
+    if isinstance(from_, np.dtype) and (is_bfloat16(from_) or is_bfloat16(to)):
         # exact: booleans and 8-bit integers to bfloat16; bfloat16 to itself and wider floats
-        if to == bfloat16:
-            return builtins.bool(from_ in (bool_, int8, uint8, bfloat16))
+        if is_bfloat16(to):
+            return builtins.bool(from_ in (bool_, int8, uint8) or is_bfloat16(from_))
         return builtins.bool(to in (float32, float64, complex64, complex128))
     if from_ == to:
         return True
@@ -187,7 +236,7 @@ def isdtype(dtype, kind) -> bool:
     if isinstance(kind, str):
         if kind not in KINDS:
             raise ValueError(f"unknown dtype kind {kind!r}; expected one of {sorted(KINDS)}")
-        return dtype in KINDS[kind]
+        return dtype.name in KINDS[kind]
     return dtype == check_dtype(kind)
 
 
@@ -204,7 +253,12 @@ class finfo:  # noqa: N801  (the array API name)
         dtype = _dtype_of(type)
         if not is_inexact(dtype):
             raise ValueError(f"finfo needs a floating dtype, got {dtype.name} (use iinfo)")
-        info = ml_dtypes.finfo(dtype) if dtype == bfloat16 else np.finfo(dtype)
+        if is_bfloat16(dtype):
+            import ml_dtypes  # (imported already: dtype is bfloat16)
+
+            info = ml_dtypes.finfo(dtype)
+        else:
+            info = np.finfo(dtype)
         self.dtype = np.dtype(info.dtype)
         self.bits = int(info.bits)
         self.eps = float(info.eps)

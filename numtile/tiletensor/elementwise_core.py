@@ -17,13 +17,13 @@ from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import check_device
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import (
-    NARROW_FLOATING,
     bool_,
     check_dtype,
     float32,
     float64,
     is_floating,
     is_inexact,
+    is_narrow_floating,
     result_type,
 )
 from numtile.tiletensor.layout import Layout
@@ -225,7 +225,7 @@ def binary_op(x, y, name: str, family: str = "binary", out: TileTensor | None = 
         if tensor.dtype != dtype:
             tensor = astype(tensor, dtype)
         scalar_array = np.full(1, scalar, dtype)
-        if dtype in NARROW_FLOATING:  # rounded to bfloat16 (the array API), then held exactly
+        if is_narrow_floating(dtype):  # rounded to bfloat16 (the array API), then held exactly
             scalar_array = scalar_array.astype(float32)  # as the float32 kernel reads it
         if out is None:
             out = TileTensor(tensor.layout, out_dtype)

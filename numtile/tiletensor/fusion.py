@@ -17,7 +17,7 @@ import numpy as np
 
 from numtile.runtime import Access, Codelet, get_runtime
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import NARROW_FLOATING
+from numtile.tiletensor.dtypes import is_narrow_floating
 from numtile.tiletensor.elementwise_core import element_strides, shape_array, source_tile
 from numtile.tiletensor.fusion_trace import Plan, Unfusable, trace
 from numtile.tiletensor.layout import Layout
@@ -145,7 +145,7 @@ class Fused:
         expression runs unfused."""
         signature = _signature(args)
         if signature not in self.plans:
-            if any(e[0] == "tensor" and e[1] in NARROW_FLOATING for e in signature):
+            if any(e[0] == "tensor" and is_narrow_floating(e[1]) for e in signature):
                 self.plans[signature] = None
             else:
                 try:

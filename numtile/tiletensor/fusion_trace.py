@@ -25,7 +25,13 @@ import numpy as np
 
 from numtile import opcodes
 from numtile.tiletensor import dispatch
-from numtile.tiletensor.dtypes import NARROW_FLOATING, bool_, check_dtype, is_floating, result_type
+from numtile.tiletensor.dtypes import (
+    bool_,
+    check_dtype,
+    is_floating,
+    is_narrow_floating,
+    result_type,
+)
 from numtile.tiletensor.elementwise_core import _operation_dtype
 from numtile.tiletensor.elementwise_math import _bound
 from numtile.tiletensor.tensor import TileTensor
@@ -154,7 +160,7 @@ def operands(step: tuple) -> tuple[int, ...]:
 
 def _check_dtype(dtype) -> np.dtype:
     dtype = np.dtype(dtype)
-    if dtype.kind == "c" or dtype in NARROW_FLOATING:
+    if dtype.kind == "c" or is_narrow_floating(dtype):
         raise Unfusable(f"{dtype.name} values")
     return dtype
 

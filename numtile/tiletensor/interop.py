@@ -21,7 +21,7 @@ from numtile.runtime import Access, get_runtime
 from numtile.runtime.handle import materialise_readers
 from numtile.tiletensor import dispatch
 from numtile.tiletensor.dlpack_bf16 import export_bf16
-from numtile.tiletensor.dtypes import bfloat16, result_type
+from numtile.tiletensor.dtypes import is_bfloat16, result_type
 from numtile.tiletensor.tensor import TileTensor
 
 KDL_CPU = 1  # DLPack's device type of host memory (DLDeviceType.kDLCPU)
@@ -95,7 +95,7 @@ def dlpack(x: TileTensor, stream=None, max_version=None, dl_device=None, copy=No
         )
     else:
         array = x.to_numpy()
-    if array.dtype == bfloat16:  # NumPy's DLPack has no bfloat16: its bits, retyped
+    if is_bfloat16(array.dtype):  # NumPy's DLPack has no bfloat16: its bits, retyped
         return export_bf16(array, max_version)
     if max_version is None:
         return array.__dlpack__()

@@ -15,7 +15,6 @@ from numtile.tiletensor.codelets import statistics as statistics_codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import (
-    NARROW_FLOATING,
     bool_,
     check_dtype,
     float32,
@@ -23,6 +22,7 @@ from numtile.tiletensor.dtypes import (
     int64,
     is_floating,
     is_inexact,
+    is_narrow_floating,
     uint64,
 )
 from numtile.tiletensor.elementwise import abs as absolute
@@ -124,7 +124,7 @@ def reduce_bools(x: TileTensor, op: str, axis, keepdims: bool) -> TileTensor:
 
 
 def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
-    if dtype in NARROW_FLOATING:  # accumulated in float32, rounded once at the end
+    if is_narrow_floating(dtype):  # accumulated in float32, rounded once at the end
         return astype(_reduce(x, op, axis, keepdims, float32), dtype)
     axes = normalize_axes(axis, x.ndim)
     # the moduli of complex tiles reduce into real partials, read by the kernels themselves
@@ -146,7 +146,7 @@ def _reduce(x: TileTensor, op: str, axis, keepdims: bool, dtype) -> TileTensor:
 def _reduce_tiled(x: TileTensor, op: str, axes, dtype, modulus: bool) -> TileTensor:
     """The reduction ``op`` of ``x`` over ``axes`` into a new tensor of ``dtype``, from x's
     tiles (converted to ``dtype`` first, but for the moduli and 16-bit floats)."""
-    widened = x.dtype in NARROW_FLOATING and dtype == float32
+    widened = is_narrow_floating(x.dtype) and dtype == float32
     if x.dtype != dtype and not widened and not modulus:
         x = astype(x, dtype)  # (the codelets widen bfloat16 tiles to float32 themselves)
     kept = [a for a in range(x.ndim) if a not in axes]
@@ -352,7 +352,7 @@ def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
     2.0
     """
     require_tensor(x, "mean")
-    narrow = x.dtype in NARROW_FLOATING  # bfloat16: a float32 sum and scaling, rounded once
+    narrow = is_narrow_floating(x.dtype)  # bfloat16: a float32 sum and scaling, rounded once
     dtype = float32 if narrow else x.dtype if x.dtype.kind in "fc" else float64
     count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
     # through the public sum and *: mean is differentiable wherever they are
@@ -378,7 +378,7 @@ def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -
     """
     require_tensor(x, "vector_norm")
     require_inexact(x, "vector_norm")
-    if x.dtype in NARROW_FLOATING:  # bfloat16: in float32, rounded once (as PyTorch)
+    if is_narrow_floating(x.dtype):  # bfloat16: in float32, rounded once (as PyTorch)
         norm = vector_norm(astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
         return astype(norm, x.dtype)
     dtype = np.finfo(x.dtype).dtype  # the real dtype of x's precision
@@ -489,7 +489,7 @@ def log_softmax(x: TileTensor, axis: int = -1) -> TileTensor:
     [-1000.0, 0.0]
     """
     (axis,) = normalize_axes(axis, x.ndim)
-    if x.dtype in NARROW_FLOATING:  # in float32, rounded once (as PyTorch)
+    if is_narrow_floating(x.dtype):  # in float32, rounded once (as PyTorch)
         return astype(log_softmax(astype(x, float32), axis), x.dtype)
     if x.dtype.kind != "f":
         x = astype(x, float64)

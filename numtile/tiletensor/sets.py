@@ -22,7 +22,7 @@ from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import from_numpy
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import NARROW_FLOATING, bool_, float32, int64
+from numtile.tiletensor.dtypes import bool_, float32, int64, is_narrow_floating
 from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.indexing import (
     flagged_positions,
@@ -65,7 +65,7 @@ def _unique(x: TileTensor, name: str, counts=False, indices=False, inverse=False
     """(values, first indices, inverse indices, counts), the unasked ones None."""
     if not (isinstance(x, TileTensor) and x.dtype.kind == "c"):  # complex: sets_complex
         check_sortable(x, name) if x.ndim else check_sortable(reshape(x, (1,)), name)
-    if x.dtype in NARROW_FLOATING:  # as float32 (exact both ways), values back in bfloat16
+    if is_narrow_floating(x.dtype):  # as float32 (exact both ways), values back in bfloat16
         wide = astype(x, float32)
         unique, first, inverted, counted = _unique(wide, name, counts, indices, inverse)
         return astype(unique, x.dtype), first, inverted, counted

@@ -14,7 +14,14 @@ from numtile.tiletensor.codelets import scan as scan_codelets
 from numtile.tiletensor.codelets import statistics as statistics_codelets
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import NARROW_FLOATING, check_dtype, float32, float64, int64, uint64
+from numtile.tiletensor.dtypes import (
+    check_dtype,
+    float32,
+    float64,
+    int64,
+    is_narrow_floating,
+    uint64,
+)
 from numtile.tiletensor.elementwise import divide, sqrt, square, subtract
 from numtile.tiletensor.elementwise_core import astype, refuse_complex
 from numtile.tiletensor.layout import Layout, c_strides
@@ -49,7 +56,7 @@ def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
     """
     require_tensor(x, "var")
     refuse_complex(x, "var")
-    if x.dtype in NARROW_FLOATING:  # bfloat16: both passes in float32, rounded once
+    if is_narrow_floating(x.dtype):  # bfloat16: both passes in float32, rounded once
         variance = var(astype(x, float32), axis=axis, correction=correction, keepdims=keepdims)
         return astype(variance, x.dtype)
     if x.dtype.kind != "f":
@@ -130,7 +137,7 @@ def std(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
     >>> nt.std(nt.asarray([1.0, 3.0])).item()
     1.0
     """
-    narrow = getattr(x, "dtype", None) in NARROW_FLOATING  # bfloat16: rounded once
+    narrow = is_narrow_floating(getattr(x, "dtype", None))  # bfloat16: rounded once
     wide = astype(x, float32) if narrow else x
     out = sqrt(var(wide, axis=axis, correction=correction, keepdims=keepdims))
     return astype(out, x.dtype) if narrow else out
@@ -167,7 +174,7 @@ def cumulative_sum(x: TileTensor, /, *, axis=None, dtype=None, include_initial: 
         dtype = check_dtype(dtype)
     else:
         dtype = uint64 if x.dtype.kind == "u" else int64 if x.dtype.kind in "bi" else x.dtype
-    if dtype in NARROW_FLOATING:  # bfloat16 running sums in float32, each rounded once
+    if is_narrow_floating(dtype):  # bfloat16 running sums in float32, each rounded once
         scan = cumulative_sum(astype(x, float32), axis=axis, include_initial=include_initial)
         return astype(scan, dtype)
     if x.dtype != dtype:

@@ -23,20 +23,18 @@ from __future__ import annotations
 
 import functools
 
-import ml_dtypes
 import numpy as np
 
 from numtile.runtime import DataHandle
+from numtile.tiletensor.dtypes import is_bfloat16, is_narrow_floating
 
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
-_NARROW = (_BFLOAT16, _FLOAT16)
 
 
 def is_narrow(value) -> bool:
     """Whether ``value`` is a bfloat16 or float16 tile (or array)."""
-    return getattr(value, "dtype", None) in _NARROW
+    return is_narrow_floating(getattr(value, "dtype", None))
 
 
 def bits(tile):
@@ -48,8 +46,8 @@ def goes_direct(values, formats=("bf16", "f16")) -> bool:
     """Whether a task on ``values`` (tiles, handles and arguments) runs a codelet's kernels of
     16-bit float bits: its 16-bit float tiles are all bfloat16 or all float16 (a task mixing
     the two takes the float32 scratch path), of one of the ``formats`` the kernels read."""
-    dtypes = {getattr(value, "dtype", None) for value in values}
-    return len(dtypes & set(_NARROW)) == 1 and format_of(*values) in formats
+    narrow = {value.dtype for value in values if is_narrow(value)}
+    return len(narrow) == 1 and format_of(*values) in formats
 
 
 def format_of(*tiles) -> str:
@@ -66,7 +64,7 @@ def scalar_bits(value):
 
 
 def _widen_into(ops, tile, out) -> None:
-    widen_kernel = ops.bf16_widen if tile.dtype == _BFLOAT16 else ops.f16_widen
+    widen_kernel = ops.bf16_widen if is_bfloat16(tile.dtype) else ops.f16_widen
     widen_kernel(tile.reshape(-1).view(np.uint16), out.reshape(-1).view(np.uint32))
 
 
@@ -79,7 +77,7 @@ def widen(ops, tile):
 
 def narrow_into(ops, values, tile) -> None:
     """Round the float32 ``values`` to the 16-bit float dtype of ``tile``, nearest-even."""
-    narrow_kernel = ops.bf16_narrow if tile.dtype == _BFLOAT16 else ops.f16_narrow
+    narrow_kernel = ops.bf16_narrow if is_bfloat16(tile.dtype) else ops.f16_narrow
     narrow_kernel(values.reshape(-1).view(np.uint32), tile.reshape(-1).view(np.uint16))
 
 
@@ -114,7 +112,7 @@ def scratch_bytes(*tiles_then_args, direct: bool = False, formats=("bf16", "f16"
     return sum(
         2 * tile.nbytes
         for tile in tiles_then_args
-        if isinstance(tile, DataHandle) and tile.dtype in _NARROW
+        if isinstance(tile, DataHandle) and is_narrow(tile)
     )
 
 

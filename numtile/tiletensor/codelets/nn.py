@@ -21,7 +21,7 @@ from numtile.tiletensor.codelets.narrow import (
     widen,
 )
 from numtile.tiletensor.codelets.views import flat, rows
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import is_bfloat16
 from numtile.tiletensor.precision import bf16_gemm, cpu_has_bf16_gemm, fused_bf16_linear
 
 # -- attention: tiles are (batch, sequence, heads * head width) ------------------------------
@@ -44,7 +44,7 @@ def _on_bf16_units(ops, *tiles) -> bool:
     ready = getattr(ops.nn, "bf16_attention_ready", None)
     return (
         ready is not None
-        and all(getattr(t, "dtype", None) == bfloat16 for t in tiles)
+        and all(is_bfloat16(getattr(t, "dtype", None)) for t in tiles)
         and cpu_has_bf16_gemm()
         and ready()
     )

@@ -16,7 +16,7 @@ from numtile.runtime import Codelet
 from numtile.tiletensor.codelets.narrow import bits as narrow_bits
 from numtile.tiletensor.codelets.narrow import is_narrow, through_float32
 from numtile.tiletensor.codelets.views import rows
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import is_bfloat16
 
 # integer tiles whose values span at most this many times the tile's size are counted, not
 # sorted, by ``tile_groups`` on a CPU
@@ -27,7 +27,7 @@ _SLICES = 4096  # up to this many groups of a counted tile are written slice by 
 def key_kind(dtype) -> int:
     """The ``opcodes.SORT_KEYS`` code of how a tile of ``dtype`` is ordered."""
     dtype = np.dtype(dtype)
-    if dtype == bfloat16:
+    if is_bfloat16(dtype):
         return opcodes.SORT_BFLOAT16
     if dtype.kind == "f":
         return opcodes.SORT_FLOAT

@@ -10,7 +10,7 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import is_bfloat16
 from numtile.tiletensor.fused.rows import lead_indices, match_last_tile
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.placement import zero_first
@@ -42,9 +42,9 @@ def activated_weight_grad(
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     first = inputs[0]
-    assert all(t.layout == first.layout and t.dtype == bfloat16 for t in inputs)
+    assert all(t.layout == first.layout and is_bfloat16(t.dtype) for t in inputs)
     assert (
-        grad.dtype == bfloat16
+        is_bfloat16(grad.dtype)
         and first.tile_shape[-1] == weight_layout.tile_shape[1 if transposed else 0]
     )
     grad = match_last_tile(grad, weight_layout.tile_shape[0 if transposed else 1])

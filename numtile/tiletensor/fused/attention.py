@@ -27,7 +27,7 @@ import numpy as np
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.creation import fill_tiles, zeros
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import bfloat16_dtype, is_bfloat16
 from numtile.tiletensor.elementwise_core import astype
 from numtile.tiletensor.fused.rows import match_last_tile
 from numtile.tiletensor.layout import Layout
@@ -120,7 +120,7 @@ def _forward(heads: _Heads, n_head: int, head_tile: int, group: int, D: int, cau
 def _work_dtype(dtype) -> np.dtype:
     """The dtype attention accumulates in: float32 for bfloat16 q, k, v (as the softmax
     statistics are float64 for every dtype), else the inputs' own."""
-    return np.dtype(np.float32) if dtype == bfloat16 else np.dtype(dtype)
+    return np.dtype(np.float32) if is_bfloat16(dtype) else np.dtype(dtype)
 
 
 def _narrowed(tensor: TileTensor, dtype) -> TileTensor:
@@ -146,8 +146,8 @@ def _gradients(q: TileTensor, inputs, n_head: int, head_tile: int, group: int):
     """The gradient tensors of ``inputs`` (like them): float32 accumulators at zero, or, for
     bfloat16 inputs whose tiles each get a single contribution (``_single``), bfloat16 tiles
     that the backward tasks write (not filled)."""
-    if q.dtype == bfloat16 and _single(q, n_head, head_tile, group):
-        return tuple(TileTensor(x.layout, bfloat16) for x in inputs), W
+    if is_bfloat16(q.dtype) and _single(q, n_head, head_tile, group):
+        return tuple(TileTensor(x.layout, bfloat16_dtype()) for x in inputs), W
     return tuple(zeros(x.shape, _work_dtype(x.dtype), x.tile_shape) for x in inputs), ACC
 
 

@@ -18,7 +18,7 @@ from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor.codelets.linalg import gemm_rows, gemm_rows_rounded
 from numtile.tiletensor.codelets.narrow import is_narrow
 from numtile.tiletensor.codelets.nn import linear_bf16, linear_bf16_out
-from numtile.tiletensor.dtypes import bfloat16 as BFLOAT16
+from numtile.tiletensor.dtypes import is_bfloat16
 from numtile.tiletensor.fused.rows import lead_indices, match_last_tile
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.placement import zero_first
@@ -49,7 +49,7 @@ class GemmSum:
             rounding,
             bias_tile,
         )
-        self.narrow = bf16 and out_tile.dtype == BFLOAT16
+        self.narrow = bf16 and is_bfloat16(out_tile.dtype)
         if self.narrow:
             self.partial = DataHandle(out_tile.shape, np.float32) if count > 1 else None
         else:

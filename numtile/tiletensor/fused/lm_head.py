@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import bfloat16_dtype, is_bfloat16
 from numtile.tiletensor.fused.linear import GemmSum, _rounding
 from numtile.tiletensor.fused.loss import add_loss_grad, add_loss_stats, finish_loss, loss_stats
 from numtile.tiletensor.fused.rows import lead_indices
@@ -86,7 +86,7 @@ def linear_cross_entropy_backward(
     features) tiles' second axis. The gradients have ``x_dtype`` and ``weight_dtype``
     (default: ``x``'s and W's)."""
     runtime = get_runtime()
-    bf16 = x.dtype == bfloat16
+    bf16 = is_bfloat16(x.dtype)
     leads = list(lead_indices(x))
     n_vocab, n_feat = weight.grid
     v_starts = weight.layout.starts[0]
@@ -142,11 +142,11 @@ def _weight_row(runtime, weight: TileTensor, v: int, dtype, after: DataHandle) -
     vocabulary tiles back): W's tiles are ready from the start, and casts free to run would
     run early, when a worker waits during the forward, holding the copy all along."""
     tiles = [weight.tile((v, k)) for k in range(weight.grid[1])]
-    if dtype != bfloat16 or weight.dtype == bfloat16:
+    if not is_bfloat16(dtype) or is_bfloat16(weight.dtype):
         return tiles
     copies = []
     for tile in tiles:
-        copies.append(DataHandle(tile.shape, bfloat16))
+        copies.append(DataHandle(tile.shape, bfloat16_dtype()))
         runtime.submit(codelets.copy.cast_after, [(tile, R), (after, R), (copies[-1], W)])
     return copies
 
@@ -154,7 +154,7 @@ def _weight_row(runtime, weight: TileTensor, v: int, dtype, after: DataHandle) -
 def _logit_tile(runtime, x: TileTensor, lead, weights, out: DataHandle, rounding) -> None:
     """out = x's row tile ``lead`` times the transposed W tiles ``weights`` (one tile row)."""
     total = GemmSum(
-        runtime, out, len(weights), False, True, bf16=x.dtype == bfloat16, rounding=rounding
+        runtime, out, len(weights), False, True, bf16=is_bfloat16(x.dtype), rounding=rounding
     )
     for k, tile in enumerate(weights):
         total.add(x.tile(lead + (k,)), tile)

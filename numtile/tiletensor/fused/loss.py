@@ -11,7 +11,7 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import is_bfloat16
 from numtile.tiletensor.elementwise import add, astype, log, multiply, not_equal, subtract
 from numtile.tiletensor.fused.rows import lead_indices, row_stats
 from numtile.tiletensor.reduction import sum as tensor_sum
@@ -66,7 +66,7 @@ def finish_loss(stats, targets: TileTensor, count: int, dtype):
     mask = astype(not_equal(targets, IGNORE), np.float64)
     total = tensor_sum(multiply(row_loss, mask))
     # a bfloat16 loss would keep 3 digits: float32, as autocast computes the loss
-    loss_dtype = np.float32 if dtype == bfloat16 else dtype
+    loss_dtype = np.float32 if is_bfloat16(dtype) else dtype
     return astype(multiply(total, 1.0 / count), loss_dtype), m, s
 
 

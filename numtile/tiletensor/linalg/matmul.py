@@ -8,7 +8,7 @@ from numtile.runtime import get_runtime
 from numtile.tiletensor.codelets.linalg import gemm, gemm_bf16, gemm_rounded
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
-from numtile.tiletensor.dtypes import bfloat16
+from numtile.tiletensor.dtypes import as_dtype, is_bfloat16
 from numtile.tiletensor.elementwise import astype, conj
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.linalg.common import RW, R, W, float_operands
@@ -47,10 +47,10 @@ def matmul(
     [[5.0, 14.0], [14.0, 50.0]]
     """
     (x1, x2), dtype = float_operands("matmul", x1, x2)
-    narrow = dtype == bfloat16
-    if out_dtype is not None and np.dtype(out_dtype) not in (dtype, np.dtype(np.float32)):
+    narrow = is_bfloat16(dtype)
+    if out_dtype is not None and as_dtype(out_dtype) not in (dtype, np.dtype(np.float32)):
         raise ValueError(f"matmul: out_dtype must be {dtype} or float32, got {out_dtype}")
-    if out_dtype is not None and not narrow and np.dtype(out_dtype) != dtype:
+    if out_dtype is not None and not narrow and as_dtype(out_dtype) != dtype:
         raise ValueError(f"matmul: out_dtype float32 needs bfloat16 operands, got {dtype}")
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul does not accept 0-d tensors; use *")
@@ -135,8 +135,8 @@ def matmul(
             else:
                 last_bits = out_bits if k == inner - 1 else FULL
                 runtime.submit(gemm_rounded, accesses, args + (in_bits, last_bits))
-    if narrow and np.dtype(out_dtype or dtype) == bfloat16:
-        out = astype(out, bfloat16)  # the float32 sums rounded once, as torch's bf16 matmul
+    if narrow and as_dtype(out_dtype or dtype) == dtype:
+        out = astype(out, dtype)  # the float32 sums rounded once, as torch's bf16 matmul
     if vector1 and vector2:
         return reshape(out, out.shape[:-2])
     if vector1:
