@@ -204,8 +204,13 @@ def can_cast(from_, to, /) -> bool:
     >>> nt.can_cast(nt.int8, nt.int64), nt.can_cast(nt.float64, nt.int64)
     (True, False)
     """
-    from_, to = _operand_dtype(from_), check_dtype(to)
-    if isinstance(from_, np.dtype) and (is_bfloat16(from_) or is_bfloat16(to)):
+    if isinstance(from_, (builtins.bool, int, float, complex)):
+        raise TypeError(
+            f"can_cast takes a dtype or an array, not the Python scalar {from_!r} "
+            "(its dtype depends on what it meets: see result_type)"
+        )
+    from_, to = _dtype_of(from_), check_dtype(to)
+    if is_bfloat16(from_) or is_bfloat16(to):
         # exact: booleans and 8-bit integers to bfloat16; bfloat16 to itself and wider floats
         if is_bfloat16(to):
             return builtins.bool(from_ in (bool_, int8, uint8) or is_bfloat16(from_))

@@ -34,6 +34,15 @@ def test_result_type_is_numpys_promotion_and_can_cast_the_standards(first, secon
     assert nt.can_cast(first, second) == expected
 
 
+@pytest.mark.parametrize("scalar", [True, 1, 1.5, 1j])
+def test_can_cast_refuses_a_python_scalar_by_name(scalar):
+    # the standard's from_ is a dtype or an array (array_api_strict raises TypeError too)
+    with pytest.raises(TypeError, match="Python scalar"):
+        nt.can_cast(scalar, nt.float32)
+    with pytest.raises(TypeError):
+        xs.can_cast(scalar, xs.float32)
+
+
 def test_the_array_api_table_and_the_documented_mixed_kinds():
     assert nt.result_type(nt.int8, nt.uint8) == nt.int16
     assert nt.result_type(nt.uint32, nt.int32) == nt.int64
