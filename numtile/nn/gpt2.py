@@ -9,7 +9,16 @@ import numpy as np
 
 from numtile.nn import functional
 from numtile.nn.attention import causal_self_attention
-from numtile.nn.layers import MLP, Embedding, LayerNorm, Linear, ModuleList, TiedHead, token_ids
+from numtile.nn.layers import (
+    MLP,
+    Embedding,
+    LayerNorm,
+    Linear,
+    ModuleList,
+    TiedHead,
+    token_ids,
+    weight_dtype,
+)
 from numtile.nn.loss import linear_cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
@@ -154,7 +163,7 @@ class GPT2(Module):
         super().__init__()
         self.config = config
         self.tiling = (tiling or Tiling()).resolve(config, seq_len or config.n_positions)
-        self.dtype = np.dtype(dtype)
+        self.dtype = weight_dtype(dtype, "GPT2")
         self.transformer = Transformer(config, self.tiling, dtype, seed)
         self.lm_head = TiedHead(self.transformer.wte.weight)
 

@@ -231,6 +231,22 @@ class TiedHead(Module):
         self.weight = weight
 
 
+def weight_dtype(dtype, model: str) -> np.dtype:
+    """``dtype`` as the dtype of a model's weights: float32 or float64, else ``TypeError``
+    naming it (bfloat16 trains through ``precision("bf16-mixed")``, float32 master weights).
+
+    >>> weight_dtype("float32", "GPT2")
+    dtype('float32')
+    """
+    if str(dtype) in ("float32", "float64") or dtype in (np.float32, np.float64):
+        return np.dtype(dtype)
+    raise TypeError(
+        f"{model} holds its weights in float32 or float64, not {dtype!r}; for bfloat16, keep "
+        "float32 weights and train under nt.nn.precision('bf16-mixed') (numtile train "
+        "--precision bf16-mixed), or save bfloat16 copies with save_hf(dtype='bfloat16')"
+    )
+
+
 def token_ids(idx, vocab_size: int, context: int, context_field: str) -> np.ndarray:
     """``idx`` as a (batch, seq) integer array of ids in the vocabulary that fits the context,
     or a ``ValueError`` saying what does not (``context_field`` names the config's limit).

@@ -10,7 +10,16 @@ import numpy as np
 from numtile.nn import functional
 from numtile.nn.attention import grouped_query_attention
 from numtile.nn.gpt2 import Tiling
-from numtile.nn.layers import Embedding, GatedMLP, Linear, ModuleList, RMSNorm, TiedHead, token_ids
+from numtile.nn.layers import (
+    Embedding,
+    GatedMLP,
+    Linear,
+    ModuleList,
+    RMSNorm,
+    TiedHead,
+    token_ids,
+    weight_dtype,
+)
 from numtile.nn.loss import linear_cross_entropy
 from numtile.nn.module import Module
 from numtile.tiletensor.creation import from_numpy
@@ -236,7 +245,7 @@ class Llama(Module):
         self.tiling = resolve_tiling(
             tiling or Tiling(), config, seq_len or config.max_position_embeddings
         )
-        self.dtype = np.dtype(dtype)
+        self.dtype = weight_dtype(dtype, "Llama")
         self.model = LlamaModel(config, self.tiling, dtype, seed)
         if config.tie_word_embeddings:
             self.lm_head = TiedHead(self.model.embed_tokens.weight)

@@ -95,6 +95,9 @@ def test_adamw_steps_match_torch():
 def test_bad_config_and_inputs():
     with pytest.raises(ValueError, match="n_embd"):
         GPT2Config(n_embd=10, n_head=3)
+    for dtype in ("bfloat16", "float16", "int32", np.int64):
+        with pytest.raises(TypeError, match="float32 or float64.*bf16-mixed"):
+            GPT2(GPT2Config(**CONFIG), dtype=dtype, seq_len=9)
     model = GPT2(GPT2Config(**CONFIG), seq_len=9)
     with pytest.raises(ValueError, match="n_positions"):
         model(np.zeros((1, 17), np.int64))

@@ -152,6 +152,9 @@ def test_bad_config_and_inputs():
         LlamaConfig(**{**BASE, "head_dim": 5})
     with pytest.raises(ValueError, match="llama3"):
         LlamaConfig(**BASE, rope_scaling={"rope_type": "yarn", "factor": 2.0})
+    for dtype in ("bfloat16", "float16", "int32", np.int64):
+        with pytest.raises(TypeError, match="float32 or float64.*bf16-mixed"):
+            Llama(LlamaConfig(**BASE), dtype=dtype, seq_len=T)
     with pytest.raises(ValueError, match="group size"):
         Llama(LlamaConfig(**{**BASE, "num_key_value_heads": 1}), Tiling(head=3), seq_len=T)
     model = Llama(LlamaConfig(**BASE), seq_len=T)
