@@ -26,14 +26,14 @@ from numtile.io.files import _process_alive
 from numtile.runtime import DataHandle, get_runtime
 from numtile.runtime.distributed import one_writer
 from numtile.tiletensor import Layout, TileTensor
-from numtile.tiletensor.dtypes import as_dtype
+from numtile.tiletensor.dtypes import as_dtype, bfloat16_dtype
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 DEFAULT_SHARD_SIZE = 5 * 10**9
 
-# safetensors dtype codes numtile reads (bfloat16 needs ml_dtypes) and writes
+# safetensors dtype codes numtile reads (bfloat16 through ml_dtypes, loaded when met) and writes
 FILE_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 DTYPE_CODES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16"}
 
@@ -89,13 +89,7 @@ def check_file_dtype(code: str, path: str, name: str):
             f"{path}: tensor {name!r} has dtype {code}; numtile reads {', '.join(FILE_DTYPES)}"
         )
     if code == "BF16":
-        try:
-            import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy for safetensors)
-        except ImportError:
-            raise ValueError(
-                f"{path}: tensor {name!r} is bfloat16, which needs ml_dtypes "
-                f"(pip install 'numtile[hf]')"
-            ) from None
+        bfloat16_dtype()  # imports ml_dtypes, which registers bfloat16 with NumPy for safetensors
 
 
 # bytes of file data read per opening of the file: the file is memory-mapped while open and
