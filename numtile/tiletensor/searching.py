@@ -20,8 +20,9 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import int64, result_type
 from numtile.tiletensor.elementwise import astype, floor_divide, remainder
 from numtile.tiletensor.indexing import flagged_positions, flatten, take, tile_counts
-from numtile.tiletensor.layout import Layout, c_strides
+from numtile.tiletensor.layout import c_strides
 from numtile.tiletensor.manipulation import reshape
+from numtile.tiletensor.reduction import reduced_layout
 from numtile.tiletensor.sorting import check_sortable
 from numtile.tiletensor.tensor import TileTensor
 
@@ -42,7 +43,7 @@ def _arg_extremum(x: TileTensor, axis, keepdims: bool, find_max: bool, name: str
     if any(x.shape[a] == 0 for a in reduced):
         raise ValueError(f"{name} of an empty axis (shape {x.shape}, axis {axis})")
     kept = [a for a in range(x.ndim) if a not in reduced]
-    layout = Layout(tuple(x.shape[a] for a in kept), tuple(x.tile_shape[a] for a in kept))
+    layout = reduced_layout(x.layout, kept)
     values = fill_tiles(TileTensor(layout, x.dtype), 0)
     indices = fill_tiles(TileTensor(layout, int64), -1)
     runtime = get_runtime()

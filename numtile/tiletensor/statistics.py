@@ -31,6 +31,7 @@ from numtile.tiletensor.reduction import (
     normalize_axes,
     partial_count,
     partial_tiles,
+    reduced_layout,
     require_tensor,
     sum,
     tile_groups,
@@ -90,7 +91,7 @@ def _squared_deviations(x: TileTensor, axes: tuple[int, ...]) -> TileTensor:
     if any(b != a + 1 for a, b in zip(axes, axes[1:])):  # reduced axes last, adjacent (a copy)
         x = permute_dims(x, (*kept, *axes))
         kept, axes = list(range(len(kept))), tuple(range(len(kept), x.ndim))
-    layout = Layout(tuple(x.shape[a] for a in kept), tuple(x.tile_shape[a] for a in kept))
+    layout = reduced_layout(x.layout, kept)
     runtime = get_runtime()
     groups = tile_groups(x, kept)
     chains = partial_count(runtime, x, groups)
