@@ -13,6 +13,7 @@ tape, and no op can cut the graph silently.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 
 from numtile.tiletensor import placement
@@ -23,6 +24,32 @@ PUBLIC_NAMES: dict[str, str] = {}  # op name -> the name users call it by, for m
 # op name -> its deferred form (auto_fusion.py, while automatic fusion is on): it returns a
 # tensor whose tasks wait to run fused with the ops that use it, or None to run the op now
 DEFERRED: dict[str, Callable] = {}
+# the tensor classes: TileTensor (set by ``tensor.py``, which imports this module) and the
+# traced values ``nt.fuse`` records ops on (``fusion_trace.py``); an op whose first parameter
+# is annotated ``TileTensor`` refuses anything else with a ``TypeError``
+TENSOR_TYPES: tuple[type, ...] = ()
+
+
+def _takes_tensor_first(plain: Callable) -> str | None:
+    """The name of ``plain``'s first parameter when it is annotated ``TileTensor``, else None."""
+    parameters = list(inspect.signature(plain).parameters.values())
+    if parameters and parameters[0].annotation in ("TileTensor", "TileTensor | None"):
+        return parameters[0].name if parameters[0].annotation == "TileTensor" else None
+    return None
+
+
+def require_tensor(x, name: str) -> None:
+    """Raise ``TypeError`` unless ``x`` is a TileTensor: ops do not convert lists silently.
+
+    >>> import numtile as nt
+    >>> require_tensor([1, 2], "sum")
+    Traceback (most recent call last):
+    TypeError: sum expects a TileTensor, got list (convert it with nt.asarray)
+    """
+    if not isinstance(x, TENSOR_TYPES):
+        raise TypeError(
+            f"{name} expects a TileTensor, got {type(x).__name__} (convert it with nt.asarray)"
+        )
 
 
 def dispatched(plain: Callable | None = None, *, name: str | None = None, public=None):
@@ -38,9 +65,12 @@ def dispatched(plain: Callable | None = None, *, name: str | None = None, public
         raise ValueError(f"op {key!r} is registered twice")
     PLAIN[key] = TABLE[key] = plain
     PUBLIC_NAMES[key] = public or f"numtile.{key}"
+    first = _takes_tensor_first(plain)
 
     @functools.wraps(plain)
     def op(*args, **kwargs):
+        if first is not None and (args or first in kwargs):
+            require_tensor(args[0] if args else kwargs[first], plain.__name__)
         return call(key, *args, **kwargs)
 
     op.dispatch_name = key

@@ -115,6 +115,7 @@ for _name, _dunder in (
 Traced.__hash__ = object.__hash__
 Traced.__neg__ = lambda self: _unary(self, "negative", float_only=False)
 Traced.__abs__ = lambda self: _unary(self, "abs", float_only=False)
+dispatch.TENSOR_TYPES += (Traced,)  # public ops take traced values while nt.fuse records
 Traced.__pos__ = lambda self: self
 Traced.__invert__ = lambda self: _bitwise_invert(self)
 

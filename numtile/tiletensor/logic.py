@@ -21,14 +21,13 @@ from numtile.tiletensor.elementwise_core import (
 )
 from numtile.tiletensor.layout import Layout
 from numtile.tiletensor.manipulation import reshape, retile
-from numtile.tiletensor.reduction import reduce_bools, require_tensor
+from numtile.tiletensor.reduction import reduce_bools
 from numtile.tiletensor.tensor import TileTensor
 
 R, W, RW = Access.R, Access.W, Access.RW
 
 
 def _predicate(x: TileTensor, name: str, integer_value: bool) -> TileTensor:
-    require_tensor(x, name)
     out = TileTensor(x.layout, bool_)
     if x.dtype.kind in "biu":  # integers are never NaN nor infinite, always finite
         return fill_tiles(out, integer_value)
@@ -131,7 +130,6 @@ def where(condition: TileTensor, x1, x2, /) -> TileTensor:
     >>> nt.where(x > 0, x, 0.0).to_numpy().tolist()
     [1.0, 0.0, 3.0]
     """
-    require_tensor(condition, "where")
     check_operands(x1, x2, "where")
     if condition.dtype != bool_:
         condition = not_equal(condition, 0)
@@ -173,7 +171,6 @@ def any(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  
     >>> nt.any(nt.asarray([[0, 1], [0, 0]]), axis=1).to_numpy().tolist()
     [True, False]
     """
-    require_tensor(x, "any")
     hits = not_equal(x, 0) if x.dtype != bool_ else x
     return reduce_bools(hits, "max", axis, keepdims)
 
@@ -186,6 +183,5 @@ def all(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  
     >>> nt.all(nt.asarray([[1, 1], [0, 1]]), axis=1).to_numpy().tolist()
     [True, False]
     """
-    require_tensor(x, "all")
     hits = not_equal(x, 0) if x.dtype != bool_ else x
     return reduce_bools(hits, "min", axis, keepdims)

@@ -35,20 +35,6 @@ R, W, ACC = Access.R, Access.W, Access.ACCUMULATE
 TASKS_PER_WORKER = 8  # column-sum tasks a worker (``_column_chains``)
 
 
-def require_tensor(x, name: str) -> None:
-    """Raise ``TypeError`` unless ``x`` is a TileTensor: reductions, like elementwise ops,
-    do not convert lists silently.
-
-    >>> require_tensor([1, 2], "sum")
-    Traceback (most recent call last):
-    TypeError: sum expects a TileTensor, got list (convert it with nt.asarray)
-    """
-    if not isinstance(x, TileTensor):
-        raise TypeError(
-            f"{name} expects a TileTensor, got {type(x).__name__} (convert it with nt.asarray)"
-        )
-
-
 def require_inexact(x: TileTensor, name: str) -> None:
     """Raise ``TypeError`` unless ``x`` has a real or complex floating dtype (the norms: the
     standard defines them for floating dtypes only, and array-api-strict refuses the rest).
@@ -318,28 +304,24 @@ def sum(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> T
     >>> nt.sum(nt.ones((4, 6), tile_shape=(3, 4)), axis=0).to_numpy().tolist()
     [4.0, 4.0, 4.0, 4.0, 4.0, 4.0]
     """
-    require_tensor(x, "sum")
     return _reduce(x, "sum", axis, keepdims, _sum_dtype(x, dtype))
 
 
 @dispatched
 def prod(x: TileTensor, /, *, axis=None, dtype=None, keepdims: bool = False) -> TileTensor:
     """Product over ``axis``."""
-    require_tensor(x, "prod")
     return _reduce(x, "prod", axis, keepdims, _sum_dtype(x, dtype))
 
 
 @dispatched
 def max(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Maximum over ``axis``."""
-    require_tensor(x, "max")
     return _reduce(x, "max", axis, keepdims, _extremum_dtype(x, "max"))
 
 
 @dispatched
 def min(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:  # noqa: A001
     """Minimum over ``axis``."""
-    require_tensor(x, "min")
     return _reduce(x, "min", axis, keepdims, _extremum_dtype(x, "min"))
 
 
@@ -351,7 +333,6 @@ def mean(x: TileTensor, /, *, axis=None, keepdims: bool = False) -> TileTensor:
     >>> nt.mean(nt.arange(5)).item()
     2.0
     """
-    require_tensor(x, "mean")
     narrow = is_narrow_floating(x.dtype)  # bfloat16: a float32 sum and scaling, rounded once
     dtype = float32 if narrow else x.dtype if x.dtype.kind in "fc" else float64
     count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
@@ -376,7 +357,6 @@ def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -
     >>> nt.linalg.vector_norm(nt.asarray([3 + 4j, 0j], dtype="complex64")).dtype.name
     'float32'
     """
-    require_tensor(x, "vector_norm")
     require_inexact(x, "vector_norm")
     if is_narrow_floating(x.dtype):  # bfloat16: in float32, rounded once (as PyTorch)
         norm = vector_norm(astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)

@@ -32,7 +32,6 @@ from numtile.tiletensor.reduction import (
     partial_count,
     partial_tiles,
     reduced_layout,
-    require_tensor,
     sum,
     tile_groups,
 )
@@ -55,7 +54,6 @@ def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
     >>> nt.var(nt.asarray([1.0, 2.0, 3.0, 4.0]), correction=1).item()
     1.6666666666666667
     """
-    require_tensor(x, "var")
     refuse_complex(x, "var")
     if is_narrow_floating(x.dtype):  # bfloat16: both passes in float32, rounded once
         variance = var(astype(x, float32), axis=axis, correction=correction, keepdims=keepdims)
@@ -169,7 +167,6 @@ def cumulative_sum(x: TileTensor, /, *, axis=None, dtype=None, include_initial: 
     >>> nt.cumulative_sum(nt.arange(5), include_initial=True).to_numpy().tolist()
     [0, 0, 1, 3, 6, 10]
     """
-    require_tensor(x, "cumulative_sum")
     axis = scan_axis(x, axis)
     if dtype is not None:
         dtype = check_dtype(dtype)

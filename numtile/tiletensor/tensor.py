@@ -394,6 +394,8 @@ class TileTensor:
         return dispatch.call("negative", self)
 
     def __pos__(self):
+        if self.dtype == np.bool_:  # positive refuses booleans (arithmetic), as NumPy does
+            return dispatch.call("positive", self)
         return self
 
     def __abs__(self):
@@ -472,6 +474,9 @@ class TileTensor:
     def detach(self) -> TileTensor:
         """The same tiles, cut from the autograd graph."""
         return TileTensor(self.layout, self.dtype, self.handles)
+
+
+dispatch.TENSOR_TYPES += (TileTensor,)
 
 
 @dispatch.dispatched(name="backward", public="TileTensor.backward")

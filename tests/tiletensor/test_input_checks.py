@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -95,3 +97,36 @@ def test_a_tensor_of_too_many_tiles_is_a_memory_error_with_count_and_bytes():
     for make in (nt.empty, nt.zeros):
         with pytest.raises(MemoryError, match=r"1,000,000,000,000 tiles.*bytes.*tile_shape"):
             make((10**6, 10**6), tile_shape=(1, 1))
+
+
+def _ops_taking_a_tensor_first():
+    """Every public op (numtile and numtile.linalg) whose first parameter is a TileTensor."""
+    found = {}
+    for prefix, namespace in (("nt.", nt), ("nt.linalg.", nt.linalg)):
+        for name in dir(namespace):
+            function = getattr(namespace, name)
+            if nt.tiletensor.dispatch.dispatch_name(function) is None:
+                continue
+            first = next(iter(inspect.signature(function).parameters.values()), None)
+            if first is not None and first.annotation == "TileTensor":
+                found[prefix + name] = function
+    return found
+
+
+TENSOR_FIRST = _ops_taking_a_tensor_first()
+
+
+@pytest.mark.parametrize("bad", [None, [1.0, 2.0], "ab"], ids=["None", "list", "str"])
+@pytest.mark.parametrize("name", sorted(TENSOR_FIRST))
+def test_every_op_refuses_a_non_tensor_first_argument_with_a_type_error(name, bad):
+    # real, conj, imag, logical_not, flip, squeeze, take, repeat, roll, moveaxis,
+    # broadcast_to, matrix_transpose and the unique_* functions raised AttributeError
+    with pytest.raises(TypeError, match=f"expects a TileTensor, got {type(bad).__name__}"):
+        TENSOR_FIRST[name](bad)
+
+
+def test_the_sweep_of_non_tensor_arguments_covers_the_namespace():
+    assert len(TENSOR_FIRST) > 100
+    assert {"nt.real", "nt.unique_values", "nt.take", "nt.linalg.matrix_transpose"} <= set(
+        TENSOR_FIRST
+    )

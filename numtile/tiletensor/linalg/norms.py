@@ -9,7 +9,7 @@ from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.manipulation import reshape
 from numtile.tiletensor.reduction import max as tensor_max
 from numtile.tiletensor.reduction import min as tensor_min
-from numtile.tiletensor.reduction import require_inexact, require_tensor, vector_norm
+from numtile.tiletensor.reduction import require_inexact, vector_norm
 from numtile.tiletensor.tensor import TileTensor
 
 _INDUCED = {1: (-2, -1), -1: (-2, -1), np.inf: (-1, -2), -np.inf: (-1, -2)}
@@ -28,7 +28,6 @@ def matrix_norm(x: TileTensor, /, *, keepdims: bool = False, ord="fro") -> TileT
     >>> [nt.linalg.matrix_norm(x, ord=o).item() for o in (1, -1, np.inf, -np.inf)]
     [6.0, 4.0, 7.0, 3.0]
     """
-    require_tensor(x, "matrix_norm")
     require_inexact(x, "matrix_norm")
     if x.ndim < 2:
         raise ValueError(f"matrix_norm needs at least 2 axes, got shape {x.shape}")

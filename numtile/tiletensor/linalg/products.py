@@ -19,7 +19,7 @@ from numtile.runtime import get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.codelets.linalg import cross as cross_task
 from numtile.tiletensor.creation import zeros
-from numtile.tiletensor.dispatch import dispatched
+from numtile.tiletensor.dispatch import dispatched, require_tensor
 from numtile.tiletensor.dtypes import bool_, result_type
 from numtile.tiletensor.elementwise import astype, conj, multiply
 from numtile.tiletensor.layout import Layout, c_strides
@@ -34,7 +34,6 @@ from numtile.tiletensor.linalg.common import (
 from numtile.tiletensor.linalg.lu import identity_matrix, inv
 from numtile.tiletensor.linalg.matmul import matmul
 from numtile.tiletensor.manipulation import broadcast_to, permute_dims, reshape, retile
-from numtile.tiletensor.reduction import require_tensor
 from numtile.tiletensor.reduction import sum as tensor_sum
 from numtile.tiletensor.tensor import TileTensor
 
@@ -151,7 +150,6 @@ def diagonal(x: TileTensor, /, *, offset: int = 0) -> TileTensor:
     >>> nt.linalg.diagonal(x, offset=1).to_numpy().tolist()
     [1.0, 6.0, 11.0]
     """
-    require_tensor(x, "diagonal")
     if x.ndim < 2:
         raise ValueError(f"diagonal needs at least 2 axes, got shape {x.shape}")
     offset = operator.index(offset)
@@ -315,7 +313,6 @@ def matrix_power(x: TileTensor, n: int, /) -> TileTensor:
     >>> nt.linalg.matrix_power(x, 5).to_numpy().tolist()
     [[1.0, 5.0], [0.0, 1.0]]
     """
-    require_tensor(x, "matrix_power")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"matrix_power: n must be an integer, got {n!r}")
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
