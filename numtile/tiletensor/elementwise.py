@@ -16,6 +16,7 @@ from numtile.tiletensor.elementwise_core import (  # noqa: F401  (astype... are 
     binary_op,
     copy_into,
     real_dtype,
+    refuse_bool,
     refuse_complex,
     unary_op,
 )
@@ -54,7 +55,7 @@ log1p = make_unary("log1p")
 
 def _make_rounding(name: str):
     def function(x: TileTensor) -> TileTensor:
-        if isinstance(x, TileTensor) and x.dtype.kind in "iu":
+        if isinstance(x, TileTensor) and x.dtype.kind in "biu":
             return astype(x, x.dtype)  # integers are already whole: a copy, in their dtype
         return unary_op(x, name)
 
@@ -194,6 +195,8 @@ def bitwise_invert(x: TileTensor, /) -> TileTensor:
     """
     if not isinstance(x, TileTensor):
         raise TypeError(f"bitwise_invert expects a TileTensor, got {type(x).__name__}")
+    if x.dtype.kind not in "biu":
+        raise TypeError(f"bitwise_invert needs integer or boolean tensors, got {x.dtype.name}")
     all_ones = True if x.dtype == bool_ else (-1 if x.dtype.kind == "i" else np.iinfo(x.dtype).max)
     return binary_op(x, x.dtype.type(all_ones), "bitwise_xor", "bitwise")
 

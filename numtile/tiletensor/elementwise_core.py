@@ -107,9 +107,24 @@ def refuse_complex(x: TileTensor, name: str) -> None:
         raise TypeError(f"{name} does not support complex tensors (got {x.dtype.name})")
 
 
+# unary arithmetic the standard defines for numeric dtypes only (NumPy refuses negative and
+# sign of booleans too; abs of a boolean would otherwise come back as int64)
+NUMERIC_UNARY = ("negative", "positive", "abs", "sign")
+
+
+def refuse_bool(x: TileTensor, name: str) -> None:
+    """Raise ``TypeError`` naming op ``name`` when ``x`` is boolean (arithmetic on booleans)."""
+    if x.dtype == bool_:
+        raise TypeError(
+            f"{name} needs a numeric tensor, got bool (use logical_not, or astype first)"
+        )
+
+
 def unary_op(x: TileTensor, name: str, float_only: bool = True) -> TileTensor:
     if not isinstance(x, TileTensor):
         raise TypeError(f"{name} expects a TileTensor, got {type(x).__name__}")
+    if name in NUMERIC_UNARY:
+        refuse_bool(x, name)
     if x.dtype.kind == "c":
         if name in opcodes.COMPLEX_MATH:
             codelet = codelets.elementwise.complex_math[name]

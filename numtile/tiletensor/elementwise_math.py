@@ -15,7 +15,7 @@ import numpy as np
 
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import make_binary, make_unary, maximum, minimum
-from numtile.tiletensor.elementwise_core import astype, refuse_complex, unary_op
+from numtile.tiletensor.elementwise_core import astype, refuse_bool, refuse_complex, unary_op
 from numtile.tiletensor.tensor import TileTensor
 
 # the standard's constants
@@ -82,6 +82,7 @@ def positive(x: TileTensor, /) -> TileTensor:
     """
     if not isinstance(x, TileTensor):
         raise TypeError(f"positive expects a TileTensor, got {type(x).__name__}")
+    refuse_bool(x, "positive")
     return astype(x, x.dtype)
 
 

@@ -32,7 +32,7 @@ from numtile.tiletensor.dtypes import (
     is_narrow_floating,
     result_type,
 )
-from numtile.tiletensor.elementwise_core import _operation_dtype
+from numtile.tiletensor.elementwise_core import NUMERIC_UNARY, _operation_dtype, refuse_bool
 from numtile.tiletensor.elementwise_math import _bound
 from numtile.tiletensor.tensor import TileTensor
 
@@ -228,10 +228,18 @@ def _unary(x, name: str, float_only: bool = True) -> Traced:
     """As ``elementwise_core.unary_op``: booleans, and integers where the op is a float
     function, are converted first (to float64, or int64)."""
     x = _tensor(x, name)
+    if name in NUMERIC_UNARY:
+        refuse_bool(x, name)
     dtype = x.dtype
     if dtype == bool_ or (float_only and not is_floating(dtype)):
         dtype = np.dtype(np.float64 if float_only else np.int64)
     return x.trace.node(("unary", dtype.name, name, _read(x, dtype)), dtype)
+
+
+def _positive(x) -> Traced:
+    x = _tensor(x, "positive")
+    refuse_bool(x, "positive")
+    return x
 
 
 def _rounding(x, name: str) -> Traced:
@@ -298,7 +306,7 @@ def _recorders() -> dict:
     """Op name -> the function recording it on traced values."""
     recorders = {"astype": _astype, "where": _where, "clip": _clip}
     recorders |= {"bitwise_invert": _bitwise_invert, "logical_not": _logical_not}
-    recorders |= {"positive": lambda x: _tensor(x, "positive")}
+    recorders |= {"positive": _positive}
     # a fused function called inside another one: its steps join the outer trace
     recorders["fused"] = lambda fused, *args: fused.function(*args)
     recorders |= {"conj": lambda x: _tensor(x, "conj"), "real": lambda x: _tensor(x, "real")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import operator
 
 import numpy as np
 import pytest
@@ -130,3 +131,32 @@ def test_the_sweep_of_non_tensor_arguments_covers_the_namespace():
     assert {"nt.real", "nt.unique_values", "nt.take", "nt.linalg.matrix_transpose"} <= set(
         TENSOR_FIRST
     )
+
+
+BOOLS = np.array([[True, False, True]] * 5)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [nt.negative, nt.positive, nt.abs, nt.sign, operator.neg, operator.pos, abs],
+    ids=["negative", "positive", "abs", "sign", "-x", "+x", "abs()"],
+)
+def test_arithmetic_on_booleans_is_a_type_error(call):
+    # negative and abs gave int64, positive and +x a bool copy (NumPy refuses -, + and sign)
+    with pytest.raises(TypeError, match="needs a numeric tensor, got bool"):
+        call(nt.from_numpy(BOOLS, tile_shape=(2, 2)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("call", [nt.bitwise_invert, operator.invert], ids=["function", "~x"])
+def test_bitwise_invert_of_a_non_integer_is_a_type_error(call, dtype):
+    # it was NumPy's ValueError "Invalid integer data type" from inside np.iinfo
+    with pytest.raises(TypeError, match=f"bitwise_invert needs integer or boolean.*{dtype}"):
+        call(nt.ones((5, 3), dtype=dtype, tile_shape=(2, 2)))
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc"])
+def test_rounding_booleans_gives_booleans_as_numpy_does(name, check_tiles):
+    # floor and ceil of a boolean tensor raised AssertionError (the deferred form's dtype)
+    x = nt.from_numpy(BOOLS, tile_shape=(2, 2))
+    check_tiles(getattr(nt, name)(x), getattr(np, name)(BOOLS))
