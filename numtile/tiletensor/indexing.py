@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import operator
 
 import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.copying import normalize_axis
 from numtile.tiletensor.creation import from_numpy, zeros
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import int64
@@ -460,10 +460,7 @@ def take(x: TileTensor, indices, /, *, axis: int | None = None) -> TileTensor:
         if x.ndim != 1:
             raise ValueError(f"take needs axis= for a {x.ndim}-d tensor (shape {x.shape})")
         axis = 0
-    axis = operator.index(axis)
-    if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"axis {axis} is out of bounds for a tensor with {x.ndim} axes")
-    axis %= x.ndim
+    axis = normalize_axis(axis, x.ndim)
     index = host_index_array(indices)
     if index.ndim != 1 or index.dtype.kind not in "iu":
         raise TypeError(f"take needs 1-D integer indices, got {index.dtype} of shape {index.shape}")

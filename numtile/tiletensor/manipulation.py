@@ -11,6 +11,7 @@ import numpy as np
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.copying import copy_regions as _copy_regions
+from numtile.tiletensor.copying import normalize_axis
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.layout import Layout, c_strides, current_config
 from numtile.tiletensor.tensor import TileTensor
@@ -345,21 +346,18 @@ def basic_getitem(x: TileTensor, key) -> TileTensor:
 @dispatched
 def expand_dims(x: TileTensor, axis: int = 0) -> TileTensor:
     """Insert an axis of length 1 at ``axis``."""
-    axis = operator.index(axis)
-    if not -x.ndim - 1 <= axis <= x.ndim:
-        raise ValueError(f"axis {axis} out of range for expand_dims of a {x.ndim}-d tensor")
-    axis %= x.ndim + 1
+    axis = normalize_axis(axis, x.ndim + 1)  # an axis of the result
     return reshape(x, x.shape[:axis] + (1,) + x.shape[axis:])
 
 
 @dispatched
 def squeeze(x: TileTensor, axis) -> TileTensor:
     """Remove the length-1 axes named by ``axis``."""
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    for a in axes:
-        if not -x.ndim <= a < x.ndim:
-            raise ValueError(f"axis {a} is out of range for a tensor of shape {x.shape}")
-    axes = tuple(a % x.ndim for a in axes)
+    if not isinstance(axis, (tuple, list)):
+        axis = (axis,)
+    axes = tuple(normalize_axis(a, x.ndim) for a in axis)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis in {axis}")
     for a in axes:
         if x.shape[a] != 1:
             raise ValueError(f"cannot squeeze axis {a} of shape {x.shape}: its length is not 1")

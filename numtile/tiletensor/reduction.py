@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import operator
 
 import numpy as np
 
@@ -12,6 +11,7 @@ from numtile import opcodes
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
 from numtile.tiletensor.codelets import statistics as statistics_codelets
+from numtile.tiletensor.copying import normalize_axis
 from numtile.tiletensor.creation import fill_tiles
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import (
@@ -62,10 +62,7 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
     out = []
     for a in axes:
-        a = operator.index(a)
-        if not -ndim <= a < ndim:
-            raise ValueError(f"axis {a} is out of bounds for a tensor with {ndim} axes")
-        out.append(a % ndim)
+        out.append(normalize_axis(a, ndim))
     if len(set(out)) != len(out):
         raise ValueError(f"repeated axis in {axis}")
     return tuple(sorted(out))

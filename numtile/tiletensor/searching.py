@@ -9,12 +9,12 @@ per tile, then compacts the positions of the nonzero elements with one task per 
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.copying import normalize_axis
 from numtile.tiletensor.creation import fill_tiles, zeros
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import int64, result_type
@@ -35,10 +35,7 @@ def _arg_extremum(x: TileTensor, axis, keepdims: bool, find_max: bool, name: str
     if x.dtype.kind == "c":
         raise TypeError(f"{name} is defined for real dtypes, not {x.dtype.name}")
     if axis is not None:
-        axis = operator.index(axis)
-        if not -x.ndim <= axis < x.ndim:
-            raise ValueError(f"axis {axis} is out of bounds for a tensor with {x.ndim} axes")
-        axis %= x.ndim
+        axis = normalize_axis(axis, x.ndim)
     reduced = range(x.ndim) if axis is None else (axis,)
     if any(x.shape[a] == 0 for a in reduced):
         raise ValueError(f"{name} of an empty axis (shape {x.shape}, axis {axis})")

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import operator
 
 import numpy as np
 
 from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.copying import normalize_axis
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dtypes import float32, int64, is_narrow_floating
 from numtile.tiletensor.elementwise_core import astype
@@ -41,13 +41,6 @@ def check_sortable(x, name: str) -> None:
         raise TypeError(f"{name} is defined for real dtypes, not {x.dtype.name}")
     if x.ndim == 0:
         raise ValueError(f"{name} needs a tensor with at least one axis, got a 0-d tensor")
-
-
-def _axis(axis, ndim: int) -> int:
-    axis = operator.index(axis)
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for a tensor with {ndim} axes")
-    return axis % ndim
 
 
 class _Run:
@@ -159,7 +152,7 @@ def sorted_with_indices(
         # the radix sort of 16-bit keys here; with indices, the keys are the tiles' own bits
         values, _ = sorted_with_indices(astype(x, float32), axis, descending, False)
         return astype(values, x.dtype), None
-    axis = _axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     last = x.ndim - 1
     if axis != last:
         order = [a for a in range(x.ndim) if a != axis] + [axis]

@@ -160,3 +160,46 @@ def test_rounding_booleans_gives_booleans_as_numpy_does(name, check_tiles):
     # floor and ceil of a boolean tensor raised AssertionError (the deferred form's dtype)
     x = nt.from_numpy(BOOLS, tile_shape=(2, 2))
     check_tiles(getattr(nt, name)(x), getattr(np, name)(BOOLS))
+
+
+AXIS_CALLS = {
+    "sum": lambda x: nt.sum(x, axis=2),
+    "mean": lambda x: nt.mean(x, axis=(0, -3)),
+    "var": lambda x: nt.var(x, axis=-3),
+    "any": lambda x: nt.any(x, axis=2),
+    "vector_norm": lambda x: nt.linalg.vector_norm(x, axis=2),
+    "cumulative_sum": lambda x: nt.cumulative_sum(x, axis=2),
+    "argmax": lambda x: nt.argmax(x, axis=2),
+    "argmin": lambda x: nt.argmin(x, axis=-3),
+    "sort": lambda x: nt.sort(x, axis=2),
+    "argsort": lambda x: nt.argsort(x, axis=-3),
+    "take": lambda x: nt.take(x, nt.asarray([0]), axis=2),
+    "expand_dims": lambda x: nt.expand_dims(x, axis=3),
+    "squeeze": lambda x: nt.squeeze(x, axis=2),
+    "cross": lambda x: nt.linalg.cross(x, x, axis=-3),
+    "vecdot": lambda x: nt.vecdot(x, x, axis=-3),
+    "tensordot int": lambda x: nt.tensordot(x, x, axes=3),
+    "tensordot pairs": lambda x: nt.tensordot(x, x, axes=((5,), (0,))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AXIS_CALLS))
+def test_an_axis_out_of_range_is_numpys_axis_error(name):
+    # AxisError is a ValueError and an IndexError: what NumPy and array_api_strict raise
+    # (reductions, argmax, sort, take, expand_dims, squeeze raised a plain ValueError)
+    x = nt.ones((5, 3), tile_shape=(2, 2))
+    with pytest.raises(np.exceptions.AxisError, match=r"-3|\b2\b|\b3\b|\b5\b"):
+        AXIS_CALLS[name](x)
+
+
+def test_squeeze_refuses_a_repeated_or_non_integer_axis():
+    x = nt.ones((5, 1), tile_shape=(2, 1))
+    with pytest.raises(ValueError, match=r"repeated axis in \(1, -1\)"):  # was accepted
+        nt.squeeze(x, axis=(1, -1))
+    with pytest.raises(TypeError, match="axis must be an integer, got 1.0"):  # 'not iterable'
+        nt.squeeze(x, axis=1.0)
+
+
+def test_tensordot_axes_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match="axes must be an int or a pair of sequences.*1.5"):
+        nt.tensordot(nt.ones((2, 2)), nt.ones((2, 2)), axes=1.5)

@@ -262,9 +262,9 @@ def test_expand_dims(axis, make_array, check_tiles):
 
 
 def test_expand_dims_out_of_range_is_a_value_error():
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(np.exceptions.AxisError, match="axis 3 is out of bounds"):
         nt.expand_dims(nt.ones((2, 3)), 3)
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(np.exceptions.AxisError, match="axis -4 is out of bounds"):
         nt.expand_dims(nt.ones((2, 3)), -4)
 
 

@@ -53,7 +53,7 @@ def _vector_axis(name: str, axis, *tensors: TileTensor) -> int:
     lowest = min(t.ndim for t in tensors)
     if not -lowest <= axis <= -1:
         shapes = " and ".join(str(t.shape) for t in tensors)
-        raise ValueError(
+        raise np.exceptions.AxisError(
             f"{name}: axis {axis} must be in [-{lowest}, -1] for shapes {shapes} "
             f"(the standard counts vector axes from the end)"
         )
@@ -232,7 +232,7 @@ def _tensordot_axes(x1: TileTensor, x2: TileTensor, axes) -> tuple[list[int], li
     if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
         count = int(axes)
         if not 0 <= count <= min(x1.ndim, x2.ndim):
-            raise ValueError(
+            raise np.exceptions.AxisError(
                 f"tensordot: axes={count} needs 0 <= axes <= min(ndim) for shapes {x1.shape} "
                 f"and {x2.shape}"
             )
@@ -240,7 +240,7 @@ def _tensordot_axes(x1: TileTensor, x2: TileTensor, axes) -> tuple[list[int], li
     try:
         first, second = (list(map(operator.index, a)) for a in axes)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise TypeError(
             f"tensordot: axes must be an int or a pair of sequences of ints, got {axes!r}"
         ) from None
     if len(first) != len(second):
@@ -248,7 +248,7 @@ def _tensordot_axes(x1: TileTensor, x2: TileTensor, axes) -> tuple[list[int], li
     pairs = []
     for a, b in zip(first, second):
         if not (-x1.ndim <= a < x1.ndim and -x2.ndim <= b < x2.ndim):
-            raise ValueError(
+            raise np.exceptions.AxisError(
                 f"tensordot: axes {axes!r} are out of range for shapes {x1.shape} and {x2.shape}"
             )
         pairs.append((a % x1.ndim, b % x2.ndim))
