@@ -200,6 +200,8 @@ def _default_dtype(value) -> np.dtype:
     """The array API's default dtype of a Python scalar: bool, int64, float64, complex128."""
     if isinstance(value, (bool, np.bool_)):
         return np.dtype(np.bool_)
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise OverflowError(f"Python integer {value} out of bounds for int64")
     dtype = np.result_type(value)
     return int64 if dtype.kind in "iu" else dtype
 
@@ -215,6 +217,11 @@ def full(
     """
     if isinstance(fill_value, TileTensor):
         fill_value = fill_value.item()
+    if not isinstance(fill_value, (bool, int, float, complex, np.generic)):
+        raise TypeError(
+            f"full: fill_value must be a bool, int, float or complex scalar, got "
+            f"{type(fill_value).__name__} {fill_value!r}"
+        )
     dtype = _default_dtype(fill_value) if dtype is None else dtype
     out = empty(shape, dtype, tile_shape, device=device, distribution=distribution)
     fill_tiles(out, fill_value)
@@ -258,22 +265,27 @@ def _like(x: TileTensor, name: str):
     return x.shape, x.tile_shape
 
 
+def _or(tile_shape, like_tiles):
+    """The tile shape asked for, or the model tensor's (a tile shape of 0 is asked for)."""
+    return like_tiles if tile_shape is None else tile_shape
+
+
 @dispatched
 def empty_like(x: TileTensor, /, dtype=None, tile_shape=None, *, device=None) -> TileTensor:
     shape, tiles = _like(x, "empty_like")
-    return empty(shape, dtype or x.dtype, tile_shape or tiles, device=device)
+    return empty(shape, dtype or x.dtype, _or(tile_shape, tiles), device=device)
 
 
 @dispatched
 def zeros_like(x: TileTensor, /, dtype=None, tile_shape=None, *, device=None) -> TileTensor:
     shape, tiles = _like(x, "zeros_like")
-    return zeros(shape, dtype or x.dtype, tile_shape or tiles, device=device)
+    return zeros(shape, dtype or x.dtype, _or(tile_shape, tiles), device=device)
 
 
 @dispatched
 def ones_like(x: TileTensor, /, dtype=None, tile_shape=None, *, device=None) -> TileTensor:
     shape, tiles = _like(x, "ones_like")
-    return ones(shape, dtype or x.dtype, tile_shape or tiles, device=device)
+    return ones(shape, dtype or x.dtype, _or(tile_shape, tiles), device=device)
 
 
 @dispatched
@@ -281,7 +293,7 @@ def full_like(
     x: TileTensor, /, fill_value, dtype=None, tile_shape=None, *, device=None
 ) -> TileTensor:
     shape, tiles = _like(x, "full_like")
-    return full(shape, fill_value, dtype or x.dtype, tile_shape or tiles, device=device)
+    return full(shape, fill_value, dtype or x.dtype, _or(tile_shape, tiles), device=device)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None, tile_shape=None) -> TileTensor:
@@ -297,6 +309,15 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None, tile_shape=N
         start, stop = 0, start
     if step == 0:
         raise ValueError("arange step must not be zero")
+    bounds = f"start={start!r}, stop={stop!r}, step={step!r}"
+    try:
+        finite = all(math.isfinite(v) for v in (start, stop, step) if not isinstance(v, int))
+    except TypeError:
+        raise TypeError(f"arange needs real numbers, got {bounds}") from None
+    if not finite:
+        raise ValueError(f"arange needs finite bounds, got {bounds}")
+    if dtype is not None and check_dtype(dtype) == np.bool_:
+        raise TypeError("arange needs a numeric dtype, got bool (NumPy refuses it too)")
     length = max(0, math.ceil((stop - start) / step))
     if dtype is None:
         dtype = np.result_type(start, stop, step)

@@ -77,17 +77,23 @@ class Layout:
         if tile_shape is None:
             tile_shape = default_tile_shape(shape)
         else:
+            given = tile_shape
             if isinstance(tile_shape, int) or hasattr(tile_shape, "__index__"):
                 tile_shape = (tile_shape,)
-            tile_shape = tuple(
-                max(s, 1) if t is None or t == -1 else t for t, s in zip(tile_shape, shape)
-            ) + tuple(tile_shape[len(shape) :])
+            try:
+                tile_shape = tuple(
+                    max(s, 1) if t is None or t == -1 else t for t, s in zip(tile_shape, shape)
+                ) + tuple(tile_shape[len(shape) :])
+            except TypeError:
+                raise TypeError(
+                    f"tile_shape must be a sequence of integers, got {given!r}"
+                ) from None
             tile_shape = _as_shape(tile_shape, "tile_shape")
-        if len(tile_shape) != len(shape):
-            raise ValueError(
-                f"tile_shape {tile_shape} has rank {len(tile_shape)} but shape {shape} has "
-                f"rank {len(shape)}"
-            )
+            if len(tile_shape) != len(shape):
+                raise ValueError(
+                    f"tile_shape {given!r} has rank {len(tile_shape)} but shape {shape} has "
+                    f"rank {len(shape)}"
+                )
         if any(t <= 0 for t in tile_shape):
             raise ValueError(f"tile sizes must be positive, got tile_shape {tile_shape}")
         self.shape = shape

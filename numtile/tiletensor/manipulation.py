@@ -55,9 +55,10 @@ def broadcast_to(x: TileTensor, shape, tile_shape=None) -> TileTensor:
         tile_shape = tuple(
             t if s == n else max(1, min(n, edge)) for s, n, t in zip(x.shape, shape, x.tile_shape)
         )
-    if shape == x.shape and tuple(tile_shape) == x.tile_shape:
+    layout = Layout(shape, tile_shape)
+    if shape == x.shape and layout.tile_shape == x.tile_shape:
         return x
-    out = TileTensor(Layout(shape, tile_shape), x.dtype)
+    out = TileTensor(layout, x.dtype)
     axis_map = [
         (k, 0, 0 if s == 1 and n != 1 else 1) for k, (s, n) in enumerate(zip(x.shape, shape))
     ]

@@ -203,3 +203,57 @@ def test_squeeze_refuses_a_repeated_or_non_integer_axis():
 def test_tensordot_axes_of_the_wrong_type_is_a_type_error():
     with pytest.raises(TypeError, match="axes must be an int or a pair of sequences.*1.5"):
         nt.tensordot(nt.ones((2, 2)), nt.ones((2, 2)), axes=1.5)
+
+
+@pytest.mark.parametrize("value", [None, "a", [1, 2]], ids=["None", "str", "list"])
+def test_full_refuses_a_fill_value_that_is_no_scalar(value):
+    # None filled the tensor with NaN
+    kind = type(value).__name__
+    with pytest.raises(TypeError, match=f"fill_value must be .* scalar, got {kind}"):
+        nt.full((2, 3), value)
+
+
+def test_full_of_a_python_integer_beyond_int64_is_an_overflow_error():
+    # it said "unsupported dtype object" (a TypeError), array_api_strict raises OverflowError
+    with pytest.raises(OverflowError, match=str(2**70)):
+        nt.full((2,), 2**70)
+    np.testing.assert_array_equal(nt.full((2,), -(2**63)).to_numpy(), np.full(2, -(2**63)))
+
+
+@pytest.mark.parametrize("like", [nt.empty_like, nt.zeros_like, nt.ones_like])
+def test_a_like_function_refuses_a_tile_shape_of_zero(like):
+    # tile_shape=0 was taken for "not given" (x's tiling)
+    with pytest.raises(ValueError, match="tile_shape 0 has rank 1"):
+        like(nt.ones((5, 3), tile_shape=(2, 2)), tile_shape=0)
+    with pytest.raises(ValueError, match="tile sizes must be positive"):
+        like(nt.ones((4,)), tile_shape=0)
+
+
+def test_arange_refuses_booleans_and_bounds_that_are_not_finite_or_real():
+    with pytest.raises(TypeError, match="numeric dtype, got bool"):  # was [False, True, True]
+        nt.arange(3, dtype=nt.bool)
+    for stop in (float("inf"), float("nan")):  # OverflowError / ValueError from math.ceil
+        with pytest.raises(ValueError, match=f"finite bounds, got start=0, stop={stop}"):
+            nt.arange(0, stop)
+    with pytest.raises(TypeError, match="real numbers, got start=0, stop=1j"):
+        nt.arange(1j)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ts: nt.from_numpy(np.ones((5, 3)), tile_shape=ts),
+        lambda ts: nt.ones((5, 3), tile_shape=ts),
+        lambda ts: nt.ones((5, 3)).retile(ts),
+        lambda ts: nt.broadcast_to(nt.ones((3,)), (5, 3), tile_shape=ts),
+    ],
+    ids=["from_numpy", "ones", "retile", "broadcast_to"],
+)
+def test_a_bad_tile_shape_is_named_as_given(make):
+    # 2.0 said "'float' object is not iterable"; -1 (the whole axis) was shown as 5
+    with pytest.raises(TypeError, match="tile_shape must be a sequence of integers, got 2.0"):
+        make(2.0)
+    with pytest.raises(ValueError, match=r"tile_shape \(-1,\) has rank 1 but shape \(5, 3\)"):
+        make((-1,))
+    with pytest.raises(ValueError, match=r"tile_shape 0 has rank 1 but shape \(5, 3\)"):
+        make(0)
