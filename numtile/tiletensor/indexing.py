@@ -461,7 +461,10 @@ def take(x: TileTensor, indices, /, *, axis: int | None = None) -> TileTensor:
             raise ValueError(f"take needs axis= for a {x.ndim}-d tensor (shape {x.shape})")
         axis = 0
     axis = normalize_axis(axis, x.ndim)
+    dtype = indices.dtype if isinstance(indices, TileTensor) else np.asarray(indices).dtype
+    if dtype.kind not in "iu" and not (np.size(indices) == 0 and dtype.kind == "f"):
+        raise TypeError(f"take needs integer indices, got {dtype}")  # NumPy's error type
     index = host_index_array(indices)
-    if index.ndim != 1 or index.dtype.kind not in "iu":
-        raise TypeError(f"take needs 1-D integer indices, got {index.dtype} of shape {index.shape}")
+    if index.ndim != 1:
+        raise ValueError(f"take needs 1-D indices, got shape {index.shape}")
     return take_positions(x, wrap_positions(index, x.shape[axis], axis), axis)

@@ -281,7 +281,10 @@ def _normalize_key(key, ndim):
                 f"got {type(k).__name__}"
             )
         if not (k is None or k is Ellipsis or isinstance(k, slice) or hasattr(k, "__index__")):
-            raise TypeError(f"invalid index {k!r}")
+            raise IndexError(  # NumPy's error (and array_api_strict's) for such a key
+                f"invalid index {k!r}: only integers, slices, ellipsis (...), None and integer "
+                "or boolean arrays are valid indices"
+            )
     if sum(k is Ellipsis for k in key) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     used = sum(1 for k in key if k is not None and k is not Ellipsis)

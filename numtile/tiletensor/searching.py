@@ -146,6 +146,13 @@ def searchsorted(
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
     if sorter is not None:
+        if not isinstance(sorter, TileTensor) or sorter.dtype.kind not in "iu":
+            kind = sorter.dtype.name if isinstance(sorter, TileTensor) else type(sorter).__name__
+            raise TypeError(f"searchsorted: sorter must be an integer TileTensor, got {kind}")
+        if sorter.shape != x1.shape:
+            raise ValueError(
+                f"searchsorted: sorter has shape {sorter.shape}, x1 has shape {x1.shape}"
+            )
         x1 = take(x1, sorter)
     dtype = result_type(x1.dtype, x2.dtype)
     if dtype.kind == "c":

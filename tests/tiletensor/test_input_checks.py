@@ -257,3 +257,31 @@ def test_a_bad_tile_shape_is_named_as_given(make):
         make((-1,))
     with pytest.raises(ValueError, match=r"tile_shape 0 has rank 1 but shape \(5, 3\)"):
         make(0)
+
+
+@pytest.mark.parametrize(
+    "key", [1.5, "a", np.float64(1.0), object()], ids=["float", "str", "np.float64", "object"]
+)
+def test_a_key_of_no_index_type_is_an_index_error_as_in_numpy(key):
+    x = nt.ones((5, 3), tile_shape=(2, 2))
+    with pytest.raises(IndexError, match="invalid index .*valid indices"):  # was TypeError
+        x[key]
+    with pytest.raises(IndexError, match="invalid index"):
+        x[key] = 1.0
+
+
+def test_take_refuses_non_integer_indices_with_a_type_error_and_2d_ones_with_a_value_error():
+    x = nt.ones((5, 3), tile_shape=(2, 2))
+    with pytest.raises(TypeError, match="take needs integer indices, got float64"):  # IndexError
+        nt.take(x, nt.asarray([0.0, 1.0]), axis=0)
+    with pytest.raises(ValueError, match=r"take needs 1-D indices, got shape \(1, 1\)"):
+        nt.take(x, nt.asarray([[0]]), axis=0)
+    assert nt.take(x, [], axis=0).shape == (0, 3)
+
+
+def test_searchsorted_checks_its_sorter():
+    x1 = nt.from_numpy(np.arange(5.0), tile_shape=2)
+    with pytest.raises(ValueError, match=r"sorter has shape \(3,\), x1 has shape \(5,\)"):
+        nt.searchsorted(x1, nt.asarray([1.0]), sorter=nt.asarray([0, 1, 2]))  # was accepted
+    with pytest.raises(TypeError, match="sorter must be an integer TileTensor, got float64"):
+        nt.searchsorted(x1, nt.asarray([1.0]), sorter=x1)
