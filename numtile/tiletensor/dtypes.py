@@ -209,6 +209,8 @@ def can_cast(from_, to, /) -> bool:
             f"can_cast takes a dtype or an array, not the Python scalar {from_!r} "
             "(its dtype depends on what it meets: see result_type)"
         )
+    if from_ is None or to is None:  # np.dtype(None) would be float64
+        raise TypeError(f"can_cast takes dtypes or arrays, got {from_!r} and {to!r}")
     from_, to = _dtype_of(from_), check_dtype(to)
     if is_bfloat16(from_) or is_bfloat16(to):
         # exact: booleans and 8-bit integers to bfloat16; bfloat16 to itself and wider floats
@@ -235,6 +237,8 @@ def isdtype(dtype, kind) -> bool:
     >>> nt.isdtype(nt.int8, "integral"), nt.isdtype(nt.float32, ("bool", nt.float64))
     (True, False)
     """
+    if dtype is None:  # np.dtype(None) would be float64
+        raise TypeError("isdtype takes a dtype, got None")
     dtype = check_dtype(dtype)
     if isinstance(kind, tuple):
         return any(isdtype(dtype, k) for k in kind)

@@ -231,7 +231,9 @@ def _repeat_counts(repeats, n: int) -> int | np.ndarray:
         counts = np.array([operator.index(repeats)])
     else:
         counts = np.asarray(repeats)
-        if counts.ndim != 1 or counts.dtype.kind not in "iu" and counts.size:
+        if counts.dtype.kind not in "iu" and counts.size:
+            raise TypeError(f"repeats must be an int or integers, got {repeats!r}")
+        if counts.ndim != 1:
             raise ValueError(f"repeats must be an int or a 1-d integer array, got {repeats!r}")
         counts = counts.astype(np.int64)
     if (counts < 0).any():

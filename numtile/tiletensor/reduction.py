@@ -355,6 +355,9 @@ def vector_norm(x: TileTensor, /, *, axis=None, keepdims: bool = False, ord=2) -
     'float32'
     """
     require_inexact(x, "vector_norm")
+    ord = 2 if ord is None else ord  # NumPy's default, which array_api_strict takes too
+    if isinstance(ord, bool) or not isinstance(ord, (int, float, np.integer, np.floating)):
+        raise ValueError(f"vector_norm: ord must be a real number, inf or -inf, got {ord!r}")
     if is_narrow_floating(x.dtype):  # bfloat16: in float32, rounded once (as PyTorch)
         norm = vector_norm(astype(x, float32), axis=axis, keepdims=keepdims, ord=ord)
         return astype(norm, x.dtype)

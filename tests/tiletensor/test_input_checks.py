@@ -285,3 +285,54 @@ def test_searchsorted_checks_its_sorter():
         nt.searchsorted(x1, nt.asarray([1.0]), sorter=nt.asarray([0, 1, 2]))  # was accepted
     with pytest.raises(TypeError, match="sorter must be an integer TileTensor, got float64"):
         nt.searchsorted(x1, nt.asarray([1.0]), sorter=x1)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: nt.linalg.cholesky(nt.ones((5, 3))),
+        lambda: nt.linalg.eigh(nt.ones(3)),
+        lambda: nt.linalg.svd(nt.ones(3)),
+        lambda: nt.linalg.svdvals(nt.asarray(2.0)),
+        lambda: nt.linalg.pinv(nt.ones(3)),
+        lambda: nt.linalg.matrix_rank(nt.ones(3)),
+        lambda: nt.linalg.qr(nt.ones(3)),
+        lambda: nt.linalg.matrix_power(nt.ones((5, 3)), 2),
+    ],
+    ids=["cholesky", "eigh", "svd", "svdvals", "pinv", "matrix_rank", "qr", "matrix_power"],
+)
+def test_linalg_of_no_matrix_or_a_non_square_one_is_numpys_lin_alg_error(call):
+    # LinAlgError is a ValueError (what these raised); inv, det and solve raised it already
+    with pytest.raises(np.linalg.LinAlgError, match=r"shape \((5, 3|3,|)\)"):
+        call()
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (3, 0), (0, 3)])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_of_an_empty_matrix_has_numpys_shapes(shape, mode, check_tiles):
+    # (0, 0) raised IndexError from inside tsqr
+    q, r = nt.linalg.qr(nt.zeros(shape), mode=mode)
+    expected_q, expected_r = np.linalg.qr(np.zeros(shape), mode=mode)
+    check_tiles(q, np.eye(*expected_q.shape))  # NumPy's complete Q of (3, 0) is the identity
+    check_tiles(r, expected_r)
+
+
+@pytest.mark.parametrize("ord", ["fro", "nuc", "x"])
+def test_vector_norm_of_an_ord_that_is_no_number_is_a_value_error(ord):
+    # it was "power: unsupported operand type str", a TypeError
+    with pytest.raises(ValueError, match=f"ord must be a real number, inf or -inf, got '{ord}'"):
+        nt.linalg.vector_norm(nt.ones((5, 3), tile_shape=(2, 2)), ord=ord)
+    assert nt.linalg.vector_norm(nt.full((4,), 3.0), ord=None).item() == 6.0  # NumPy's 2
+
+
+def test_dtype_functions_refuse_none_for_a_dtype():
+    with pytest.raises(TypeError, match="can_cast takes dtypes or arrays, got None"):
+        nt.can_cast(None, nt.float32)  # was False (None read as float64)
+    with pytest.raises(TypeError, match="isdtype takes a dtype, got None"):
+        nt.isdtype(None, "integral")
+
+
+@pytest.mark.parametrize("repeats", [1.5, None, [1.0, 2.0]], ids=["float", "None", "floats"])
+def test_repeat_counts_that_are_not_integers_are_a_type_error(repeats):
+    with pytest.raises(TypeError, match="repeats must be an int or integers"):  # ValueError
+        nt.repeat(nt.ones((2, 3)), repeats, axis=0)

@@ -71,7 +71,7 @@ def broadcast_tiles(shape, tensors, trailing: int = 0) -> tuple[int, ...]:
 
 def square_tiles(a: TileTensor, name: str) -> TileTensor:
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"{name} needs a square 2-d matrix, got shape {a.shape}")
+        raise np.linalg.LinAlgError(f"{name} needs a square 2-d matrix, got shape {a.shape}")
     tile = min(a.tile_shape)
     return a if a.tile_shape == (tile, tile) else retile(a, (tile, tile))
 

@@ -316,7 +316,9 @@ def matrix_power(x: TileTensor, n: int, /) -> TileTensor:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"matrix_power: n must be an integer, got {n!r}")
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"matrix_power needs a stack of square matrices, got shape {x.shape}")
+        raise np.linalg.LinAlgError(
+            f"matrix_power needs a stack of square matrices, got shape {x.shape}"
+        )
     _numeric("matrix_power", x)
     no_float16("matrix_power", x.dtype)
     n = int(n)

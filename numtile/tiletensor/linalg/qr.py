@@ -22,8 +22,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from numtile.runtime import get_runtime
 from numtile.tiletensor.codelets.qr import eye_fill, gemqrt, geqrt, tpmqrt, tpqrt, triu_copy
+from numtile.tiletensor.creation import zeros
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.elementwise import astype
 from numtile.tiletensor.layout import Layout
@@ -194,7 +197,7 @@ def check_matrix(x, name: str) -> TileTensor:
     """``x`` as a 2-d float matrix, or the error NumPy's linalg raises."""
     (x,), _ = float_matrices(name, x)
     if x.ndim != 2:
-        raise ValueError(
+        raise np.linalg.LinAlgError(  # NumPy's error (a ValueError)
             f"{name}: expected a 2-d matrix, got an array of shape {x.shape} "
             "(stacked matrices are not supported here yet)"
         )
@@ -216,6 +219,11 @@ def qr(x: TileTensor, /, *, mode: str = "reduced") -> QRResult:
     if mode not in ("reduced", "complete"):
         raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
     x = check_matrix(x, "qr")
+    if 0 in x.shape:  # no tiles to factor: NumPy's shapes, Q the identity where it has any
+        m, n = x.shape
+        k = min(m, n) if mode == "reduced" else m
+        q = eye(m, k, (max(m, 1), max(k, 1)), x.dtype)
+        return QRResult(q, zeros((k, n), dtype=x.dtype))
     if mode == "reduced" and one_tile_column(x):
         return QRResult(*tsqr(x))
     m, n = x.shape

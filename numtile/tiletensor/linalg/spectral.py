@@ -74,7 +74,7 @@ def check_matrices(x, name: str) -> TileTensor:
     """``x`` as a float matrix or stack of matrices, or the error NumPy's linalg raises."""
     (x,), _ = float_matrices(name, x)
     if x.ndim < 2:
-        raise ValueError(
+        raise np.linalg.LinAlgError(  # NumPy's error (a ValueError)
             f"{name}: expected a 2-d matrix or a stack of them, got an array of shape {x.shape}"
         )
     return x
