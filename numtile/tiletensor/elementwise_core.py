@@ -213,9 +213,11 @@ def _operation_dtype(x, y, name: str, family: str, y_scalar: bool) -> np.dtype:
     if dtype == bool_ and family == "binary":
         raise TypeError(f"{name} of boolean tensors: use logical_and/logical_or, or astype")
     if family == "bitwise" and (dtype.kind not in "biu" or dtype == bool_ and "shift" in name):
+        given = " and ".join(
+            np.dtype(v.dtype).name if hasattr(v, "dtype") else type(v).__name__ for v in (x, y)
+        )  # the operands' own dtypes: int64 with uint64 promotes to float64
         raise TypeError(
-            f"{name} needs integer{'' if 'shift' in name else ' or boolean'} "
-            f"tensors, got {dtype.name}"
+            f"{name} needs integer{'' if 'shift' in name else ' or boolean'} tensors, got {given}"
         )
     if name == "power" and dtype.kind == "i" and y_scalar and y < 0:
         raise ValueError(f"integers to negative integer powers are not allowed (exponent {y})")

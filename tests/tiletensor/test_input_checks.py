@@ -336,3 +336,11 @@ def test_dtype_functions_refuse_none_for_a_dtype():
 def test_repeat_counts_that_are_not_integers_are_a_type_error(repeats):
     with pytest.raises(TypeError, match="repeats must be an int or integers"):  # ValueError
         nt.repeat(nt.ones((2, 3)), repeats, axis=0)
+
+
+@pytest.mark.parametrize("call", [nt.bitwise_and, nt.bitwise_left_shift, operator.xor])
+def test_a_bitwise_dtype_error_names_the_operands_dtypes(call):
+    # it named their promoted dtype, float64, which neither operand has
+    x, y = nt.ones((3,), dtype=nt.int64), nt.ones((3,), dtype=nt.uint64)
+    with pytest.raises(TypeError, match="needs integer.* tensors, got int64 and uint64"):
+        call(x, y)
