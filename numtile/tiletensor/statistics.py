@@ -55,6 +55,8 @@ def var(x: TileTensor, /, *, axis=None, correction: float = 0.0, keepdims: bool 
     1.6666666666666667
     """
     refuse_complex(x, "var")
+    if not isinstance(correction, (int, float, np.number)):
+        raise TypeError(f"var/std: correction must be a real number, got {correction!r}")
     if is_narrow_floating(x.dtype):  # bfloat16: both passes in float32, rounded once
         variance = var(astype(x, float32), axis=axis, correction=correction, keepdims=keepdims)
         return astype(variance, x.dtype)

@@ -211,6 +211,13 @@ class TileTensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        # without it Python iterates through __getitem__ until an IndexError: a 0-d tensor
+        # would iterate as empty instead of raising (NumPy: TypeError)
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
     def tile(self, index: Sequence[int]) -> DataHandle:
         """The data handle of tile ``index`` (a tuple with one entry per axis)."""
         flat = 0

@@ -406,6 +406,7 @@ def test_every_tensor_operator_and_method_is_classified():
         "__float__",
         "__int__",
         "__len__",
+        "__iter__",  # x[0], x[1], ...: each element through getitem
         "__repr__",
         "shape",
         "tile_shape",

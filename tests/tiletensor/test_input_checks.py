@@ -344,3 +344,17 @@ def test_a_bitwise_dtype_error_names_the_operands_dtypes(call):
     x, y = nt.ones((3,), dtype=nt.int64), nt.ones((3,), dtype=nt.uint64)
     with pytest.raises(TypeError, match="needs integer.* tensors, got int64 and uint64"):
         call(x, y)
+
+
+def test_iterating_a_0d_tensor_is_a_type_error_and_a_1d_one_gives_its_elements():
+    # Python iterated through __getitem__ until IndexError: a 0-d tensor looked empty
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(nt.asarray(1.0))
+    assert [t.item() for t in nt.arange(5, tile_shape=2)] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("reduce", [nt.var, nt.std])
+def test_a_correction_that_is_no_number_is_named(reduce):
+    # it was "'>' not supported between instances of 'int' and 'str'"
+    with pytest.raises(TypeError, match="correction must be a real number, got 'a'"):
+        reduce(nt.ones((5, 3), tile_shape=(2, 2)), correction="a")
