@@ -235,7 +235,7 @@ def reshape(x: TileTensor, shape, *, copy: bool | None = None) -> TileTensor:
     shape = tuple(shape)
     if any(s < 0 for s in shape) or math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape a tensor of shape {x.shape} into {shape}")
-    if shape == x.shape:
+    if shape == x.shape and not copy:
         return x
     if x.size == 0:
         return TileTensor(Layout(shape), x.dtype)

@@ -222,6 +222,18 @@ def test_reshape_copy_false_refuses_only_a_retile(check_tiles):
     check_tiles(nt.reshape(x, (4, 3)), np.arange(12).reshape(4, 3))
 
 
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_reshape_copy_true_to_the_same_shape_copies(shape):
+    # copy=True must copy even when the shape does not change: writing the result leaves x
+    data = np.arange(float(np.prod(shape))).reshape(shape) + 1
+    x = nt.from_numpy(data, tile_shape=(1, 2)[: len(shape)])
+    y = nt.reshape(x, shape, copy=True)
+    assert y is not x
+    y[...] = 0.0
+    np.testing.assert_array_equal(x.to_numpy(), data)
+    assert_same(y, xs.zeros(shape), exact=True)
+
+
 def test_mismatched_tilings_join_without_a_retile(check_tiles):
     a, b = np.arange(35.0).reshape(5, 7), -np.arange(14.0).reshape(2, 7)
     x, y = nt.from_numpy(a, tile_shape=(2, 3)), nt.from_numpy(b, tile_shape=(1, 5))
