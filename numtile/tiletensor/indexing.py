@@ -313,6 +313,8 @@ def _mask_key(x, entries, at, host_mask) -> Key:
 
 def _masked_whole(x: TileTensor, mask: TileTensor) -> TileTensor:
     """x's elements where ``mask`` (of x's shape) is True, in C order (a 1-D tensor)."""
+    if x.size == 0:  # no tiles: nothing to count lines of
+        return TileTensor(Layout((0,)), x.dtype)
     if x.ndim > 1 and last_cut_axis(x.layout) > 0:
         same_tiles = mask.tile_shape == x.tile_shape
         return masked_by_lines(x, mask if same_tiles else retile(mask, x.tile_shape))

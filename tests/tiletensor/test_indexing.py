@@ -102,6 +102,15 @@ def test_whole_masks_of_tiles_cut_after_the_first_axis(shape, tile_shape, mask_t
         nt.init()
 
 
+@pytest.mark.parametrize(("shape", "tile_shape"), [((0, 2), (1, 1)), ((2, 0, 3), (1, 1, 2))])
+def test_whole_masks_of_empty_tensors_cut_after_the_first_axis(shape, tile_shape):
+    # no tiles at all: the masked selection is empty, as array_api_strict's
+    x = nt.from_numpy(np.zeros(shape), tile_shape=tile_shape)
+    mask = nt.from_numpy(np.zeros(shape, bool), tile_shape=(1,) * len(shape))
+    expected = xs.asarray(np.zeros(shape))[xs.asarray(np.zeros(shape, bool))]
+    assert_same(x[mask], expected, exact=True)
+
+
 def test_mask_of_leading_axes_and_tensor_values():
     data = np.arange(24.0).reshape(4, 3, 2)
     x = nt.from_numpy(data, tile_shape=(3, 2, 1))
