@@ -53,12 +53,24 @@ def _any_not_finite(values):
     return found
 
 
+@inlined
+def _annex_g(z, w, v, op):
+    """v (the textbook z * w or z / w: ``op``), or annex G's where v or w has a part that is
+    not finite."""
+    if np.isfinite(v.real) and np.isfinite(v.imag) and np.isfinite(w.real) and np.isfinite(w.imag):
+        return v
+    return _cdivide(z, w) if op == opcodes.DIVIDE else _cmultiply(z, w)
+
+
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _annex_g_pass(a, a_strides, b, b_strides, out, shape, op):
     """Redo out = a * b (or a / b: ``op``) with annex G's functions where out or b has a part
     that is not finite (the textbook pass is right everywhere else): one strided loop,
     compiled once per dtype, called only for the tiles that need it."""
     if out.size == 0:
+        return
+    if shape.size == 0:  # a 0-d tile: one element, no axis to walk
+        out[0] = _annex_g(a[0], b[0], out[0], op)
         return
     inner = inner_axis(shape)
     extent = shape[inner]
@@ -68,11 +80,7 @@ def _annex_g_pass(a, a_strides, b, b_strides, out, shape, op):
             z = a[0] if a.size == 1 else a[a_start + j * a_strides[inner]]
             w = b[0] if b.size == 1 else b[b_start + j * b_strides[inner]]
             i = row * extent + j
-            v = out[i]
-            if np.isfinite(v.real) and np.isfinite(v.imag):
-                if np.isfinite(w.real) and np.isfinite(w.imag):
-                    continue
-            out[i] = _cdivide(z, w) if op == opcodes.DIVIDE else _cmultiply(z, w)
+            out[i] = _annex_g(z, w, out[i], op)
 
 
 _reciprocal = inlined(lambda v: _cdivide(1 + 0j, v))
@@ -147,8 +155,13 @@ def complex_binary(a, a_strides, b, b_strides, out, shape, op):
     standard's ``exp(b * log(a))``, a kernel of its own (compiled when first used)."""
     if op == opcodes.POWER:
         _complex_power(a, a_strides, b, b_strides, out, shape)
-    elif _complex_binary(a, a_strides, b, b_strides, out, shape, op):
-        _annex_g_pass(a, a_strides, b, b_strides, out, shape, op)
+        return
+    # in place (x *= y, x /= 2): the textbook pass overwrites the operand that annex G's pass
+    # reads again, so that pass reads a copy of it
+    a_in = a.copy() if np.may_share_memory(a, out) else a
+    b_in = b.copy() if np.may_share_memory(b, out) else b
+    if _complex_binary(a, a_strides, b, b_strides, out, shape, op):
+        _annex_g_pass(a_in, a_strides, b_in, b_strides, out, shape, op)
 
 
 def _complex_arithmetic(op):

@@ -231,3 +231,26 @@ def test_kernels_of_both_backends_recover_infinities(backend, name):
     )
     z, w = np.broadcast_arrays(rows.reshape(-1, 1), GRID)
     assert _mismatches(out.reshape(-1), z.reshape(-1), w.reshape(-1), name == "divide") == []
+
+
+@pytest.mark.parametrize("name", ["multiply", "divide"])
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_in_place_and_0d_operands_recover_infinities_too(name, dtype):
+    # x *= y and x /= y write x's own tiles, which the recovery pass reads again; a 0-d tile
+    # has no axis to walk: both must give the grid's annex-G values, as the 1-D form does
+    divide = name == "divide"
+    z, w = LEFT.astype(dtype), RIGHT.astype(dtype)
+    expected = nt.divide if divide else nt.multiply
+    expected = expected(nt.from_numpy(z, tile_shape=1000), nt.from_numpy(w, tile_shape=1000))
+    expected = expected.to_numpy()
+    x = nt.from_numpy(z, tile_shape=1000)
+    if divide:
+        x /= nt.from_numpy(w, tile_shape=1000)
+    else:
+        x *= nt.from_numpy(w, tile_shape=1000)
+    in_place = x.to_numpy()
+    picks = np.flatnonzero(_infinite(expected) | (RIGHT == 0))[::37]
+    zero_d = [getattr(nt, name)(nt.asarray(z[i]), nt.asarray(w[i])).to_numpy() for i in picks]
+    for got, at in ((in_place, range(z.size)), (zero_d, picks)):
+        mismatches = [(z[i], w[i], g) for g, i in zip(got, at) if not _same(g, expected[i])]
+        assert mismatches == []
