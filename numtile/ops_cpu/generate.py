@@ -69,6 +69,8 @@ def random_fill(out, shape, start, global_strides, seed, distribution, a, b, upp
 
 @njit(nogil=True, cache=True)
 def arange_fill(out, first, step):
-    """out[i] = first + i * step (flat ``out``)."""
+    """out[i] = first + i * step (flat ``out``); out[0] is ``first`` itself (-0.0 stays)."""
     for i in range(out.shape[0]):
         out[i] = first + i * step
+    if out.shape[0]:
+        out[0] = first  # -0.0 + 0 * step would be +0.0

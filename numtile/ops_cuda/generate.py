@@ -66,7 +66,8 @@ def _random_kernel(out, shape, global_strides, base, seed, distribution, a, b, u
 @cuda.jit
 def _arange_kernel(out, first, step):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        out[i] = first + _int64(i) * step
+        # out[0] is first itself: -0.0 + 0 * step would be +0.0
+        out[i] = first + _int64(i) * step if i else first
 
 
 def random_fill(
@@ -112,5 +113,5 @@ def random_fill(
 
 
 def arange_fill(out: DeviceArray, first, step, *, stream=0) -> None:
-    """out[i] = first + i * step (flat ``out``)."""
+    """out[i] = first + i * step (flat ``out``); out[0] is ``first`` itself (-0.0 stays)."""
     launch(_arange_kernel, out.size, stream, out, first, step)

@@ -326,7 +326,8 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None, tile_shape=N
     runtime = get_runtime()
     typed = out.dtype.type
     for (i,), handle in zip(out.layout.indices(), out.handles):
-        first = start + out.layout.starts[0][i] * step
+        offset = out.layout.starts[0][i]
+        first = start + offset * step if offset else start  # -0.0 + 0 * step is +0.0
         runtime.submit(
             codelets.elementwise.arange, [(handle, Access.W)], (typed(first), typed(step))
         )

@@ -118,7 +118,7 @@ def test_seeds_match_the_cpu(seed):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 def test_arange_matches_cpu(dtype):
-    for first, step in ((0, 1), (-3, 2), (0.5, 0.1), (10, -0.3)):
+    for first, step in ((0, 1), (-3, 2), (0.5, 0.1), (10, -0.3), (-0.0, 0.5)):
         if dtype == np.int64 and isinstance(first + step, float):
             continue
         typed = np.dtype(dtype).type
@@ -128,6 +128,9 @@ def test_arange_matches_cpu(dtype):
             d_out = cuda.device_array(37, dtype)
             ops_cuda.arange_fill(d_out, *args)
             np.testing.assert_array_equal(d_out.copy_to_host(), expected)
+            # out[0] is first itself on both: -0.0 stays -0.0
+            assert np.signbit(d_out.copy_to_host()[0]) == np.signbit(first)
+            assert np.signbit(expected[0]) == np.signbit(first)
 
 
 def test_empty_tiles_launch_nothing():

@@ -28,6 +28,16 @@ def test_arange(data):
     assert_same(ours, expected, exact=integers)
 
 
+@pytest.mark.parametrize("dtype", [None, "float32"])
+def test_arange_starts_with_start_itself(dtype):
+    # -0.0 + 0 * step is +0.0: the first element is start, its sign included, as NumPy's
+    for start, stop, step in ((-0.0, 3.0, 1.0), (-0.0, -2.0, -0.5), (-1e-300, 2.0, 0.5)):
+        kwargs = {} if dtype is None else {"dtype": getattr(xs, dtype)}
+        expected = xs.arange(start, stop, step, **kwargs)
+        kwargs = {} if dtype is None else {"dtype": getattr(nt, dtype)}
+        assert_same(nt.arange(start, stop, step, tile_shape=2, **kwargs), expected, exact=True)
+
+
 @SETTINGS
 @given(data=st.data())
 def test_linspace(data):
