@@ -23,6 +23,17 @@ from numtile.tiletensor.tensor import TileTensor
 R, W, RW, ACC = Access.R, Access.W, Access.RW, Access.ACCUMULATE
 
 
+def check_copy(copy) -> None:
+    """Refuse a ``copy=`` keyword other than True, False or None with NumPy's ``ValueError``.
+
+    >>> check_copy("x")
+    Traceback (most recent call last):
+    ValueError: copy must be True, False or None, got 'x'
+    """
+    if not (copy is None or isinstance(copy, (bool, np.bool_))):
+        raise ValueError(f"copy must be True, False or None, got {copy!r}")
+
+
 def normalize_axis(axis, ndim: int) -> int:
     """``axis`` in [0, ndim), from NumPy's accepted range [-ndim, ndim); else NumPy's
     ``AxisError`` (a ``ValueError`` and an ``IndexError``) naming both."""

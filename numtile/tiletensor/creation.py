@@ -10,6 +10,7 @@ from numtile.runtime import Access, DataHandle, get_runtime
 from numtile.runtime.distributed.distribution import ALL, as_distribution
 from numtile.runtime.distributed.front import place
 from numtile.tiletensor import codelets, placement
+from numtile.tiletensor.copying import check_copy
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.dlpack_bf16 import from_dlpack_array
 from numtile.tiletensor.dtypes import as_dtype, check_dtype, float64, int64
@@ -130,6 +131,7 @@ def asarray(
     5.0
     """
     check_device(device)
+    check_copy(copy)
     dtype = None if dtype is None else as_dtype(dtype)  # "bfloat16" names ml_dtypes' type
     if isinstance(obj, TileTensor):
         return _from_tensor(obj, dtype, copy, tile_shape)

@@ -72,7 +72,7 @@ def host_index_array(k) -> np.ndarray:
     array = k.to_numpy() if isinstance(k, TileTensor) else np.asarray(k)
     if array.dtype == np.bool_ or array.dtype.kind in "iu":
         return array
-    if array.size == 0 and array.dtype.kind == "f":  # [] is an empty integer key
+    if array.size == 0 and isinstance(k, list):  # [] is an empty integer key, as in NumPy
         return array.astype(np.int64)
     raise IndexError(
         f"arrays used as indices must be of integer or boolean type, got {array.dtype}"

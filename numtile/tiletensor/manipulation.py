@@ -10,8 +10,8 @@ import numpy as np
 
 from numtile.runtime import Access, get_runtime
 from numtile.tiletensor import codelets
+from numtile.tiletensor.copying import check_copy, normalize_axis
 from numtile.tiletensor.copying import copy_regions as _copy_regions
-from numtile.tiletensor.copying import normalize_axis
 from numtile.tiletensor.dispatch import dispatched
 from numtile.tiletensor.layout import Layout, c_strides, current_config
 from numtile.tiletensor.tensor import TileTensor
@@ -222,6 +222,7 @@ def reshape(x: TileTensor, shape, *, copy: bool | None = None) -> TileTensor:
     >>> nt.arange(12, tile_shape=4).reshape((4, 3)).to_numpy()[1].tolist()  # retiled first
     [3, 4, 5]
     """
+    check_copy(copy)
     if isinstance(shape, int) or hasattr(shape, "__index__"):
         shape = (shape,)
     shape = [operator.index(s) for s in shape]

@@ -358,3 +358,34 @@ def test_a_correction_that_is_no_number_is_named(reduce):
     # it was "'>' not supported between instances of 'int' and 'str'"
     with pytest.raises(TypeError, match="correction must be a real number, got 'a'"):
         reduce(nt.ones((5, 3), tile_shape=(2, 2)), correction="a")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda copy: nt.asarray([1.0, 2.0], copy=copy),
+        lambda copy: nt.reshape(nt.ones((2, 3), tile_shape=(1, 3)), (6,), copy=copy),
+    ],
+    ids=["asarray", "reshape"],
+)
+def test_a_copy_keyword_that_is_no_bool_is_refused_as_numpy_does(call):
+    # "x" was read as True; NumPy raises ValueError for it
+    with pytest.raises(ValueError) as expected:
+        np.asarray([1.0], copy="x")
+    with pytest.raises(ValueError, match="copy must be True, False or None, got 'x'"):
+        call("x")
+    assert expected.type is ValueError
+    np.testing.assert_array_equal(call(np.True_).to_numpy(), call(True).to_numpy())
+
+
+@pytest.mark.parametrize("make", [np.zeros, lambda n: nt.asarray(np.zeros(n))])
+def test_an_empty_float_index_array_is_refused_but_an_empty_list_is_a_key(make):
+    # NumPy refuses x[np.zeros(0)] and takes x[[]]; numtile took both
+    values = np.arange(12.0).reshape(4, 3)
+    x = nt.from_numpy(values, tile_shape=(2, 2))
+    with pytest.raises(IndexError):
+        values[np.zeros(0)]
+    with pytest.raises(IndexError, match="integer or boolean type, got float64"):
+        x[make(0)]
+    for key in ([], [[]]):
+        assert x[key].shape == values[key].shape
