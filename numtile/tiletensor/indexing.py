@@ -67,12 +67,18 @@ def _is_array_key(k) -> bool:
     return isinstance(k, (list, np.ndarray, TileTensor))
 
 
+def _empty_list(k) -> bool:
+    """Whether ``k`` is an empty list (``[]``, ``[[]]``): an integer key, though NumPy reads
+    it as float64; an empty float array is no key."""
+    return isinstance(k, list) and np.size(k) == 0
+
+
 def host_index_array(k) -> np.ndarray:
     """An array key as a host array (a TileTensor key is waited for)."""
     array = k.to_numpy() if isinstance(k, TileTensor) else np.asarray(k)
     if array.dtype == np.bool_ or array.dtype.kind in "iu":
         return array
-    if array.size == 0 and isinstance(k, list):  # [] is an empty integer key, as in NumPy
+    if _empty_list(k):  # [] is an empty integer key, as in NumPy
         return array.astype(np.int64)
     raise IndexError(
         f"arrays used as indices must be of integer or boolean type, got {array.dtype}"
@@ -464,7 +470,7 @@ def take(x: TileTensor, indices, /, *, axis: int | None = None) -> TileTensor:
         axis = 0
     axis = normalize_axis(axis, x.ndim)
     dtype = indices.dtype if isinstance(indices, TileTensor) else np.asarray(indices).dtype
-    if dtype.kind not in "iu" and not (np.size(indices) == 0 and dtype.kind == "f"):
+    if dtype.kind not in "iu" and not _empty_list(indices):
         raise TypeError(f"take needs integer indices, got {dtype}")  # NumPy's error type
     index = host_index_array(indices)
     if index.ndim != 1:

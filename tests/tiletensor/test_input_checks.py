@@ -387,5 +387,8 @@ def test_an_empty_float_index_array_is_refused_but_an_empty_list_is_a_key(make):
         values[np.zeros(0)]
     with pytest.raises(IndexError, match="integer or boolean type, got float64"):
         x[make(0)]
+    with pytest.raises(TypeError, match="take needs integer indices, got float64"):
+        nt.take(x, make(0), axis=0)  # NumPy's take: TypeError (cannot cast float64)
+    assert nt.take(x, [], axis=0).shape == (0, 3)
     for key in ([], [[]]):
         assert x[key].shape == values[key].shape
