@@ -33,9 +33,7 @@ TENSOR_TYPES: tuple[type, ...] = ()
 def _takes_tensor_first(plain: Callable) -> str | None:
     """The name of ``plain``'s first parameter when it is annotated ``TileTensor``, else None."""
     parameters = list(inspect.signature(plain).parameters.values())
-    if parameters and parameters[0].annotation in ("TileTensor", "TileTensor | None"):
-        return parameters[0].name if parameters[0].annotation == "TileTensor" else None
-    return None
+    return parameters[0].name if parameters and parameters[0].annotation == "TileTensor" else None
 
 
 def require_tensor(x, name: str) -> None:
